@@ -1,0 +1,68 @@
+/* lut_host.h — the matmul host around the kernels (design.md §3): which products the ternary path
+ * takes, how big the workspace is, per-tensor extras holding repacked weights, and the threaded
+ * product dst = src0 · src1 for ternary src0 (I2_S, TL1, TL2) and F32 activations.
+ *
+ * Threading contract of bitnet_mul_mat (called by every thread of a bitnet_threadpool task):
+ * thread 0 quantizes the activations / builds the LUTs of all columns into the workspace, a barrier
+ * follows only when nth > 1, then each thread computes a contiguous range of BM tiles (I2_S: row
+ * blocks). Every output element is computed by one thread in a fixed order, so results are identical
+ * for any thread count. */
+#ifndef BITNET_LUT_HOST_H
+#define BITNET_LUT_HOST_H
+
+#include "common.h"
+#include "lut.h"
+#include "threadpool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Repacked ternary weight attached to a tensor by bitnet_lut_transform_tensor. */
+typedef struct bitnet_tensor_extra {
+    int type;                /* layout of qweights: BITNET_TYPE_I2_S, _TL1 or _TL2 */
+    bitnet_lut_shape shape;  /* M, K, tiles (tiles unused for I2_S) */
+    const uint8_t *qweights; /* packed weights (64-byte aligned); may alias the tensor's data */
+    float scale;             /* per-tensor weight scale */
+    bitnet_lut_impl impl;    /* TL1/TL2: constructor and kernel */
+    void *owned;             /* buffer to free, or NULL when qweights aliases the file mapping */
+} bitnet_tensor_extra;
+
+/* Bits per weight of the LUT types: TL1, TL2, I2_S → 2; Q4_0 → 4; anything else 0. */
+int bitnet_get_type_bits(int type);
+
+/* true when the ternary path computes dst = src0 · src1: src0 is I2_S, TL1 or TL2 (2-D, ne00 = K,
+ * ne01 = M), src1 and dst are F32, src1->ne[0] == K, dst->ne[0] == M, dst->ne[1] == src1->ne[1].
+ * Any number of activation columns (src1->ne[1] >= 1) on every type. */
+bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
+
+/* Workspace bytes bitnet_mul_mat needs for this product (ne10, ne11 from src1; ne01 and the layout
+ * from src0's extra, or src0's type when it has none): per column the int8 activations or the qlut
+ * (stride rounded up to 64), plus the column scales, rounded up to a multiple of 64. Proven ≥ the
+ * highest byte written (tests run every configured shape under AddressSanitizer). */
+size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
+
+/* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers and is
+ * safe to call twice or without init. */
+void bitnet_lut_init(void);
+void bitnet_lut_free(void);
+
+/* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
+ * stored layout (I2_S, TL1 or TL2 with `stored_tiles`), repack into `target` with `tiles` (ignored for
+ * I2_S) unless the stored layout already is the target with the same tiles, pick the kernel, and
+ * attach the extra. Errors name the tensor, M, K and the tiles. Calls bitnet_lut_init if needed. */
+bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
+                                          const bitnet_tiles *tiles, bitnet_error *err);
+
+/* dst[n][m] = Σ_k W[m][k] · src1[n][k] with W = src0 (after bitnet_lut_transform_tensor).
+ * src1: F32 [ne11][ne10] rows contiguous; dst: F32 [ne11][ne01]. wdata: 64-byte aligned, wsize >=
+ * bitnet_mul_mat_get_wsize. Call from every thread of a pool task with its ith/nth; tp is used for the
+ * barrier (may be NULL when nth == 1). */
+void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet_tensor *dst,
+                    void *wdata, size_t wsize, int ith, int nth, bitnet_threadpool *tp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

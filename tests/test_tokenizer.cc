@@ -1,0 +1,2 @@
+// PLACEHOLDER: tests not written yet (issue #2 work in progress).
+#include <gtest/gtest.h>
