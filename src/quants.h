@@ -10,7 +10,10 @@
 extern "C" {
 #endif
 
-/* IEEE binary16 <-> binary32. to_fp16 rounds to nearest even (as F16C's vcvtps2ph with imm 0). */
+/* IEEE binary16 <-> binary32 (IEEE 754-2008 §3.6). Both are exact matches of the x86 F16C and AArch64
+ * fcvt instructions for every input: to_fp32 is exact (NaNs keep sign and payload and become quiet);
+ * to_fp16 rounds to nearest even (as vcvtps2ph with imm 0), overflows to ±inf from 65520 up, and
+ * turns a NaN into a quiet NaN with the top 10 payload bits. */
 float bitnet_fp16_to_fp32(uint16_t h);
 uint16_t bitnet_fp32_to_fp16(float f);
 
@@ -33,15 +36,18 @@ typedef struct bitnet_block_q8_0 {
  * BITNET_ERR_FORMAT for a shape the type cannot hold (names the dimension), overflow. */
 bitnet_status bitnet_type_nbytes(int type, int n_dims, const int64_t *ne, size_t *out, bitnet_error *err);
 
-/* Convert n elements of one row of a dense type (F32, F16, Q8_0) to float.
+/* Convert n elements of one row of a dense type (F32, F16, BF16, Q8_0) to float. row may be unaligned.
  * BITNET_ERR_UNSUPPORTED for other types; n must be a multiple of the block size. */
 bitnet_status bitnet_row_to_f32(int type, const void *row, float *dst, int64_t n, bitnet_error *err);
 
-/* Quantize n floats (n % 32 == 0) to Q8_0 as ggml does: d = max|x|/127, q = round(x/d). */
+/* Quantize n floats (n % 32 == 0) to Q8_0 as ggml's reference quantizer does: d = max|x|/127 (stored
+ * as fp16), q = round_half_away(x * (1/d)), q = 0 for an all-zero block. */
 void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n);
 
 /* The activation quantizer of docs/LAYOUTS.md §1 (formats.md, I2_S activations):
  * s = 127 / max(max|x|, 1e-5); q[k] = clamp(round_half_even(x[k]*s), -127, 127). Returns s.
+ * Non-finite input (not expected from a sane model) is defined, not UB: NaN entries are skipped by the
+ * max and give q = 0; an infinite max gives s = 0 and q = 0 everywhere. */
  * x: [K] floats; q: [K]. Every SIMD LUT constructor must produce exactly these q and s. */
 float bitnet_quantize_act(const float *x, int64_t K, int8_t *q);
 

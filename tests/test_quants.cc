@@ -1,2 +1,427 @@
-// PLACEHOLDER: tests not written yet (issue #2 work in progress).
+// test_quants.cc — type facts and byte sizes, binary16 conversion (exhaustive over all halves, against
+// an independent reference written here and, where the CPU has one, the hardware converter), dense row
+// conversion, the Q8_0 quantizer and the activation quantizer of docs/LAYOUTS.md §1.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "quants.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float float_of(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// ---- Independent reference for binary16 -------------------------------------------------------
+// Value of a half from its fields, in double (exact): (-1)^s * 2^(e-15) * (1 + m/1024), subnormals
+// 2^-14 * m/1024.
+double ref_half_value(uint16_t h) {
+    const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? std::ldexp((double)m, -24) : std::ldexp(1024.0 + m, e - 25);
+    return s ? -v : v;
+}
+
+// Nearest half by search over the 31744 non-negative finite halves (sorted by bit pattern), ties to
+// the even pattern; >= 65520 (the midpoint between 65504 and 2^16) goes to infinity.
+uint16_t ref_float_to_half(float f) {
+    const uint32_t u = bits_of(f);
+    const uint16_t sign = (u >> 16) & 0x8000;
+    if (std::isnan(f)) return sign | 0x7e00 | ((u >> 13) & 0x3ff);
+    const double a = std::fabs((double)f);
+    if (a >= 65520.0) return sign | 0x7c00;
+    uint16_t lo = 0, hi = 0x7bff;  // largest h with value(h) <= a
+    while (lo < hi) {
+        const uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
+        if (ref_half_value(mid) <= a) lo = mid; else hi = mid - 1;
+    }
+    if (lo == 0x7bff) return sign | lo;
+    const double d0 = a - ref_half_value(lo), d1 = ref_half_value(lo + 1) - a;
+    uint16_t r = lo;
+    if (d1 < d0 || (d1 == d0 && (lo & 1))) r = lo + 1;
+    return sign | r;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) uint16_t hw_f2h(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+__attribute__((target("f16c"))) float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+bool have_hw() { return __builtin_cpu_supports("f16c"); }
+#elif defined(__aarch64__)
+uint16_t hw_f2h(float f) {
+    __fp16 h = (__fp16)f;
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+}
+float hw_h2f(uint16_t u) {
+    __fp16 h;
+    std::memcpy(&h, &u, 2);
+    return (float)h;
+}
+bool have_hw() { return true; }
+#else
+uint16_t hw_f2h(float) { return 0; }
+float hw_h2f(uint16_t) { return 0; }
+bool have_hw() { return false; }
+#endif
+
+}  // namespace
+
+// ---- Type facts ----------------------------------------------------------------------------------
+
+TEST(Quants, TypeNames) {
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_F32), "F32");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_F16), "F16");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_Q8_0), "Q8_0");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_Q6_K), "Q6_K");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_I2_S), "I2_S");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_TL1), "TL1");
+    EXPECT_STREQ(bitnet_type_name(BITNET_TYPE_TL2), "TL2");
+    EXPECT_STREQ(bitnet_type_name(30), "BF16");
+    EXPECT_STREQ(bitnet_type_name(4), "unknown");  // Q4_2, removed from ggml
+    EXPECT_STREQ(bitnet_type_name(41), "unknown");
+    EXPECT_STREQ(bitnet_type_name(-1), "unknown");
+    EXPECT_TRUE(bitnet_type_is_ternary(BITNET_TYPE_I2_S));
+    EXPECT_TRUE(bitnet_type_is_ternary(BITNET_TYPE_TL1));
+    EXPECT_TRUE(bitnet_type_is_ternary(BITNET_TYPE_TL2));
+    EXPECT_FALSE(bitnet_type_is_ternary(BITNET_TYPE_I8_S));
+    EXPECT_FALSE(bitnet_type_is_ternary(BITNET_TYPE_F32));
+}
+
+namespace {
+size_t nbytes_ok(int type, std::vector<int64_t> ne) {
+    size_t out = 0;
+    bitnet_error err{};
+    bitnet_status st = bitnet_type_nbytes(type, (int)ne.size(), ne.data(), &out, &err);
+    EXPECT_EQ(st, BITNET_OK) << err.msg;
+    return out;
+}
+bitnet_status nbytes_err(int type, std::vector<int64_t> ne, std::string *msg) {
+    size_t out = 12345;
+    bitnet_error err{};
+    bitnet_status st = bitnet_type_nbytes(type, (int)ne.size(), ne.data(), &out, &err);
+    *msg = err.msg;
+    EXPECT_EQ(out, 12345u);  // untouched on failure
+    return st;
+}
+}  // namespace
+
+TEST(Quants, DenseSizes) {
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_F32, {3, 2}), 24u);
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_F32, {7}), 28u);
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_F16, {256, 512}), 262144u);
+    EXPECT_EQ(nbytes_ok(30, {4, 2, 3}), 48u);  // BF16
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_Q8_0, {64, 3}), 2u * 34u * 3u);
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_Q4_0, {32, 1, 1, 2}), 36u);
+    EXPECT_EQ(nbytes_ok(3, {32}), 20u);   // Q4_1
+    EXPECT_EQ(nbytes_ok(6, {32}), 22u);   // Q5_0
+    EXPECT_EQ(nbytes_ok(7, {32}), 24u);   // Q5_1
+    EXPECT_EQ(nbytes_ok(10, {256}), 84u);   // Q2_K
+    EXPECT_EQ(nbytes_ok(11, {256}), 110u);  // Q3_K
+    EXPECT_EQ(nbytes_ok(12, {256}), 144u);  // Q4_K
+    EXPECT_EQ(nbytes_ok(13, {256}), 176u);  // Q5_K
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_Q6_K, {512, 2}), 4u * 210u);
+    EXPECT_EQ(nbytes_ok(15, {256}), 292u);  // Q8_K
+    EXPECT_EQ(nbytes_ok(24, {5}), 5u);      // I8
+    EXPECT_EQ(nbytes_ok(25, {5}), 10u);     // I16
+    EXPECT_EQ(nbytes_ok(26, {5}), 20u);     // I32
+    EXPECT_EQ(nbytes_ok(27, {5}), 40u);     // I64
+    EXPECT_EQ(nbytes_ok(28, {5}), 40u);     // F64
+    EXPECT_EQ(nbytes_ok(34, {256}), 54u);   // TQ1_0
+    EXPECT_EQ(nbytes_ok(35, {256}), 66u);   // TQ2_0
+}
+
+TEST(Quants, TernarySizes) {
+    // formats.md: I2_S and TL1 M*K/4 + 32 (the tiny model's blk.0.ffn_down: K = 768, M = 256).
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_I2_S, {768, 256}), 768u * 256u / 4u + 32u);
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL1, {1536, 4096}), 1536u * 4096u / 4u + 32u);
+    // TL2: pad32((K-256)*M/3*5/8 + 256*M/2*4/8) + 32, computed by hand:
+    // K=256, M=32: 0 + 256*32/2*4/8 = 2048 → 2048 + 32.
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {256, 32}), 2080u);
+    // K=1536, M=1536: 1280*1536 = 1966080, /3 = 655360, *5 = 3276800, /8 = 409600; + 98304 = 507904.
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {1536, 1536}), 507936u);
+    // K=288, M=32: 32*32 = 1024, /3 = 341, *5 = 1705, /8 = 213; + 2048 = 2261 → pad32 2272, + 32.
+    EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {288, 32}), 2304u);
+}
+
+TEST(Quants, SizeErrors) {
+    std::string msg;
+    EXPECT_EQ(nbytes_err(41, {32}, &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(msg.find("41"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(4, {32}, &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_EQ(nbytes_err(-3, {32}, &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_I8_S, {32}, &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(msg.find("I8_S"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_Q8_0, {48}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("ne[0] = 48"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F32, {4, 0}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("ne[1] = 0"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F32, {-4}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F32, {1, 1, 1, 1, 1}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("n_dims = 5"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F32, {}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F32, {INT64_MAX / 2, 4}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("overflow"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_F16, {1 << 20, 1 << 20, 1 << 20, 1 << 20}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_I2_S, {768}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("2-D"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_I2_S, {100, 3}, &msg), BITNET_ERR_FORMAT);  // 300 % 128 != 0
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_TL1, {3, 3}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_TL2, {128, 32}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_NE(msg.find("256"), std::string::npos) << msg;
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_I2_S, {INT64_MAX / 4, INT64_MAX / 4}, &msg), BITNET_ERR_FORMAT);
+    EXPECT_EQ(nbytes_err(BITNET_TYPE_TL2, {INT64_MAX / 4, 1 << 20}, &msg), BITNET_ERR_FORMAT);
+}
+
+// ---- binary16 ------------------------------------------------------------------------------------
+
+TEST(Fp16, AllHalvesToFloatExact) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = bitnet_fp16_to_fp32((uint16_t)h);
+        const int e = (h >> 10) & 31, m = h & 1023;
+        if (e == 31 && m != 0) {
+            ASSERT_TRUE(std::isnan(f)) << h;
+            // sign and payload are kept (the 10 fraction bits become the top of the float's fraction)
+            // and the NaN is quiet, as the hardware converters do
+            ASSERT_EQ(bits_of(f), ((h & 0x8000u) << 16) | 0x7fc00000u | ((uint32_t)m << 13)) << h;
+        } else {
+            const double ref = ref_half_value((uint16_t)h);
+            ASSERT_EQ((double)f, e == 31 ? ((h & 0x8000) ? -INFINITY : INFINITY) : ref) << h;
+            ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;  // includes -0
+        }
+        // every half survives the round trip bit for bit (NaNs: the quiet bit gets set)
+        const uint16_t back = bitnet_fp32_to_fp16(f);
+        if (e == 31 && m != 0) {
+            ASSERT_EQ(back, h | 0x200u) << h;
+        } else {
+            ASSERT_EQ(back, h) << h;
+        }
+    }
+}
+
+TEST(Fp16, FloatToHalfRoundsToNearestEven) {
+    // For every pair of adjacent non-negative halves (incl. subnormals and 65504 → inf), the exact
+    // midpoint and its float neighbours; then both signs.
+    size_t checked = 0;
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        const double lo = ref_half_value((uint16_t)h);
+        const double hi = h == 0x7bff ? 65536.0 : ref_half_value((uint16_t)(h + 1));
+        const float mid = (float)((lo + hi) / 2);  // exact: needs at most 12 significant bits
+        ASSERT_EQ((double)mid, (lo + hi) / 2);
+        const float cand[] = {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY), (float)lo,
+                              std::nextafter((float)lo, INFINITY)};
+        for (float c : cand) {
+            for (float v : {c, -c}) {
+                ASSERT_EQ(bitnet_fp32_to_fp16(v), ref_float_to_half(v)) << "float bits " << std::hex << bits_of(v);
+                checked++;
+            }
+        }
+    }
+    // midpoint ties by hand: 1 + 2^-11 is halfway between 1 and 1+2^-10 → even (1.0 = 0x3c00);
+    // 1 + 3*2^-11 → 0x3c02; 65520 → inf; 2^-25 → 0; 3*2^-26 → smallest subnormal 0x0001.
+    EXPECT_EQ(bitnet_fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+    EXPECT_EQ(bitnet_fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+    EXPECT_EQ(bitnet_fp32_to_fp16(65520.0f), 0x7c00);
+    EXPECT_EQ(bitnet_fp32_to_fp16(std::nextafter(65520.0f, 0.0f)), 0x7bff);
+    EXPECT_EQ(bitnet_fp32_to_fp16(-65520.0f), 0xfc00);
+    EXPECT_EQ(bitnet_fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);
+    EXPECT_EQ(bitnet_fp32_to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
+    EXPECT_EQ(bitnet_fp32_to_fp16(3 * std::ldexp(1.0f, -26)), 0x0001);
+    EXPECT_EQ(bitnet_fp32_to_fp16(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)), 0x0400);  // rounds up to normal
+    EXPECT_EQ(bitnet_fp32_to_fp16(INFINITY), 0x7c00);
+    EXPECT_EQ(bitnet_fp32_to_fp16(-INFINITY), 0xfc00);
+    EXPECT_EQ(bitnet_fp32_to_fp16(-0.0f), 0x8000);
+    EXPECT_EQ(bitnet_fp32_to_fp16(float_of(0x00000001u)), 0x0000);  // float subnormal
+    EXPECT_EQ(bitnet_fp32_to_fp16(float_of(0x7fc00000u)), 0x7e00);  // quiet NaN
+    EXPECT_EQ(bitnet_fp32_to_fp16(float_of(0xff800001u)), 0xfe00);  // signalling NaN, low payload
+    EXPECT_EQ(bitnet_fp32_to_fp16(float_of(0x7fa02000u)), 0x7f01);  // payload kept, quiet bit set
+    EXPECT_GT(checked, 300000u);
+}
+
+TEST(Fp16, FloatToHalfSampledSweep) {
+    // A strided sweep over all 2^32 float patterns (every exponent, many fractions).
+    for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
+        const float f = float_of((uint32_t)u);
+        ASSERT_EQ(bitnet_fp32_to_fp16(f), ref_float_to_half(f)) << "float bits " << std::hex << u;
+    }
+}
+
+TEST(Fp16, MatchesHardwareConverter) {
+    if (!have_hw()) GTEST_SKIP() << "no hardware half converter on this CPU";
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float a = bitnet_fp16_to_fp32((uint16_t)h), b = hw_h2f((uint16_t)h);
+        ASSERT_EQ(bits_of(a), bits_of(b)) << h;
+    }
+    for (uint64_t u = 0; u < (1ull << 32); u += 65521) {
+        const float f = float_of((uint32_t)u);
+        ASSERT_EQ(bitnet_fp32_to_fp16(f), hw_f2h(f)) << "float bits " << std::hex << u;
+    }
+}
+
+// ---- rows ----------------------------------------------------------------------------------------
+
+TEST(Quants, RowToF32) {
+    bitnet_error err{};
+    const uint16_t h[4] = {0x3c00, 0xc000, 0x3555, 0x0001};  // 1, -2, 0.333251953125, 2^-24
+    float out[4];
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_F16, h, out, 4, &err), BITNET_OK);
+    EXPECT_EQ(out[0], 1.0f);
+    EXPECT_EQ(out[1], -2.0f);
+    EXPECT_EQ(out[2], 0.333251953125f);
+    EXPECT_EQ(out[3], std::ldexp(1.0f, -24));
+
+    const float f[3] = {1.5f, -0.25f, 3e38f};
+    float g[3];
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_F32, f, g, 3, &err), BITNET_OK);
+    EXPECT_EQ(std::memcmp(f, g, sizeof f), 0);
+
+    const uint16_t bf[2] = {0x3fc0, 0xc120};  // 1.5, -10
+    ASSERT_EQ(bitnet_row_to_f32(30, bf, g, 2, &err), BITNET_OK);
+    EXPECT_EQ(g[0], 1.5f);
+    EXPECT_EQ(g[1], -10.0f);
+
+    // Q8_0, two blocks, read from an odd (unaligned) address
+    std::vector<uint8_t> buf(1 + 2 * 34);
+    uint8_t *p = buf.data() + 1;
+    const uint16_t d0 = 0x3800, d1 = 0xb400;  // 0.5, -0.25
+    std::memcpy(p, &d0, 2);
+    std::memcpy(p + 34, &d1, 2);
+    for (int j = 0; j < 32; j++) {
+        p[2 + j] = (uint8_t)(int8_t)(j - 16);
+        p[36 + j] = (uint8_t)(int8_t)(j * 4 - 127 + (j == 31 ? 130 : 0));
+    }
+    std::vector<float> q(64);
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q8_0, p, q.data(), 64, &err), BITNET_OK);
+    for (int j = 0; j < 32; j++) {
+        EXPECT_EQ(q[j], 0.5f * (float)(j - 16)) << j;
+        EXPECT_EQ(q[32 + j], -0.25f * (float)(int8_t)(j * 4 - 127 + (j == 31 ? 130 : 0))) << j;
+    }
+
+    EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q8_0, p, q.data(), 40, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_I2_S, p, q.data(), 32, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("I2_S"), std::string::npos) << err.msg;
+    EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q6_K, p, q.data(), 256, &err), BITNET_ERR_UNSUPPORTED);
+}
+
+TEST(Quants, QuantizeQ8_0) {
+    // block 0: max|x| = 12.7 → d = 0.1, q = round-half-away(x / d) (ggml's reference quantizer)
+    std::vector<float> x(64, 0.0f);
+    x[0] = 12.7f;
+    x[1] = -12.7f;
+    x[2] = 1.0f;  // 1.0 / 0.1 → 10
+    x[3] = 0.25f;
+    x[4] = -0.35f;
+    // block 1: all zero → d = 0, q = 0
+    std::vector<bitnet_block_q8_0> b(2);
+    bitnet_quantize_row_q8_0(x.data(), b.data(), 64);
+    const float d = 12.7f / 127.0f;
+    EXPECT_EQ(b[0].d, bitnet_fp32_to_fp16(d));
+    const float id = 1.0f / d;
+    for (int j = 0; j < 32; j++) EXPECT_EQ(b[0].qs[j], (int8_t)std::round(x[j] * id)) << j;
+    EXPECT_EQ(b[0].qs[0], 127);
+    EXPECT_EQ(b[0].qs[1], -127);
+    EXPECT_EQ(b[0].qs[2], 10);
+    EXPECT_EQ(b[1].d, 0);
+    for (int j = 0; j < 32; j++) EXPECT_EQ(b[1].qs[j], 0);
+    // round trip through row_to_f32 is within d/2 per element
+    std::vector<float> y(64);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q8_0, b.data(), y.data(), 64, &err), BITNET_OK);
+    for (int j = 0; j < 64; j++) EXPECT_NEAR(y[j], x[j], 0.0501) << j;
+}
+
+// ---- activation quantizer (LAYOUTS.md §1) ----------------------------------------------------------
+
+TEST(QuantizeAct, HalfEvenAndScale) {
+    // max|x| = 127 → s = 1 exactly; x*s = x, so the rounding of ties is visible.
+    const float x[] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, -3.5f, 3.49f, -127.0f, 126.5f, 0.0f, -0.0f};
+    const int8_t want[] = {127, 0, 2, 2, 0, -2, -4, 3, -127, 126, 0, 0};
+    const int64_t K = sizeof x / sizeof x[0];
+    std::vector<int8_t> q(K, 99);
+    const float s = bitnet_quantize_act(x, K, q.data());
+    EXPECT_EQ(s, 1.0f);
+    for (int64_t k = 0; k < K; k++) EXPECT_EQ(q[k], want[k]) << k;
+}
+
+TEST(QuantizeAct, GeneralScaleIsFloat32Division) {
+    std::vector<float> x = {0.3f, -1.7f, 0.01f, 1.69f, -0.85f, 0.0f, 1e-7f, -1.7f};
+    std::vector<int8_t> q(x.size());
+    const float s = bitnet_quantize_act(x.data(), (int64_t)x.size(), q.data());
+    const float want_s = 127.0f / 1.7f;
+    EXPECT_EQ(bits_of(s), bits_of(want_s));
+    for (size_t k = 0; k < x.size(); k++) {
+        const float p = x[k] * want_s;  // one float multiply
+        const float r = std::nearbyint(p);
+        EXPECT_EQ(q[k], (int8_t)r) << k;
+    }
+    EXPECT_EQ(q[1], -127);
+    EXPECT_EQ(q[7], -127);
+    EXPECT_EQ(q[0], 22);  // 0.3 * 74.70588 = 22.41
+    EXPECT_EQ(q[5], 0);
+}
+
+TEST(QuantizeAct, ZeroColumnAndTinyValues) {
+    std::vector<float> x(64, 0.0f);
+    std::vector<int8_t> q(64, 5);
+    float s = bitnet_quantize_act(x.data(), 64, q.data());
+    EXPECT_EQ(s, 127.0f / 1e-5f);
+    EXPECT_TRUE(std::isfinite(s));
+    for (int8_t v : q) EXPECT_EQ(v, 0);
+    // below the 1e-5 floor the scale stays at 1.27e7: 5e-6 → 63.5 → 64 (even)
+    x[3] = 5e-6f;
+    s = bitnet_quantize_act(x.data(), 64, q.data());
+    EXPECT_EQ(s, 127.0f / 1e-5f);
+    EXPECT_EQ(q[3], (int8_t)std::nearbyint(5e-6f * s));
+    // empty column
+    EXPECT_EQ(bitnet_quantize_act(x.data(), 0, q.data()), 127.0f / 1e-5f);
+}
+
+TEST(QuantizeAct, NeverMinus128AndNonFinite) {
+    // values whose product with s would round past ±127 cannot exist (|x·s| ≤ 127(1+2^-23)), but the
+    // clamp still holds for a random sweep; NaN maps to 0; an inf column gives s = 0 and q = 0 except
+    // the (NaN-producing) inf entries, which also map to 0.
+    uint64_t st = 12345;
+    for (int rep = 0; rep < 200; rep++) {
+        std::vector<float> x(96);
+        for (float &v : x) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            v = (float)((int64_t)(st >> 11) % 2000001 - 1000000) * 1e-3f;
+        }
+        std::vector<int8_t> q(96);
+        const float s = bitnet_quantize_act(x.data(), 96, q.data());
+        int maxabs = 0;
+        for (size_t k = 0; k < 96; k++) {
+            ASSERT_GE(q[k], -127);
+            ASSERT_EQ(q[k], (int8_t)std::nearbyint(x[k] * s));
+            maxabs = std::max(maxabs, std::abs((int)q[k]));
+        }
+        ASSERT_EQ(maxabs, 127);
+    }
+    const float y[] = {NAN, 2.0f, -1.0f};
+    int8_t q[3];
+    const float s = bitnet_quantize_act(y, 3, q);
+    EXPECT_EQ(s, 63.5f);
+    EXPECT_EQ(q[0], 0);
+    EXPECT_EQ(q[1], 127);
+    EXPECT_EQ(q[2], -64);  // -63.5 → -64 (even)
+    const float z[] = {INFINITY, 1.0f};
+    const float s2 = bitnet_quantize_act(z, 2, q);
+    EXPECT_EQ(s2, 0.0f);
+    EXPECT_EQ(q[0], 0);
+    EXPECT_EQ(q[1], 0);
+}
