@@ -47,7 +47,7 @@ void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n)
 /* The activation quantizer of docs/LAYOUTS.md §1 (formats.md, I2_S activations):
  * s = 127 / max(max|x|, 1e-5); q[k] = clamp(round_half_even(x[k]*s), -127, 127). Returns s.
  * Non-finite input (not expected from a sane model) is defined, not UB: NaN entries are skipped by the
- * max and give q = 0; an infinite max gives s = 0 and q = 0 everywhere. */
+ * max and give q = 0; an infinite max gives s = 0 and q = 0 everywhere.
  * x: [K] floats; q: [K]. Every SIMD LUT constructor must produce exactly these q and s. */
 float bitnet_quantize_act(const float *x, int64_t K, int8_t *q);
 
