@@ -1,0 +1,166 @@
+/* dummy_model.h — writes dummy BitNet models: GGUF files of architecture "bitnet" (formats.md
+ * "Architecture bitnet", the key set, key order, key types and tensor names of the files bitnet.cpp
+ * writes) filled with seeded pseudo-random weights, for benchmarks and tests.
+ *
+ * What the weights are (all of it reproducible from the seed, identical on every ISA):
+ * - PRNG: splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators",
+ *   OOPSLA 2014) derives seeds; xoshiro256** (Blackman, Vigna, "Scrambled linear pseudorandom number
+ *   generators", ACM TOMS 2021) produces the stream. Each tensor has its own stream, seeded from
+ *   (seed, tensor name) only, so a tensor's values do not depend on the output type, on the other
+ *   tensors or on the order they are written in.
+ * - Ternary projections (attn_q/k/v/output, ffn_gate/up/down): w ∈ {-1, 0, +1}, each value with
+ *   probability exactly 1/3, independent; one scale per tensor, drawn uniformly from
+ *   {768, 769, ..., 895} / 1024 ∈ [0.75, 0.875) (about the 0.8 of bitnet.cpp's own random models; every
+ *   such value is exact in F16, so F32, F16, I2_S, TL1 and TL2 files of one seed hold the same model).
+ *   F32/F16 files store w·scale; I2_S/TL1/TL2 files store the packed codes and the scale.
+ * - token_embd: z ~ N(0, 1) approximated by the Irwin-Hall sum of 12 uniforms minus 6 (no libm, so
+ *   identical bits everywhere). Stored as F32 for outtype f32; for the other outtypes F16 when
+ *   n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md).
+ * - Norm weights (attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm, output_norm): 1 + 0.1·z, F32.
+ *
+ * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows (a
+ * few MiB); only TL2, whose three streams each run over the whole tensor, holds one whole tensor's
+ * int8 values and packed bytes at a time. The file goes through the streaming GGUF writer (gguf.h),
+ * so a failure never leaves a truncated file behind. */
+#ifndef BITNET_DUMMY_MODEL_H
+#define BITNET_DUMMY_MODEL_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bitnet_dummy_outtype {
+    BITNET_DUMMY_F32 = 0,  /* general.file_type 0 */
+    BITNET_DUMMY_F16 = 1,  /* 1 */
+    BITNET_DUMMY_I2_S = 2, /* 40 */
+    BITNET_DUMMY_TL1 = 3,  /* 38 */
+    BITNET_DUMMY_TL2 = 4,  /* 39 */
+} bitnet_dummy_outtype;
+
+/* "f32", "f16", "i2_s", "tl1", "tl2" (also upper case). false for anything else. */
+bool bitnet_dummy_outtype_parse(const char *s, bitnet_dummy_outtype *out);
+const char *bitnet_dummy_outtype_name(bitnet_dummy_outtype t);
+/* GGUF tensor type id of the ternary projections (F32 0, F16 1, I2_S 36, TL1 38, TL2 39), and the
+ * general.file_type value (0, 1, 40, 38, 39). -1 for an invalid outtype. */
+int bitnet_dummy_ternary_type(bitnet_dummy_outtype t);
+int bitnet_dummy_file_type(bitnet_dummy_outtype t);
+
+/* Tiles of one ternary weight shape (M rows = outputs, K columns = inputs), LAYOUTS.md §3-4. */
+typedef struct bitnet_dummy_shape_tiles {
+    int64_t M, K;
+    bitnet_tiles tiles;
+} bitnet_dummy_shape_tiles;
+
+/* A vocabulary to store under tokenizer.ggml.*. All arrays have n_tokens entries.
+ * Vocabularies returned by bitnet_dummy_vocab_builtin / bitnet_dummy_vocab_from_gguf own their memory
+ * (free with bitnet_dummy_vocab_free); a caller may also fill one with pointers of its own. */
+typedef struct bitnet_dummy_vocab {
+    const char *model;          /* tokenizer.ggml.model; NULL → "llama" (SentencePiece-style) */
+    const char *pre;            /* tokenizer.ggml.pre; NULL → "default"; "" → key omitted */
+    int32_t n_tokens;
+    const char *const *tokens;  /* UTF-8, NUL-terminated */
+    const float *scores;        /* NULL → key omitted (BPE vocabularies have none) */
+    const int32_t *types;       /* enum bitnet_token_type values; NULL → key omitted */
+    uint64_t n_merges;          /* BPE merges ("a b"), copied when present; 0 → key omitted */
+    const char *const *merges;
+    int32_t bos_id, eos_id;     /* -1 → key omitted */
+    int32_t pad_id;             /* -1 → key omitted */
+    void *owned_;               /* private: storage of library-made vocabularies */
+} bitnet_dummy_vocab;
+
+/* Progress of bitnet_dummy_write: called after every chunk written. tensor_index counts from 0;
+ * bytes are tensor data bytes (the file is slightly larger: header and padding). */
+typedef void (*bitnet_dummy_progress_fn)(void *user, int64_t tensor_index, int64_t n_tensors,
+                                         const char *tensor_name, uint64_t bytes_done, uint64_t bytes_total);
+
+typedef struct bitnet_dummy_params {
+    const char *name;           /* general.name; NULL → "bitnet-dummy" */
+    int32_t n_embd;             /* hidden size */
+    int32_t n_ff;               /* FFN size */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;          /* 0 → n_head */
+    int32_t n_ctx;              /* bitnet.context_length; 0 → 2048 */
+    float rope_freq_base;       /* 0 → 10000 */
+    float rms_eps;              /* 0 → 1e-5 */
+    const bitnet_dummy_vocab *vocab; /* NULL → the built-in vocabulary of n_vocab tokens */
+    int32_t n_vocab;            /* built-in vocabulary size; 0 → 32002 (bitnet.cpp's dummy models) */
+    bitnet_dummy_outtype outtype;
+    /* TL1/TL2 tiles per shape. A shape not listed gets the default tile rule
+     * (bitnet_lut_default_tiles, the rule of `python3 -m codegen derive`). Ignored for other outtypes. */
+    const bitnet_dummy_shape_tiles *tiles;
+    size_t n_tiles;
+    uint64_t seed;
+    bitnet_dummy_progress_fn progress; /* may be NULL */
+    void *progress_user;
+    size_t chunk_bytes;         /* target int8 bytes per generated chunk; 0 → 8 MiB (tests use tiny ones) */
+} bitnet_dummy_params;
+
+/* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */
+void bitnet_dummy_params_init(bitnet_dummy_params *p);
+
+/* Write the model to `path` (through "<path>.tmp", renamed at the end).
+ * Tensors (GGUF ne order, K first), in the order bitnet.cpp's files have them:
+ *   token_embd.weight [n_embd, n_vocab];
+ *   per layer N: blk.N.{attn_norm [n_embd], ffn_down [n_ff, n_embd], ffn_sub_norm [n_ff],
+ *   ffn_gate [n_embd, n_ff], ffn_up [n_embd, n_ff], ffn_norm [n_embd], attn_sub_norm [n_embd],
+ *   attn_k [n_embd, kv], attn_output [n_embd, n_embd], attn_q [n_embd, n_embd], attn_v [n_embd, kv]}.weight
+ *   with kv = n_embd / n_head * n_head_kv; output_norm.weight [n_embd].
+ * Keys: those of formats.md "Architecture bitnet" in bitnet.cpp's order; general.quantization_version
+ * (2) only for I2_S/TL1/TL2 (bitnet.cpp's converter writes none into F32/F16 files, its quantizer
+ * adds it); TL1/TL2 files also get bitnet.lut.<tensor>.tiles = [BM, BK, bm] (uint32) per ternary
+ * tensor (LAYOUTS.md §7).
+ * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head,
+ * n_head % n_head_kv, odd head size, I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape
+ * the model does not have, Q8_0 token_embd with n_embd % 32 != 0, vocabulary too small or with ids
+ * out of range); BITNET_ERR_IO naming the path; BITNET_ERR_NOMEM. */
+bitnet_status bitnet_dummy_write(const bitnet_dummy_params *p, const char *path, bitnet_error *err);
+
+/* The tiles bitnet_dummy_write uses for a TL1/TL2 weight of M×K: the entry of p->tiles, else the
+ * default rule. BITNET_ERR_INVALID_ARG when there are none or they break a rule (message names M, K). */
+bitnet_status bitnet_dummy_tiles_for(const bitnet_dummy_params *p, int type, int64_t M, int64_t K,
+                                     bitnet_tiles *out, bitnet_error *err);
+
+/* The built-in SentencePiece-style vocabulary of n_tokens tokens (n_tokens >= 259 + 1):
+ * 0 <unk> (UNKNOWN), 1 <s>, 2 </s> (CONTROL), 3..258 <0x00>..<0xFF> (BYTE), all with score 0; then
+ * pieces with scores -1, -2, ... (NORMAL): a built-in list of English words ("▁the", ...) and subwords
+ * ("ing", ...), each preceded by any missing prefix so every piece can be reached by the tokenizer's
+ * pair merges, then single characters, then distinct pseudo-words ("▁bakuro", ...) up to n_tokens.
+ * Deterministic (no seed). bos 1, eos 2, no padding id, model "llama", pre "default". */
+bitnet_status bitnet_dummy_vocab_builtin(int32_t n_tokens, bitnet_dummy_vocab **out, bitnet_error *err);
+
+/* Copy the vocabulary (tokenizer.ggml.model, pre, tokens, scores, token_type, merges, bos/eos/padding
+ * ids) of another GGUF file. Errors name the file and the missing or malformed key. */
+bitnet_status bitnet_dummy_vocab_from_gguf(const char *path, bitnet_dummy_vocab **out, bitnet_error *err);
+
+void bitnet_dummy_vocab_free(bitnet_dummy_vocab *v); /* NULL is fine; only library-made vocabularies */
+
+/* ---- The PRNG, exposed so tests can pin it against the published reference outputs ---------- */
+
+/* splitmix64: *state += 0x9e3779b97f4a7c15, then the published output mix. */
+uint64_t bitnet_dummy_splitmix64(uint64_t *state);
+
+typedef struct bitnet_dummy_rng {
+    uint64_t s[4];
+} bitnet_dummy_rng;
+
+/* xoshiro256** seeded with four consecutive splitmix64 outputs of `seed` (the seeding its authors
+ * recommend). */
+void bitnet_dummy_rng_seed(bitnet_dummy_rng *r, uint64_t seed);
+uint64_t bitnet_dummy_rng_next(bitnet_dummy_rng *r);
+
+/* Seed of one tensor's stream: splitmix64 of (seed XOR FNV-1a-64(name)). */
+uint64_t bitnet_dummy_tensor_seed(uint64_t seed, const char *tensor_name);
+
+/* The ternary values and scale bitnet_dummy_write stores for a tensor (row-major w[M*K]), for tests
+ * and for callers that want the reference values without reading a file back. */
+void bitnet_dummy_ternary_values(uint64_t seed, const char *tensor_name, int64_t M, int64_t K, int8_t *w,
+                                 float *scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
