@@ -58,6 +58,14 @@ class Target:
     def ctor_name(self) -> str:
         return f"{SYMBOL_PREFIX}{self.name}_lut_ctor__{self.isa}"
 
+    @property
+    def type_macro(self) -> str:
+        """The C enum constant of the GGUF type (src/common.h), e.g. BITNET_TYPE_TL2."""
+        return f"BITNET_TYPE_{self.ggml_type}"
+
+    def __str__(self) -> str:  # templates may write {{ kernel.target }} for the YAML name
+        return self.name
+
 
 def _common_rules(t_name: str, m: int, k: int, block_m: int, block_k: int, simd_m: int,
                   simd_m_allowed: tuple[int, ...], block_k_max: int) -> list[Violation]:
