@@ -1,11 +1,14 @@
 /* model.h — a BitNet model loaded from GGUF and its forward pass.
  *
  * Issue #2 scope: architecture "bitnet" exactly as formats.md describes it (bitnet_b1_58-large/3B and
- * bitnet.cpp's dummy models). Hyperparameters come from GGUF keys. Ternary weights (I2_S, TL1, TL2,
- * or F32/F16 ternary-valued weights, which are ternarized at load) are prepared for one kernel path:
- * TL2 on x86, TL1 on ARM, or the I2_S reference path. Float math in the forward pass is written so
- * that results do not depend on the thread count and match between x86 and ARM builds (fixed
- * summation order, no FMA contraction: the build uses -ffp-contract=off). */
+ * bitnet.cpp's dummy models). Hyperparameters come from GGUF keys. Ternary weights (I2_S, TL1, TL2)
+ * are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the I2_S reference path. F32/F16
+ * projection weights (ternary-valued, e.g. bitnet.cpp's ggml-model-f32.gguf) use a dense float
+ * product without activation quantization, so "F32 vs I2_S" comparisons measure the quantization.
+ * Float math in the forward pass is written so that results do not depend on the thread count or
+ * the batch split and match between x86 and ARM builds (fixed summation order, no FMA contraction:
+ * the build uses -ffp-contract=off). The attention and the F16 output head round like ggml's CPU
+ * path (Q, softmax probabilities and head input to F16) so greedy ids match bitnet.cpp's. */
 #ifndef BITNET_MODEL_H
 #define BITNET_MODEL_H
 
@@ -46,10 +49,18 @@ typedef struct bitnet_model_params {
 
 typedef struct bitnet_model bitnet_model;
 
-/* Load and validate: architecture (unknown → BITNET_ERR_UNSUPPORTED naming it), required keys and
- * tensors (missing → error naming it), every tensor's shape against the hparams, ternary tensors
- * repacked for the chosen path (a TL1/TL2 file's tiles from its metadata, else the built-in table
- * covering the model; shapes no table covers use the generic kernel, said once on stderr). */
+/* Load and validate `path` (GGUF, architecture "bitnet"; formats.md). params may be NULL (AUTO path,
+ * table BITNET_LUT_TABLE_DEFAULT). Errors (message names the file and the key/tensor/value):
+ *  - unknown architecture → BITNET_ERR_UNSUPPORTED naming it;
+ *  - a missing required key or tensor → BITNET_ERR_FORMAT naming it;
+ *  - a tensor whose ne disagrees with the hparams → BITNET_ERR_FORMAT naming tensor, actual and
+ *    expected ne; an unsupported tensor type → BITNET_ERR_UNSUPPORTED naming tensor and type;
+ *  - TL paths: a shape without legal tiles → BITNET_ERR_UNSUPPORTED naming tensor, M and K.
+ * Ternary tensors are repacked for the chosen path through bitnet_lut_transform_tensor: a TL1/TL2
+ * file's tiles come from its bitnet.lut.<tensor>.tiles keys (LAYOUTS.md §7), else from the built-in
+ * table covering the model; target tiles from the preferred covering table, else per shape
+ * bitnet_lut_tiles_for. Where the tiles came from is part of bitnet_model_kernel_summary (libraries
+ * do not print). The file stays mapped until bitnet_model_free. */
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
                                 bitnet_error *err);
 void bitnet_model_free(bitnet_model *m);
@@ -59,26 +70,41 @@ const bitnet_vocab *bitnet_model_vocab(const bitnet_model *m);
 bitnet_kernel_path bitnet_model_path(const bitnet_model *m); /* the path actually used */
 uint64_t bitnet_model_n_params(const bitnet_model *m);
 uint64_t bitnet_model_size_bytes(const bitnet_model *m);  /* bytes of tensor data in the file */
-/* One line describing kernels in use, e.g. "TL2 (avx2): 3 specialized, 0 generic kernels". */
+/* One line describing kernels in use, e.g. "TL2 (avx2): 3 specialized, 0 generic kernels; tiles from
+ * table bitnet_b1_58-large/default", "I2_S reference path: 14 ternary weights" or
+ * "dense float: 14 weights (no LUT)". Owned by the model. */
 const char *bitnet_model_kernel_summary(const bitnet_model *m);
+/* "auto", "I2_S", "TL1", "TL2". */
+const char *bitnet_kernel_path_name(bitnet_kernel_path p);
 
 /* Inference state: KV cache (F16) for n_ctx positions, scratch buffers for up to n_batch tokens per
  * call, a thread pool of n_threads. */
 typedef struct bitnet_context bitnet_context;
 
+/* n_ctx in [1, 2^24] positions, n_batch >= 1 (clamped to n_ctx), n_threads in [1, 1024].
+ * Memory: KV cache 2 · n_layer · n_ctx · kv_dim F16 values, plus n_batch rows of activations.
+ * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
+ * BITNET_ERR_UNSUPPORTED when the LUT host refuses a weight's product. The model must outlive it. */
 bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                     bitnet_context **out, bitnet_error *err);
-void bitnet_context_free(bitnet_context *c);
+void bitnet_context_free(bitnet_context *c); /* NULL is fine */
 int32_t bitnet_context_n_ctx(const bitnet_context *c);
+int32_t bitnet_context_n_threads(const bitnet_context *c);
 
 /* Evaluate n_tokens tokens at positions n_past .. n_past+n_tokens-1 (split into n_batch chunks),
- * appending to the KV cache. Logits of the last token become available through bitnet_get_logits;
- * with all_logits, every position's logits are kept (bitnet_get_logits_ith).
- * Errors: token id out of range, n_past + n_tokens > n_ctx (BITNET_ERR_INVALID_ARG, names both). */
+ * writing their keys and values into the KV cache at those positions (later positions are simply
+ * overwritten by later calls). Logits of the last token become available through bitnet_get_logits;
+ * with all_logits, every position's logits are kept (bitnet_get_logits_ith). A token's logits do not
+ * depend on the batch split or the thread count (bit-identical).
+ * Errors (BITNET_ERR_INVALID_ARG, state unchanged): n_tokens < 1, a token id out of [0, n_vocab)
+ * (names id and index), n_past < 0 or n_past + n_tokens > n_ctx (names all three). */
 bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
                             bool all_logits, bitnet_error *err);
-const float *bitnet_get_logits(const bitnet_context *c);               /* [n_vocab] */
-const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i); /* i-th token of the last call */
+/* [n_vocab] logits of the last token of the last bitnet_decode call; NULL before the first call. */
+const float *bitnet_get_logits(const bitnet_context *c);
+/* [n_vocab] logits of the i-th token of the last call (negative i counts from the end); NULL when
+ * that token's logits were not kept (call without all_logits: only the last token). */
+const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i);
 
 #ifdef __cplusplus
 }
