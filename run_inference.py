@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Generate text with a BitNet model: runs build/bin/llama-cli with the flags bitnet.cpp's
+run_inference.py takes.
+
+    python3 run_inference.py -m models/dummy-bitnet-125m.i2_s.gguf -p "The quick brown fox" -n 32 -temp 0
+
+Flags (bitnet.cpp's names): -m/--model, -n/--n-predict, -p/--prompt, -t/--threads, -c/--ctx-size,
+-temp/--temperature, -cnv/--conversation; plus -s/--seed and --build-dir (this project's).
+Exit status: llama-cli's, passed through; 1 when the model file or llama-cli is missing; 2 for bad
+arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODEL = os.path.join("models", "dummy-bitnet-125m.i2_s.gguf")
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{v} must be positive")
+    return v
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Run inference with build/bin/llama-cli (bitnet.cpp's run_inference.py flags).")
+    p.add_argument("-m", "--model", default=DEFAULT_MODEL,
+                   help=f"GGUF model (default {DEFAULT_MODEL}, the model quickstart.sh writes)")
+    p.add_argument("-n", "--n-predict", type=int, default=128,
+                   help="tokens to generate (default 128; -1 = until end of text or a full context)")
+    p.add_argument("-p", "--prompt", required=True, help="prompt text")
+    p.add_argument("-t", "--threads", type=positive_int, default=2, help="threads (default 2)")
+    p.add_argument("-c", "--ctx-size", type=positive_int, default=2048, help="context size in tokens (default 2048)")
+    p.add_argument("-temp", "--temperature", type=float, default=0.8,
+                   help="sampling temperature (default 0.8; 0 = greedy)")
+    p.add_argument("-s", "--seed", type=int, default=None, help="sampling seed (default: llama-cli's)")
+    p.add_argument("-cnv", "--conversation", action="store_true", help="chat mode (passed to llama-cli)")
+    p.add_argument("--build-dir", default=None, help="where bin/llama-cli is (default build/, env BITNET_BUILD_DIR)")
+    a = p.parse_args(argv)
+    if a.n_predict < -1:
+        p.error(f"-n {a.n_predict}: must be -1 or more")
+    if a.temperature < 0 or a.temperature != a.temperature:
+        p.error(f"-temp {a.temperature}: must be >= 0")
+    return a
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    bdir = a.build_dir or os.environ.get("BITNET_BUILD_DIR") or os.path.join(ROOT, "build")
+    cli = os.path.join(bdir, "bin", "llama-cli")
+    if not os.path.isfile(a.model):
+        print(f"run_inference: model file {a.model} not found (make one with `python3 utils/generate-dummy-bitnet-"
+              f"model.py`, or prepare a model with `python3 setup_env.py`)", file=sys.stderr)
+        return 1
+    if not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
+        print(f"run_inference: {cli} not found: build first (`python3 setup_env.py --build-only` or "
+              f"`cmake -S . -B build && cmake --build build`)", file=sys.stderr)
+        return 1
+    cmd = [cli, "-m", a.model, "-n", str(a.n_predict), "-t", str(a.threads), "-p", a.prompt,
+           "-c", str(a.ctx_size), "--temp", str(a.temperature)]
+    if a.seed is not None:
+        cmd += ["--seed", str(a.seed)]
+    if a.conversation:
+        cmd.append("-cnv")
+    try:
+        rc = subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    return 128 - rc if rc < 0 else rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
