@@ -169,6 +169,9 @@ def parse_yaml(text: str, file: str) -> tuple[object, list[str]]:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
+        ctx, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if ctx and cmark is not None and cmark is not mark:
+            problem += f" ({ctx} at line {cmark.line + 1})"
         return None, [f"{file}: {where}YAML syntax error: {problem}"]
     finally:
         loader.dispose()
@@ -338,12 +341,14 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
         out.append(f"{file}: the document must be a mapping with keys {', '.join(TOP_KEYS)}, "
                    f"not {_type_name(data)}")
         return None, out
+    bad_targets = 0
     for key in data:
         if key in TOP_KEYS:
             continue
         if isinstance(key, str) and (re.match(r"^tl\d+$", key) or
                                      (isinstance(data[key], dict) and set(data[key]) & set(TABLE_NAMES))):
             out.append(f"{file}: {key}: unknown target {key!r} (targets: {', '.join(TARGETS)})")
+            bad_targets += 1
         else:
             out.append(f"{file}: {_unknown(key, TOP_KEYS)}")
     model = data.get("model")
@@ -370,7 +375,7 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
 
     tables: dict = {}
     present_targets = [t for t in TARGETS if t in data]
-    if not present_targets:
+    if not present_targets and not bad_targets:
         out.append(f"{file}: missing required key: at least one target ({', '.join(TARGETS)})")
     for tname in present_targets:
         target = TARGETS[tname]

@@ -83,7 +83,6 @@ def derive_config_text(name: str, shapes, layout: dict | None = None, *, model: 
     that left a target out. Raises ValueError when no target can cover the shapes.
     """
     shapes = sorted(set(shapes))
-    rule_desc = "; ".join(f"{t}: {RULE_TEXT[t]}" for t in TARGETS)
     lines = [
         f"# Derived by `python3 -m codegen derive`{(' from ' + origin) if origin else ''}.",
         "# Every tile below follows the rule in codegen/derive.py (no tuning, no reference table).",
@@ -122,6 +121,6 @@ def derive_config_text(name: str, shapes, layout: dict | None = None, *, model: 
                           f"simd_m: {t['simd_m']}}}")
     if not tables:
         raise ValueError("no target has legal tiles for every shape: " + " | ".join(warnings))
-    notes = f"Tiles derived by rule for shapes no config covered ({rule_desc})."
+    notes = "Tiles derived by the rule of codegen/derive.py (see each table's source) for shapes no config covered."
     lines.append(f"notes: {_yaml_str(notes)}")
     return "\n".join(lines + tables) + "\n", warnings

@@ -141,7 +141,7 @@ def _config_json_info(path: str) -> ModelInfo:
     except OSError as e:
         raise ShapeError(f"{path}: cannot read: {e.strerror or e}") from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise ShapeError(f"{path}: not a JSON file: {e}") from None
+        raise ShapeError(f"{path}: neither a GGUF file nor a JSON config.json: {e}") from None
     if not isinstance(data, dict):
         raise ShapeError(f"{path}: expected a JSON object (an HF config.json)")
 
@@ -182,8 +182,8 @@ def model_info(path: str | os.PathLike) -> ModelInfo:
     num_attention_heads, or values that are not positive integers.
     """
     path = _find_model_file(os.fspath(path))
-    if _is_gguf(path):
-        return _gguf_info(path)
+    if _is_gguf(path) or path.endswith(".gguf"):
+        return _gguf_info(path)      # a .gguf without the magic gets the reader's "not a GGUF" error
     return _config_json_info(path)
 
 
