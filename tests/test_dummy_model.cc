@@ -1,0 +1,696 @@
+// Tests of the dummy-model writer (src/dummy_model.h): the PRNG against its published reference
+// outputs, the weight distribution, the file against the bitnet.cpp-written case file
+// (tests/data/bitnetcpp-tiny: same keys in the same order with the same types, same tensor names,
+// shapes, types and offsets), determinism, one model in every outtype, recorded TL1/TL2 tiles,
+// chunking, the built-in and copied vocabularies, and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern "C" {
+#include "dummy_model.h"
+#include "gguf.h"
+#include "lut.h"
+#include "pack.h"
+#include "quants.h"
+#include "tokenizer.h"
+}
+
+namespace {
+
+const std::string kCaseDir = std::string(BITNET_TEST_DATA_DIR) + "/bitnetcpp-tiny";
+
+std::string tmp_path(const std::string &name) {
+    return std::string(BITNET_BINARY_DIR) + "/test_dummy_model." + std::to_string(getpid()) + "." + name;
+}
+
+std::vector<unsigned char> read_all(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+bool file_exists(const std::string &path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+// The layout of the case file: hidden 256, FFN 768, 2 layers, 4 heads, context 512.
+bitnet_dummy_params tiny_params(bitnet_dummy_outtype t, uint64_t seed = 7) {
+    bitnet_dummy_params p;
+    bitnet_dummy_params_init(&p);
+    p.n_embd = 256;
+    p.n_ff = 768;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 4;
+    p.n_ctx = 512;
+    p.n_vocab = 512;
+    p.outtype = t;
+    p.seed = seed;
+    return p;
+}
+
+struct Written {
+    std::string path;
+    explicit Written(const std::string &name) : path(tmp_path(name)) {}
+    ~Written() { std::remove(path.c_str()); }
+};
+
+void write_ok(const bitnet_dummy_params &p, const std::string &path) {
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+}
+
+struct Gguf {
+    bitnet_gguf *g = nullptr;
+    explicit Gguf(const std::string &path) {
+        bitnet_error err = {{0}};
+        EXPECT_EQ(bitnet_gguf_open(path.c_str(), &g, &err), BITNET_OK) << path << ": " << err.msg;
+    }
+    ~Gguf() { bitnet_gguf_close(g); }
+};
+
+// key, value type, and for arrays the element type
+std::vector<std::string> key_signature(const bitnet_gguf *g) {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
+        const char *key = bitnet_gguf_kv_key(g, i);
+        std::string s = std::string(key) + ":" + std::to_string(bitnet_gguf_kv_type(g, i));
+        if (bitnet_gguf_kv_type(g, i) == BITNET_GGUF_ARRAY) {
+            bitnet_gguf_type et;
+            uint64_t n;
+            const void *d;
+            bitnet_error err;
+            EXPECT_EQ(bitnet_gguf_get_arr(g, key, &et, &n, &d, &err), BITNET_OK);
+            s += "[" + std::to_string(et) + "]";
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<std::string> tensor_signature(const bitnet_gguf *g, bool with_offsets) {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *t = bitnet_gguf_tensor(g, i);
+        std::string s = std::string(t->name) + " n_dims " + std::to_string(t->n_dims) + " ne";
+        for (int d = 0; d < t->n_dims; d++) s += " " + std::to_string(t->ne[d]);
+        s += " type " + std::to_string(t->type);
+        if (with_offsets) s += " offset " + std::to_string(t->offset);
+        out.push_back(s);
+    }
+    return out;
+}
+
+uint32_t get_u32(const bitnet_gguf *g, const char *key) {
+    uint32_t v = 0;
+    bitnet_error err;
+    EXPECT_EQ(bitnet_gguf_get_u32(g, key, &v, &err), BITNET_OK) << err.msg;
+    return v;
+}
+
+std::string get_str(const bitnet_gguf *g, const char *key) {
+    const char *p = nullptr;
+    size_t n = 0;
+    bitnet_error err;
+    EXPECT_EQ(bitnet_gguf_get_str(g, key, &p, &n, &err), BITNET_OK) << err.msg;
+    return p ? std::string(p, n) : std::string();
+}
+
+bool is_ternary_name(const std::string &n) {
+    for (const char *p : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+        if (n.find(std::string(".") + p + ".weight") != std::string::npos) return true;
+    return false;
+}
+
+// The ternary values and scale of one tensor, whatever its type (F32/F16 → value / scale).
+void decode_ternary(const bitnet_gguf *g, const bitnet_gguf_tensor_info *t, std::vector<int8_t> &w, float &scale) {
+    const int64_t K = t->ne[0], M = t->ne[1];
+    w.assign((size_t)(M * K), 0);
+    bitnet_error err = {{0}};
+    if (t->type == BITNET_TYPE_F32 || t->type == BITNET_TYPE_F16) {
+        std::vector<float> f((size_t)(M * K));
+        ASSERT_EQ(bitnet_row_to_f32(t->type, t->data, f.data(), M * K, &err), BITNET_OK) << err.msg;
+        scale = 0.0f;
+        for (float v : f) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < f.size(); i++) {
+            ASSERT_TRUE(f[i] == 0.0f || f[i] == scale || f[i] == -scale) << t->name << " element " << i << " = " << f[i];
+            w[i] = (int8_t)(f[i] > 0 ? 1 : f[i] < 0 ? -1 : 0);
+        }
+        return;
+    }
+    if (t->type == BITNET_TYPE_I2_S) {
+        ASSERT_EQ(bitnet_unpack_i2s((const uint8_t *)t->data, M, K, w.data(), &scale, &err), BITNET_OK) << err.msg;
+        return;
+    }
+    std::string key = std::string("bitnet.lut.") + t->name + ".tiles";
+    bitnet_gguf_type et;
+    uint64_t n = 0;
+    const void *d = nullptr;
+    ASSERT_EQ(bitnet_gguf_get_arr(g, key.c_str(), &et, &n, &d, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(et, BITNET_GGUF_UINT32);
+    ASSERT_EQ(n, 3u);
+    uint32_t tv[3];
+    std::memcpy(tv, d, sizeof tv);
+    bitnet_tiles tiles = {(int32_t)tv[0], (int32_t)tv[1], (int32_t)tv[2]};
+    if (t->type == BITNET_TYPE_TL1)
+        ASSERT_EQ(bitnet_unpack_tl1((const uint8_t *)t->data, M, K, tiles, w.data(), &scale, &err), BITNET_OK) << err.msg;
+    else
+        ASSERT_EQ(bitnet_unpack_tl2((const uint8_t *)t->data, M, K, tiles, w.data(), &scale, &err), BITNET_OK) << err.msg;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// PRNG and values
+// ---------------------------------------------------------------------------------------------
+
+TEST(DummyRng, SplitMix64MatchesPublishedOutputs) {
+    // splitmix64 from state 0: the first outputs listed with the reference implementation
+    // (prng.di.unimi.it/splitmix64.c), widely used as a test vector.
+    uint64_t st = 0;
+    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0xe220a8397b1dcdafull);
+    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0x6e789e6aa1b965f4ull);
+    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0x06c45d188009454full);
+}
+
+TEST(DummyRng, Xoshiro256StarStarMatchesReference) {
+    // State {1, 2, 3, 4}: outputs of the reference xoshiro256starstar.c (also the test vector of
+    // Rust's rand_xoshiro).
+    bitnet_dummy_rng r = {{1, 2, 3, 4}};
+    const uint64_t expect[6] = {11520ull, 0ull, 1509978240ull, 1215971899390074240ull, 1216172134540287360ull,
+                                607988272756665600ull};
+    for (uint64_t e : expect) EXPECT_EQ(bitnet_dummy_rng_next(&r), e);
+}
+
+TEST(DummyValues, TernaryDistributionAndScale) {
+    const int64_t M = 256, K = 768, n = M * K;
+    std::vector<int8_t> w((size_t)n);
+    float scale = 0.0f;
+    bitnet_dummy_ternary_values(42, "blk.0.ffn_up.weight", M, K, w.data(), &scale);
+    int64_t count[3] = {0, 0, 0};
+    for (int8_t v : w) {
+        ASSERT_GE(v, -1);
+        ASSERT_LE(v, 1);
+        count[v + 1]++;
+    }
+    // Each value has probability 1/3: within 5 standard deviations (sqrt(n * 1/3 * 2/3) ~ 209).
+    const double sd = std::sqrt(n * (1.0 / 3) * (2.0 / 3));
+    for (int i = 0; i < 3; i++) EXPECT_NEAR((double)count[i], n / 3.0, 5 * sd) << "value " << i - 1;
+    // Scale: (768 + r) / 1024 with r in 0..127, so exact in F16.
+    EXPECT_GE(scale, 0.75f);
+    EXPECT_LT(scale, 0.875f);
+    EXPECT_EQ(scale * 1024.0f, std::floor(scale * 1024.0f));
+    EXPECT_EQ(bitnet_fp16_to_fp32(bitnet_fp32_to_fp16(scale)), scale);
+
+    // Another tensor name or seed gives other values; the same ones give the same values.
+    std::vector<int8_t> w2((size_t)n), w3((size_t)n);
+    float s2, s3;
+    bitnet_dummy_ternary_values(42, "blk.0.ffn_gate.weight", M, K, w2.data(), &s2);
+    bitnet_dummy_ternary_values(43, "blk.0.ffn_up.weight", M, K, w3.data(), &s3);
+    EXPECT_NE(w, w2);
+    EXPECT_NE(w, w3);
+    bitnet_dummy_ternary_values(42, "blk.0.ffn_up.weight", M, K, w2.data(), &s2);
+    EXPECT_EQ(w, w2);
+    EXPECT_EQ(scale, s2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files against the bitnet.cpp case
+// ---------------------------------------------------------------------------------------------
+
+TEST(DummyFile, I2SMatchesBitnetCppKeysAndTensors) {
+    Written out("i2s.gguf");
+    write_ok(tiny_params(BITNET_DUMMY_I2_S), out.path);
+    Gguf ours(out.path), ref(kCaseDir + "/ggml-model-i2_s.gguf");
+    ASSERT_TRUE(ours.g && ref.g);
+    EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
+    // Same names, shapes, types and even data offsets (same sizes in the same order).
+    EXPECT_EQ(tensor_signature(ours.g, true), tensor_signature(ref.g, true));
+    EXPECT_EQ(get_u32(ours.g, "general.file_type"), 40u);
+    EXPECT_EQ(get_u32(ours.g, "general.quantization_version"), 2u);
+    EXPECT_EQ(get_u32(ours.g, "bitnet.context_length"), 512u);
+    EXPECT_EQ(get_u32(ours.g, "bitnet.vocab_size"), 512u);
+    EXPECT_EQ(get_str(ours.g, "general.architecture"), "bitnet");
+    EXPECT_EQ(get_str(ours.g, "bitnet.rope.scaling.type"), "linear");
+    EXPECT_EQ(get_str(ours.g, "tokenizer.ggml.model"), "llama");
+    float eps = 0, base = 0, factor = 0;
+    bitnet_error err;
+    ASSERT_EQ(bitnet_gguf_get_f32(ours.g, "bitnet.attention.layer_norm_rms_epsilon", &eps, &err), BITNET_OK);
+    ASSERT_EQ(bitnet_gguf_get_f32(ours.g, "bitnet.rope.freq_base", &base, &err), BITNET_OK);
+    ASSERT_EQ(bitnet_gguf_get_f32(ours.g, "bitnet.rope.scaling.factor", &factor, &err), BITNET_OK);
+    EXPECT_EQ((double)eps, 9.999999747378752e-06);
+    EXPECT_EQ(base, 10000.0f);
+    EXPECT_EQ(factor, 1.0f);
+    EXPECT_EQ(bitnet_gguf_alignment(ours.g), 32u);
+    EXPECT_EQ(bitnet_gguf_version(ours.g), 3u);
+}
+
+TEST(DummyFile, F32MatchesBitnetCppKeysAndTensors) {
+    Written out("f32.gguf");
+    write_ok(tiny_params(BITNET_DUMMY_F32), out.path);
+    Gguf ours(out.path), ref(kCaseDir + "/ggml-model-f32.gguf");
+    ASSERT_TRUE(ours.g && ref.g);
+    EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
+    EXPECT_EQ(tensor_signature(ours.g, true), tensor_signature(ref.g, true));
+    EXPECT_EQ(get_u32(ours.g, "general.file_type"), 0u);
+}
+
+TEST(DummyFile, ContextDefaultAndEmbeddingTypes) {
+    // n_embd % 256 != 0 → Q8_0 token_embd for quantized outtypes, F32 for f32.
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_embd = 96;
+    p.n_head = 3;
+    p.n_head_kv = 3;
+    p.n_ff = 256;
+    p.n_layer = 1;
+    p.n_ctx = 0;
+    p.n_vocab = 300;
+    Written a("q8.gguf"), b("f32emb.gguf"), c("f16.gguf");
+    write_ok(p, a.path);
+    p.outtype = BITNET_DUMMY_F32;
+    write_ok(p, b.path);
+    p.outtype = BITNET_DUMMY_F16;
+    p.n_embd = 256;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    write_ok(p, c.path);
+    Gguf ga(a.path), gb(b.path), gc(c.path);
+    ASSERT_TRUE(ga.g && gb.g && gc.g);
+    EXPECT_EQ(bitnet_gguf_find_tensor(ga.g, "token_embd.weight")->type, BITNET_TYPE_Q8_0);
+    EXPECT_EQ(bitnet_gguf_find_tensor(gb.g, "token_embd.weight")->type, BITNET_TYPE_F32);
+    EXPECT_EQ(bitnet_gguf_find_tensor(gc.g, "token_embd.weight")->type, BITNET_TYPE_F16);
+    EXPECT_EQ(get_u32(ga.g, "bitnet.context_length"), 2048u);
+    EXPECT_EQ(get_u32(gc.g, "general.file_type"), 1u);
+    EXPECT_LT(bitnet_gguf_find_kv(gc.g, "general.quantization_version"), 0);  // as bitnet.cpp's converter
+    // GQA: attn_k is [n_embd, n_embd / n_head * n_head_kv]
+    const bitnet_gguf_tensor_info *k = bitnet_gguf_find_tensor(gc.g, "blk.0.attn_k.weight");
+    ASSERT_TRUE(k);
+    EXPECT_EQ(k->ne[0], 256);
+    EXPECT_EQ(k->ne[1], 128);
+    EXPECT_EQ(k->type, BITNET_TYPE_F16);
+    // Norms: 1 + 0.1 z, so within (0.4, 1.6) and not all equal.
+    const bitnet_gguf_tensor_info *nrm = bitnet_gguf_find_tensor(gc.g, "blk.0.ffn_sub_norm.weight");
+    ASSERT_TRUE(nrm);
+    EXPECT_EQ(nrm->ne[0], 256);
+    EXPECT_EQ(nrm->type, BITNET_TYPE_F32);
+    std::vector<float> v(256);
+    std::memcpy(v.data(), nrm->data, 256 * sizeof(float));
+    double mean = 0;
+    for (float x : v) {
+        EXPECT_GT(x, 0.4f);
+        EXPECT_LT(x, 1.6f);
+        mean += x / 256.0;
+    }
+    EXPECT_NEAR(mean, 1.0, 0.05);
+}
+
+TEST(DummyFile, SameSeedSameBytesOtherSeedOtherBytes) {
+    Written a("seed-a.gguf"), b("seed-b.gguf"), c("seed-c.gguf");
+    write_ok(tiny_params(BITNET_DUMMY_I2_S, 5), a.path);
+    write_ok(tiny_params(BITNET_DUMMY_I2_S, 5), b.path);
+    write_ok(tiny_params(BITNET_DUMMY_I2_S, 6), c.path);
+    std::vector<unsigned char> fa = read_all(a.path), fb = read_all(b.path), fc = read_all(c.path);
+    ASSERT_GT(fa.size(), 700000u);
+    EXPECT_TRUE(fa == fb);
+    ASSERT_EQ(fa.size(), fc.size());
+    EXPECT_FALSE(fa == fc);
+}
+
+TEST(DummyFile, EveryOuttypeHoldsTheSameTernaryWeights) {
+    const bitnet_dummy_outtype types[] = {BITNET_DUMMY_F32, BITNET_DUMMY_F16, BITNET_DUMMY_I2_S, BITNET_DUMMY_TL1,
+                                          BITNET_DUMMY_TL2};
+    std::vector<std::unique_ptr<Written>> files;
+    for (bitnet_dummy_outtype t : types) {
+        files.emplace_back(new Written(std::string("same-") + bitnet_dummy_outtype_name(t) + ".gguf"));
+        write_ok(tiny_params(t, 11), files.back()->path);
+    }
+    Gguf base(files[0]->path);
+    ASSERT_TRUE(base.g);
+    int checked = 0;
+    for (size_t f = 1; f < files.size(); f++) {
+        Gguf other(files[f]->path);
+        ASSERT_TRUE(other.g);
+        EXPECT_EQ(get_u32(other.g, "general.file_type"),
+                  (uint32_t)bitnet_dummy_file_type(types[f]));
+        for (int64_t i = 0; i < bitnet_gguf_n_tensors(base.g); i++) {
+            const bitnet_gguf_tensor_info *t0 = bitnet_gguf_tensor(base.g, i);
+            if (!is_ternary_name(t0->name)) continue;
+            const bitnet_gguf_tensor_info *t1 = bitnet_gguf_find_tensor(other.g, t0->name);
+            ASSERT_TRUE(t1) << t0->name;
+            EXPECT_EQ(t1->type, bitnet_dummy_ternary_type(types[f])) << t0->name;
+            std::vector<int8_t> w0, w1;
+            float s0 = 0, s1 = 0;
+            decode_ternary(base.g, t0, w0, s0);
+            decode_ternary(other.g, t1, w1, s1);
+            EXPECT_EQ(s0, s1) << t0->name << " in " << bitnet_dummy_outtype_name(types[f]);
+            EXPECT_TRUE(w0 == w1) << t0->name << " in " << bitnet_dummy_outtype_name(types[f]);
+            // ...and they are the documented reference values.
+            std::vector<int8_t> ref(w0.size());
+            float sref;
+            bitnet_dummy_ternary_values(11, t0->name, t0->ne[1], t0->ne[0], ref.data(), &sref);
+            EXPECT_TRUE(ref == w0) << t0->name;
+            EXPECT_EQ(sref, s0);
+            checked++;
+        }
+        // Non-ternary tensors: norms are F32 in every outtype and identical.
+        const bitnet_gguf_tensor_info *n0 = bitnet_gguf_find_tensor(base.g, "output_norm.weight");
+        const bitnet_gguf_tensor_info *n1 = bitnet_gguf_find_tensor(other.g, "output_norm.weight");
+        ASSERT_TRUE(n0 && n1);
+        EXPECT_EQ(std::memcmp(n0->data, n1->data, n0->nbytes), 0);
+    }
+    EXPECT_EQ(checked, 4 * 2 * 7);
+}
+
+TEST(DummyFile, TlFilesRecordTiles) {
+    // Given tiles for two shapes; the third (768x256... here 256x768, MxK) takes the default rule.
+    bitnet_dummy_shape_tiles tiles[2] = {{256, 256, {128, 96, 32}}, {768, 256, {256, 96, 32}}};
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_TL2);
+    p.tiles = tiles;
+    p.n_tiles = 2;
+    Written out("tl2.gguf");
+    write_ok(p, out.path);
+    Gguf g(out.path);
+    ASSERT_TRUE(g.g);
+    EXPECT_EQ(get_u32(g.g, "general.file_type"), 39u);
+    auto tiles_of = [&](const char *tensor) {
+        std::string key = std::string("bitnet.lut.") + tensor + ".tiles";
+        bitnet_gguf_type et;
+        uint64_t n = 0;
+        const void *d = nullptr;
+        bitnet_error err;
+        EXPECT_EQ(bitnet_gguf_get_arr(g.g, key.c_str(), &et, &n, &d, &err), BITNET_OK) << key;
+        EXPECT_EQ(et, BITNET_GGUF_UINT32);
+        std::vector<uint32_t> v(3, 0);
+        if (n == 3 && d) std::memcpy(v.data(), d, 12);
+        return v;
+    };
+    for (int l = 0; l < 2; l++) {
+        std::string b = "blk." + std::to_string(l) + ".";
+        EXPECT_EQ(tiles_of((b + "attn_q.weight").c_str()), (std::vector<uint32_t>{128, 96, 32}));
+        EXPECT_EQ(tiles_of((b + "attn_v.weight").c_str()), (std::vector<uint32_t>{128, 96, 32}));
+        EXPECT_EQ(tiles_of((b + "ffn_up.weight").c_str()), (std::vector<uint32_t>{256, 96, 32}));
+        bitnet_tiles dflt;
+        ASSERT_TRUE(bitnet_lut_default_tiles(BITNET_TYPE_TL2, 256, 768, &dflt));
+        EXPECT_EQ(tiles_of((b + "ffn_down.weight").c_str()),
+                  (std::vector<uint32_t>{(uint32_t)dflt.BM, (uint32_t)dflt.BK, (uint32_t)dflt.bm}));
+    }
+    // 14 ternary tensors → 14 tiles keys, after general.quantization_version.
+    int n_tiles = 0;
+    for (int64_t i = 0; i < bitnet_gguf_n_kv(g.g); i++)
+        n_tiles += std::strncmp(bitnet_gguf_kv_key(g.g, i), "bitnet.lut.", 11) == 0;
+    EXPECT_EQ(n_tiles, 14);
+}
+
+TEST(DummyFile, ChunkSizeDoesNotChangeBytes) {
+    for (bitnet_dummy_outtype t : {BITNET_DUMMY_F32, BITNET_DUMMY_I2_S, BITNET_DUMMY_TL1, BITNET_DUMMY_TL2}) {
+        bitnet_dummy_params p = tiny_params(t, 3);
+        p.n_layer = 1;
+        p.n_vocab = 300;
+        Written a(std::string("chunk-big-") + bitnet_dummy_outtype_name(t)), b(std::string("chunk-small-") + bitnet_dummy_outtype_name(t));
+        write_ok(p, a.path);
+        p.chunk_bytes = 1;  // one minimal row group per chunk
+        write_ok(p, b.path);
+        EXPECT_TRUE(read_all(a.path) == read_all(b.path)) << bitnet_dummy_outtype_name(t);
+    }
+}
+
+TEST(DummyFile, ProgressReachesTotal) {
+    struct Log {
+        int calls = 0;
+        int64_t last_index = -1;
+        uint64_t last_done = 0, total = 0;
+        bool monotonic = true;
+    } log;
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.progress = [](void *u, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
+        Log *l = (Log *)u;
+        l->calls++;
+        l->monotonic = l->monotonic && ti >= l->last_index && done >= l->last_done && nt == 24 && name && *name;
+        l->last_index = ti;
+        l->last_done = done;
+        l->total = total;
+    };
+    p.progress_user = &log;
+    Written out("progress.gguf");
+    write_ok(p, out.path);
+    EXPECT_GE(log.calls, 24);
+    EXPECT_TRUE(log.monotonic);
+    EXPECT_EQ(log.last_index, 23);
+    EXPECT_EQ(log.last_done, log.total);
+    // total = the tensor data of the case layout: the data section ends at output_norm's offset + 1024
+    EXPECT_EQ(log.total, 700864u + 1024u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vocabularies
+// ---------------------------------------------------------------------------------------------
+
+TEST(DummyVocab, BuiltinIsAValidSentencePieceVocabulary) {
+    bitnet_dummy_vocab *v = nullptr;
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_dummy_vocab_builtin(32002, &v, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(v->n_tokens, 32002);
+    EXPECT_STREQ(v->tokens[0], "<unk>");
+    EXPECT_STREQ(v->tokens[1], "<s>");
+    EXPECT_STREQ(v->tokens[2], "</s>");
+    EXPECT_EQ(v->types[0], BITNET_TOKEN_UNKNOWN);
+    EXPECT_EQ(v->types[1], BITNET_TOKEN_CONTROL);
+    EXPECT_EQ(v->bos_id, 1);
+    EXPECT_EQ(v->eos_id, 2);
+    EXPECT_EQ(v->pad_id, -1);
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        EXPECT_STREQ(v->tokens[3 + b], name);
+        EXPECT_EQ(v->types[3 + b], BITNET_TOKEN_BYTE);
+    }
+    std::set<std::string> all;
+    for (int i = 0; i < v->n_tokens; i++) all.insert(v->tokens[i]);
+    EXPECT_EQ(all.size(), 32002u);  // distinct
+    EXPECT_TRUE(all.count("\xe2\x96\x81the"));
+    EXPECT_TRUE(all.count("ing"));
+    for (int i = 260; i < v->n_tokens; i++) {
+        ASSERT_EQ(v->types[i], BITNET_TOKEN_NORMAL) << i;
+        ASSERT_LT(v->scores[i], v->scores[i - 1]) << "scores must descend at " << i;
+    }
+    // Every built-in (non-padding) piece of two or more characters splits into two tokens, so the
+    // tokenizer's pair merges can reach it.
+    int reachable = 0;
+    for (int i = 259; i < 1000; i++) {
+        std::string s = v->tokens[i];
+        std::vector<size_t> cuts;
+        for (size_t k = 1; k < s.size(); k++)
+            if (((unsigned char)s[k] & 0xC0) != 0x80) cuts.push_back(k);
+        if (cuts.empty()) continue;
+        bool ok = false;
+        for (size_t c : cuts) ok = ok || (all.count(s.substr(0, c)) && all.count(s.substr(c)));
+        bool single_char_tail = all.count(s.substr(0, cuts.back())) > 0;
+        EXPECT_TRUE(ok || single_char_tail) << "piece " << i << " '" << s << "'";
+        reachable += ok;
+    }
+    EXPECT_GT(reachable, 300);
+    bitnet_dummy_vocab_free(v);
+
+    // A smaller vocabulary is a prefix of the bigger one; fewer than 259 tokens is an error.
+    bitnet_dummy_vocab *small = nullptr, *big = nullptr;
+    ASSERT_EQ(bitnet_dummy_vocab_builtin(600, &small, &err), BITNET_OK);
+    ASSERT_EQ(bitnet_dummy_vocab_builtin(5000, &big, &err), BITNET_OK);
+    for (int i = 0; i < 600; i++) EXPECT_STREQ(small->tokens[i], big->tokens[i]);
+    bitnet_dummy_vocab_free(small);
+    bitnet_dummy_vocab_free(big);
+    EXPECT_EQ(bitnet_dummy_vocab_builtin(258, &small, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("258"), std::string::npos) << err.msg;
+}
+
+TEST(DummyVocab, BuiltinVocabularyLoadsAndTokenizes) {
+    Written out("tok.gguf");
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_vocab = 4000;  // room for the whole built-in word list
+    write_ok(p, out.path);
+    Gguf g(out.path);
+    ASSERT_TRUE(g.g);
+    bitnet_vocab *v = nullptr;
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_vocab_load(g.g, &v, &err), BITNET_OK) << err.msg;
+    const char *text = "The quick brown fox jumps";
+    int32_t *ids = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(bitnet_tokenize(v, text, std::strlen(text), true, false, &ids, &n, &err), BITNET_OK) << err.msg;
+    ASSERT_GE(n, 2u);
+    EXPECT_EQ(ids[0], 1);
+    // "▁quick", "▁brown", "▁fox", "▁jumps" are built-in words: few tokens, no byte fallback.
+    EXPECT_LE(n, 6u);
+    std::string back;
+    for (size_t i = 1; i < n; i++) {
+        EXPECT_GE(ids[i], 259) << "byte fallback for token " << i;
+        char buf[64];
+        size_t len = bitnet_token_to_piece(v, ids[i], false, buf, sizeof buf);
+        back.append(buf, len < sizeof buf ? len : sizeof buf);
+    }
+    EXPECT_EQ(back, std::string(" ") + text);
+    std::free(ids);
+    bitnet_vocab_free(v);
+}
+
+TEST(DummyVocab, CopiedFromBitnetCppFile) {
+    bitnet_dummy_vocab *v = nullptr;
+    bitnet_error err = {{0}};
+    const std::string src = kCaseDir + "/ggml-model-i2_s.gguf";
+    ASSERT_EQ(bitnet_dummy_vocab_from_gguf(src.c_str(), &v, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(v->n_tokens, 512);
+    EXPECT_STREQ(v->tokens[450], "\xe2\x96\x81The");
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.vocab = v;
+    p.n_vocab = 0;
+    Written out("copied.gguf");
+    write_ok(p, out.path);
+    bitnet_dummy_vocab_free(v);
+    Gguf ours(out.path), ref(src);
+    ASSERT_TRUE(ours.g && ref.g);
+    EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
+    for (const char *key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
+        bitnet_gguf_type e1, e2;
+        uint64_t n1, n2;
+        const void *d1, *d2;
+        ASSERT_EQ(bitnet_gguf_get_arr(ours.g, key, &e1, &n1, &d1, &err), BITNET_OK);
+        ASSERT_EQ(bitnet_gguf_get_arr(ref.g, key, &e2, &n2, &d2, &err), BITNET_OK);
+        EXPECT_EQ(e1, e2);
+        ASSERT_EQ(n1, n2);
+        if (e1 == BITNET_GGUF_STRING) {
+            for (uint64_t i = 0; i < n1; i++) {
+                const char *a, *b;
+                size_t la, lb;
+                ASSERT_EQ(bitnet_gguf_get_arr_str(ours.g, key, i, &a, &la, &err), BITNET_OK);
+                ASSERT_EQ(bitnet_gguf_get_arr_str(ref.g, key, i, &b, &lb, &err), BITNET_OK);
+                ASSERT_EQ(std::string(a, la), std::string(b, lb)) << key << "[" << i << "]";
+            }
+        } else {
+            EXPECT_EQ(std::memcmp(d1, d2, (size_t)n1 * 4), 0) << key;
+        }
+    }
+    EXPECT_EQ(get_str(ours.g, "tokenizer.ggml.pre"), "default");
+
+    // Not a GGUF / no vocabulary: errors naming the file.
+    EXPECT_NE(bitnet_dummy_vocab_from_gguf((kCaseDir + "/README.md").c_str(), &v, &err), BITNET_OK);
+    EXPECT_NE(std::string(err.msg).find("README.md"), std::string::npos) << err.msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+std::string fail_msg(const bitnet_dummy_params &p, bitnet_status expect, const std::string &path) {
+    bitnet_error err = {{0}};
+    EXPECT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), expect) << err.msg;
+    EXPECT_FALSE(file_exists(path)) << "a failed write left " << path;
+    EXPECT_FALSE(file_exists(path + ".tmp")) << "a failed write left " << path << ".tmp";
+    return err.msg;
+}
+}  // namespace
+
+TEST(DummyErrors, BadDimensionsAreNamed) {
+    const std::string path = tmp_path("bad.gguf");
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_head = 3;
+    p.n_head_kv = 3;
+    EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_head = 3"), std::string::npos);
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_head_kv = 3;
+    EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_head_kv = 3"), std::string::npos);
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_head = 256;  // head size 256 / 256 = 1 is odd
+    p.n_head_kv = 256;
+    EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("odd"), std::string::npos);
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_layer = -1;
+    EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_layer"), std::string::npos);
+    // I2_S needs M*K % 128 == 0: ffn_gate 34x32 has 1088 weights.
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_embd = 32;
+    p.n_head = 2;
+    p.n_head_kv = 2;
+    p.n_ff = 34;
+    std::string m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("34x32"), std::string::npos) << m;
+    // Q8_0 token_embd needs n_embd % 32 == 0.
+    p = tiny_params(BITNET_DUMMY_F16);
+    p.n_embd = 40;
+    p.n_head = 4;
+    p.n_head_kv = 4;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("n_embd = 40"), std::string::npos) << m;
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    p.n_vocab = 100;
+    EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("100"), std::string::npos);
+}
+
+TEST(DummyErrors, BadTilesAreNamed) {
+    const std::string path = tmp_path("badtiles.gguf");
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_TL1);
+    bitnet_dummy_shape_tiles t = {100, 256, {32, 64, 32}};  // no such shape
+    p.tiles = &t;
+    p.n_tiles = 1;
+    std::string m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("100x256"), std::string::npos) << m;
+    t = {256, 256, {96, 64, 32}};  // 256 % 96 != 0
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("256"), std::string::npos) << m;
+    bitnet_dummy_shape_tiles twice[2] = {{256, 256, {128, 64, 32}}, {256, 256, {128, 64, 32}}};
+    p.tiles = twice;
+    p.n_tiles = 2;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("twice"), std::string::npos) << m;
+    // TL2 cannot hold K < 256 weights (no default tiles either): 256x128... use n_embd 128.
+    p = tiny_params(BITNET_DUMMY_TL2);
+    p.n_embd = 128;
+    p.n_head = 2;
+    p.n_head_kv = 2;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("128"), std::string::npos) << m;
+}
+
+TEST(DummyErrors, BadVocabularyAndPath) {
+    const std::string path = tmp_path("badvocab.gguf");
+    const char *toks[3] = {"<unk>", "<s>", "</s>"};
+    int32_t types[3] = {2, 3, 3};
+    bitnet_dummy_vocab v = {};
+    v.n_tokens = 3;
+    v.tokens = toks;
+    v.types = types;
+    v.bos_id = 1;
+    v.eos_id = 7;
+    v.pad_id = -1;
+    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    p.vocab = &v;
+    std::string m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("eos_id = 7"), std::string::npos) << m;
+
+    p = tiny_params(BITNET_DUMMY_I2_S);
+    const std::string bad = "/nonexistent-dir-for-test/x.gguf";
+    bitnet_error err = {{0}};
+    EXPECT_EQ(bitnet_dummy_write(&p, bad.c_str(), &err), BITNET_ERR_IO);
+    EXPECT_NE(std::string(err.msg).find("/nonexistent-dir-for-test"), std::string::npos) << err.msg;
+
+    bitnet_dummy_outtype t;
+    EXPECT_TRUE(bitnet_dummy_outtype_parse("I2_S", &t));
+    EXPECT_EQ(t, BITNET_DUMMY_I2_S);
+    EXPECT_TRUE(bitnet_dummy_outtype_parse("tl2", &t));
+    EXPECT_EQ(t, BITNET_DUMMY_TL2);
+    EXPECT_FALSE(bitnet_dummy_outtype_parse("q4_0", &t));
+    EXPECT_FALSE(bitnet_dummy_outtype_parse("i2_", &t));
+}
