@@ -51,7 +51,14 @@ typedef struct bitnet_gguf_tensor_info {
     const void *data;   /* inside the mapping; valid until bitnet_gguf_close */
 } bitnet_gguf_tensor_info;
 
-/* Open and fully validate a GGUF v2/v3 file (read-only mmap). */
+/* Name of a value type ("uint32", "string", ...; "unknown" otherwise). */
+const char *bitnet_gguf_type_name(bitnet_gguf_type t);
+
+/* Open and fully validate a GGUF v2/v3 file (read-only mmap). Errors: BITNET_ERR_IO (open/stat/mmap),
+ * BITNET_ERR_FORMAT (malformed: the message names the file, the key or tensor and the byte offset),
+ * BITNET_ERR_UNSUPPORTED (valid GGUF this reader refuses: unknown tensor type id, arrays of arrays,
+ * big-endian or other versions), BITNET_ERR_NOMEM. Cost O(file header size) plus O(n log n) in the
+ * number of tensors; string arrays get an element index built once. */
 bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error *err);
 void bitnet_gguf_close(bitnet_gguf *g); /* NULL is fine */
 
@@ -59,6 +66,7 @@ const char *bitnet_gguf_path(const bitnet_gguf *g);
 uint32_t bitnet_gguf_version(const bitnet_gguf *g);
 uint32_t bitnet_gguf_alignment(const bitnet_gguf *g);
 size_t bitnet_gguf_file_size(const bitnet_gguf *g);
+size_t bitnet_gguf_data_offset(const bitnet_gguf *g); /* byte offset of the data section in the file */
 
 /* Key/value access. Index-based accessors take 0 <= i < n_kv. */
 int64_t bitnet_gguf_n_kv(const bitnet_gguf *g);
@@ -70,17 +78,24 @@ int64_t bitnet_gguf_find_kv(const bitnet_gguf *g, const char *key); /* -1 if abs
  * key, the expected and the stored type. Integer getters accept any integer type whose value fits. */
 bitnet_status bitnet_gguf_get_u32(const bitnet_gguf *g, const char *key, uint32_t *out, bitnet_error *err);
 bitnet_status bitnet_gguf_get_i64(const bitnet_gguf *g, const char *key, int64_t *out, bitnet_error *err);
+bitnet_status bitnet_gguf_get_u64(const bitnet_gguf *g, const char *key, uint64_t *out, bitnet_error *err);
+bitnet_status bitnet_gguf_get_f64(const bitnet_gguf *g, const char *key, double *out, bitnet_error *err); /* FLOAT32 or FLOAT64 */
 bitnet_status bitnet_gguf_get_f32(const bitnet_gguf *g, const char *key, float *out, bitnet_error *err); /* FLOAT32 or FLOAT64 */
 bitnet_status bitnet_gguf_get_bool(const bitnet_gguf *g, const char *key, bool *out, bitnet_error *err);
 /* String value: pointer into the mapping (not NUL-terminated) and its length. */
 bitnet_status bitnet_gguf_get_str(const bitnet_gguf *g, const char *key, const char **ptr, size_t *len, bitnet_error *err);
 
 /* Arrays. For numeric element types *data points at n packed little-endian elements (possibly
- * unaligned: copy with memcpy). For string arrays use bitnet_gguf_get_arr_str. */
+ * unaligned: copy with memcpy). For string arrays use bitnet_gguf_get_arr_str (*data is then the
+ * first element's length prefix). Arrays of arrays are refused at open. */
 bitnet_status bitnet_gguf_get_arr(const bitnet_gguf *g, const char *key, bitnet_gguf_type *elem_type,
                                   uint64_t *n, const void **data, bitnet_error *err);
 bitnet_status bitnet_gguf_get_arr_str(const bitnet_gguf *g, const char *key, uint64_t i,
                                       const char **ptr, size_t *len, bitnet_error *err);
+/* Fast element access for loops over big string arrays (a vocabulary): kv is an index from
+ * bitnet_gguf_find_kv. Returns a pointer into the mapping (not NUL-terminated) and sets *len, or NULL
+ * when kv is not a string array or i >= its length. O(1). */
+const char *bitnet_gguf_kv_arr_str(const bitnet_gguf *g, int64_t kv, uint64_t i, size_t *len);
 
 /* Tensors. */
 int64_t bitnet_gguf_n_tensors(const bitnet_gguf *g);
@@ -104,6 +119,8 @@ bitnet_status bitnet_gguf_set_i32(bitnet_gguf_writer *w, const char *key, int32_
 bitnet_status bitnet_gguf_set_f32(bitnet_gguf_writer *w, const char *key, float v);
 bitnet_status bitnet_gguf_set_bool(bitnet_gguf_writer *w, const char *key, bool v);
 bitnet_status bitnet_gguf_set_str(bitnet_gguf_writer *w, const char *key, const char *v);
+/* Any numeric or bool scalar type; value points at one element of that type (host = little endian). */
+bitnet_status bitnet_gguf_set_scalar(bitnet_gguf_writer *w, const char *key, bitnet_gguf_type type, const void *value);
 bitnet_status bitnet_gguf_set_arr(bitnet_gguf_writer *w, const char *key, bitnet_gguf_type elem_type,
                                   const void *data, uint64_t n); /* numeric element types */
 bitnet_status bitnet_gguf_set_arr_str(bitnet_gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
