@@ -42,6 +42,16 @@ bitnet_status bitnet_unpack_tl1(const uint8_t *src, int64_t M, int64_t K, bitnet
 bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst, bitnet_error *err);
 bitnet_status bitnet_unpack_tl2(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w, float *scale, bitnet_error *err);
 
+/* Pack one BM-row tile only: w_tile is [BM*K] (rows tile*BM .. tile*BM+BM-1 of the matrix, row-major);
+ * writes exactly the bytes of that tile inside the full packed tensor dst (bitnet_tl1_nbytes /
+ * bitnet_tl2_nbytes bytes; the scale, tail and TL2 padding are not touched). Tiles of one tensor are
+ * disjoint, so several threads may pack different tiles into one dst; bitnet_pack_tl1/tl2 is this
+ * for every tile, then the scale. Errors as the full packers, plus tile out of range. */
+bitnet_status bitnet_pack_tl1_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err);
+bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err);
+
 #ifdef __cplusplus
 }
 #endif
