@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
                 native|asan|aarch64) STAGES="$STAGES $1" ;;
                 *) echo "tests/run-all.sh: --only needs native, asan or aarch64 (got '${1:-}')" >&2; exit 2 ;;
             esac ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# {0,1}//'; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \?//'; exit 0 ;;
         *) echo "tests/run-all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
