@@ -826,12 +826,12 @@ static bitnet_status write_ternary(writer_ctx *c, const tensor_desc *t) {
     const float scale = ternary_stream_init(&ts, c->p->seed, t->name);
 
     /* Rows per chunk must keep the packed layout splittable: I2_S blocks of 128 weights run over
-     * the flattened tensor, TL1 tiles are BM rows with contiguous bytes; TL2's three streams each
-     * span the whole tensor, so it is packed in one piece. */
+     * the flattened tensor and TL1 tiles are BM rows with contiguous bytes, so those chunks are
+     * written as they are packed; TL2's three streams each span the whole tensor, so its tiles are
+     * packed one by one (bitnet_pack_tl2_tile) into a buffer of the whole packed tensor. */
     int64_t mult = 1;
     if (t->type == BITNET_TYPE_I2_S) mult = 128 / gcd64(K, 128);
-    else if (t->type == BITNET_TYPE_TL1) mult = t->tiles.BM;
-    else if (t->type == BITNET_TYPE_TL2) mult = M;
+    else if (t->type == BITNET_TYPE_TL1 || t->type == BITNET_TYPE_TL2) mult = t->tiles.BM;
     int64_t chunk = (int64_t)(c->chunk_bytes / (size_t)K) / mult * mult;
     if (chunk < mult) chunk = mult;
     if (chunk > M) chunk = M;
@@ -847,6 +847,7 @@ static bitnet_status write_ternary(writer_ctx *c, const tensor_desc *t) {
     }
     uint8_t *o = (uint8_t *)grow(&c->buf_b, &c->cap_b, out_cap);
     if (!o) return nomem(c, t, out_cap);
+    if (t->type == BITNET_TYPE_TL2) memset(o, 0, t->nbytes); /* padding and tail are zeros */
 
     const float fv[3] = {-scale, 0.0f, scale};
     const uint16_t hv[3] = {bitnet_fp32_to_fp16(-scale), bitnet_fp32_to_fp16(0.0f), bitnet_fp32_to_fp16(scale)};
@@ -876,8 +877,12 @@ static bitnet_status write_ternary(writer_ctx *c, const tensor_desc *t) {
             if (s == BITNET_OK) s = emit(c, t, o, (size_t)cnt / 4);
             break;
         case BITNET_TYPE_TL2:
-            s = bitnet_pack_tl2(w, n, K, t->tiles, scale, o, c->err);
-            if (s == BITNET_OK) s = emit(c, t, o, t->nbytes);
+            for (int64_t i = 0; i < n / t->tiles.BM && s == BITNET_OK; i++)
+                s = bitnet_pack_tl2_tile(w + i * t->tiles.BM * K, M, K, t->tiles, r0 / t->tiles.BM + i, o, c->err);
+            if (s == BITNET_OK && r0 + n == M) {
+                memcpy(o + bitnet_ternary_scale_offset(BITNET_TYPE_TL2, M, K), &scale, sizeof scale);
+                s = emit(c, t, o, t->nbytes);
+            }
             break;
         default:
             s = bitnet_fail(c->err, BITNET_ERR_INVALID_ARG, "%s: type %d is not a ternary output type", t->name, t->type);

@@ -18,10 +18,10 @@
  *   n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md).
  * - Norm weights (attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm, output_norm): 1 + 0.1·z, F32.
  *
- * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows (a
- * few MiB); only TL2, whose three streams each run over the whole tensor, holds one whole tensor's
- * int8 values and packed bytes at a time. The file goes through the streaming GGUF writer (gguf.h),
- * so a failure never leaves a truncated file behind. */
+ * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows
+ * (8 MiB of int8 values by default); only TL2, whose three streams each run over the whole tensor,
+ * keeps one whole packed tensor (about M·K/4.8 bytes) while its tiles are packed. The file goes
+ * through the streaming GGUF writer (gguf.h), so a failure never leaves a truncated file behind. */
 #ifndef BITNET_DUMMY_MODEL_H
 #define BITNET_DUMMY_MODEL_H
 
@@ -123,7 +123,7 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *p, const char *path,
 bitnet_status bitnet_dummy_tiles_for(const bitnet_dummy_params *p, int type, int64_t M, int64_t K,
                                      bitnet_tiles *out, bitnet_error *err);
 
-/* The built-in SentencePiece-style vocabulary of n_tokens tokens (n_tokens >= 259 + 1):
+/* The built-in SentencePiece-style vocabulary of n_tokens tokens (n_tokens >= 259):
  * 0 <unk> (UNKNOWN), 1 <s>, 2 </s> (CONTROL), 3..258 <0x00>..<0xFF> (BYTE), all with score 0; then
  * pieces with scores -1, -2, ... (NORMAL): a built-in list of English words ("▁the", ...) and subwords
  * ("ing", ...), each preceded by any missing prefix so every piece can be reached by the tokenizer's
