@@ -28,6 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 #ifndef BITNET_LUT_TABLE_DEFAULT
 #define BITNET_LUT_TABLE_DEFAULT "default"
 #endif
@@ -46,8 +52,11 @@
 static float g_f16_table[1 << 16];
 static pthread_once_t g_f16_once = PTHREAD_ONCE_INIT;
 
+static void dot_f16_select(void);
+
 static void f16_table_init(void) {
     for (uint32_t i = 0; i < (1u << 16); i++) g_f16_table[i] = bitnet_fp16_to_fp32((uint16_t)i);
+    dot_f16_select();
 }
 
 static inline float f16(uint16_t h) { return g_f16_table[h]; }
@@ -64,25 +73,80 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-/* Σ a[i]·b[i] over n binary16 values, returned as float. The product of two binary16 numbers is exact
- * in binary32, so only the summation order matters. It is fixed: 32 lane sums s[i % 32] accumulated
- * in index order, folded as lanes (l, l+16), (l, l+8), (l, l+4), then (0+1) + (2+3); a tail of
- * n % 32 products is added in double. This is the order of ggml's AVX2 F16 dot product (four 8-lane
- * accumulators), so the attention rounds like bitnet.cpp's x86 build; here it is plain C, identical
- * on every ISA. */
-static float dot_f16(const uint16_t *a, const uint16_t *b, int64_t n) {
-    float s[32] = {0};
-    const int64_t n32 = n - n % 32;
-    for (int64_t i = 0; i < n32; i += 32) {
-        for (int l = 0; l < 32; l++) s[l] += f16(a[i + l]) * f16(b[i + l]);
-    }
+/* Σ a[i]·b[i] for a binary16 vector a and a float vector b whose values are binary16 values (rounded
+ * with bitnet_fp32_to_fp16 first). Such a product is exact in binary32, so only the summation order
+ * matters, and it is fixed: 32 lane sums s[i % 32] accumulated in index order, folded as lanes
+ * (l, l+16), (l, l+8), (l, l+4), then (s0+s1) + (s2+s3); a tail of n % 32 products is added in double.
+ * This is the order of ggml's AVX2 F16 dot product (four 8-lane accumulators), so the attention and
+ * the F16 head round like bitnet.cpp's x86 build. The scalar, AVX2/F16C and NEON versions below all
+ * compute exactly this (same lanes, same fold), so results are identical on every ISA. */
+static float dot_f16_finish(float s[32], const uint16_t *a, const float *b, int64_t n32, int64_t n) {
     for (int l = 0; l < 16; l++) s[l] += s[l + 16];
     for (int l = 0; l < 8; l++) s[l] += s[l + 8];
     for (int l = 0; l < 4; l++) s[l] += s[l + 4];
     double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
-    for (int64_t i = n32; i < n; i++) sum += (double)(f16(a[i]) * f16(b[i]));
+    for (int64_t i = n32; i < n; i++) sum += (double)(f16(a[i]) * b[i]);
     return (float)sum;
 }
+
+static float dot_f16_scalar(const uint16_t *a, const float *b, int64_t n) {
+    float s[32] = {0};
+    const int64_t n32 = n - n % 32;
+    for (int64_t i = 0; i < n32; i += 32) {
+        for (int l = 0; l < 32; l++) s[l] += f16(a[i + l]) * b[i + l];
+    }
+    return dot_f16_finish(s, a, b, n32, n);
+}
+
+#if defined(__x86_64__)
+/* lanes 8j..8j+7 in accumulator j; AVX2 CPUs have F16C (bitnet_cpu_supports("avx2") checks both) */
+__attribute__((target("avx2,f16c"))) static float dot_f16_avx2(const uint16_t *a, const float *b, int64_t n) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int64_t n32 = n - n % 32;
+    for (int64_t i = 0; i < n32; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8 * j)));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(va, _mm256_loadu_ps(b + i + 8 * j)));
+        }
+    }
+    float s[32];
+    for (int j = 0; j < 4; j++) _mm256_storeu_ps(s + 8 * j, acc[j]);
+    return dot_f16_finish(s, a, b, n32, n);
+}
+#endif
+
+#if defined(__aarch64__)
+/* lanes 4j..4j+3 in accumulator j */
+static float dot_f16_neon(const uint16_t *a, const float *b, int64_t n) {
+    float32x4_t acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = vdupq_n_f32(0.0f);
+    const int64_t n32 = n - n % 32;
+    for (int64_t i = 0; i < n32; i += 32) {
+        for (int j = 0; j < 8; j++) {
+            const float32x4_t va = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(a + i + 4 * j)));
+            acc[j] = vaddq_f32(acc[j], vmulq_f32(va, vld1q_f32(b + i + 4 * j)));
+        }
+    }
+    float s[32];
+    for (int j = 0; j < 8; j++) vst1q_f32(s + 4 * j, acc[j]);
+    return dot_f16_finish(s, a, b, n32, n);
+}
+#endif
+
+static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
+
+static void dot_f16_select(void) {
+#if defined(__x86_64__)
+    if (bitnet_cpu_supports("avx2")) g_dot_f16 = dot_f16_avx2;
+#elif defined(__aarch64__)
+    g_dot_f16 = dot_f16_neon;
+#endif
+}
+
+static inline float dot_f16(const uint16_t *a, const float *b, int64_t n) { return g_dot_f16(a, b, n); }
+
+/* x rounded to the nearest binary16 value, as a float */
+static inline float round_f16(float x) { return f16(bitnet_fp32_to_fp16(x)); }
 
 /* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
  * (ggml's Q8_0 vec_dot definition). */
@@ -827,10 +891,10 @@ struct bitnet_context {
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 
     float *att_scores;  /* (n_threads, n_ctx) per-thread scratch */
-    uint16_t *att_p16;  /* (n_threads, n_ctx) softmax probabilities as F16 */
-    uint16_t *att_q16;  /* (n_threads, n_embd_head) query as F16 */
+    float *att_p;       /* (n_threads, n_ctx) softmax probabilities rounded to F16 */
+    float *att_q;       /* (n_threads, n_embd_head) query rounded to F16 */
 
-    uint16_t *head_f16;         /* (n_batch, n_embd) head input as F16 (F16 head) */
+    float *head_f16;            /* (n_batch, n_embd) head input rounded to F16 (F16 head) */
     bitnet_block_q8_0 *head_q8; /* (n_batch, n_embd/32) head input as Q8_0 (Q8_0 head) */
 
     void *wdata; /* LUT host workspace, wsize bytes, 64-byte aligned */
@@ -923,14 +987,14 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
     c->rope_cos = malloc(C * (hd / 2) * sizeof(float));
     c->rope_sin = malloc(C * (hd / 2) * sizeof(float));
     c->att_scores = malloc(T * C * sizeof(float));
-    c->att_p16 = malloc(T * C * sizeof(uint16_t));
-    c->att_q16 = malloc(T * hd * sizeof(uint16_t));
-    c->head_f16 = malloc(B * D * sizeof(uint16_t));
+    c->att_p = malloc(T * C * sizeof(float));
+    c->att_q = malloc(T * hd * sizeof(float));
+    c->head_f16 = malloc(B * D * sizeof(float));
     c->head_q8 = malloc(B * (D / 32 + 1) * sizeof(bitnet_block_q8_0));
     c->logits_cap = 1;
     c->logits = malloc((size_t)hp->n_vocab * sizeof(float));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->hb || !c->hb2 || !c->kcache ||
-        !c->vcache || !c->rope_cos || !c->rope_sin || !c->att_scores || !c->att_p16 || !c->att_q16 ||
+        !c->vcache || !c->rope_cos || !c->rope_sin || !c->att_scores || !c->att_p || !c->att_q ||
         !c->head_f16 || !c->head_q8 || !c->logits) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a context of %d positions, batch %d", n_ctx,
                          n_batch);
@@ -986,8 +1050,8 @@ void bitnet_context_free(bitnet_context *c) {
     free(c->rope_cos);
     free(c->rope_sin);
     free(c->att_scores);
-    free(c->att_p16);
-    free(c->att_q16);
+    free(c->att_p);
+    free(c->att_q);
     free(c->head_f16);
     free(c->head_q8);
     free(c->wdata);
@@ -1054,15 +1118,15 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
     const float kq_scale = 1.0f / sqrtf((float)d);
     float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (pos+1) */
-    uint16_t *p16 = c->att_p16 + (size_t)ith * c->n_ctx;        /* (pos+1) */
-    uint16_t *q16 = c->att_q16 + (size_t)ith * d;               /* (d) */
+    float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
+    float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
     const uint16_t *kc = c->kcache + (size_t)l * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
     const uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
 
-    for (int32_t i = 0; i < d; i++) q16[i] = bitnet_fp32_to_fp16(q[i]);
+    for (int32_t i = 0; i < d; i++) q16[i] = round_f16(q[i]);
     float max = -INFINITY;
     for (int32_t j = 0; j <= pos; j++) {
-        score[j] = dot_f16(q16, kc + (size_t)j * KV, d) * kq_scale;
+        score[j] = dot_f16(kc + (size_t)j * KV, q16, d) * kq_scale;
         if (score[j] > max) max = score[j];
     }
     double sum = 0.0;
@@ -1071,8 +1135,8 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
         sum += (double)score[j];
     }
     const float inv = (float)(1.0 / sum);
-    for (int32_t j = 0; j <= pos; j++) p16[j] = bitnet_fp32_to_fp16(score[j] * inv);
-    for (int32_t i = 0; i < d; i++) out[i] = dot_f16(p16, vc + (size_t)i * c->n_ctx, (int64_t)pos + 1);
+    for (int32_t j = 0; j <= pos; j++) p16[j] = round_f16(score[j] * inv);
+    for (int32_t i = 0; i < d; i++) out[i] = dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
 }
 
 /* The whole network for one batch, run on every thread of the pool. */
@@ -1171,7 +1235,7 @@ static void forward_task(void *arg, int ith, int nth) {
         float *xo = c->xb + j * D;
         rmsnorm(xo, c->x + (J->out_first + j) * D, m->output_norm, D, hp->rms_eps);
         if (type == BITNET_TYPE_F16) {
-            for (int64_t i = 0; i < D; i++) c->head_f16[j * D + i] = bitnet_fp32_to_fp16(xo[i]);
+            for (int64_t i = 0; i < D; i++) c->head_f16[j * D + i] = round_f16(xo[i]);
         } else if (type == BITNET_TYPE_Q8_0) {
             bitnet_quantize_row_q8_0(xo, c->head_q8 + j * (D / 32), D);
         }
