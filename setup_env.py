@@ -181,7 +181,7 @@ def choose_config(args, r: Runner, model: dict | None, build: str) -> dict:
     notes = []
     derived = None
     if stale:
-        notes.append("generated/ is stale: rendering configs/ into build/generated")
+        notes.append(f"generated/ is stale: rendering configs/ into {display(os.path.join(build, 'generated'))}")
 
     target = args.quant_type if args.quant_type in ("tl1", "tl2") else native_target()
     if model is not None and target is not None:
@@ -210,7 +210,7 @@ def choose_config(args, r: Runner, model: dict | None, build: str) -> dict:
                         "--out", derived], log)
             if rc != 0:
                 raise StepFailed(f"no config covers {shape_text} and `codegen derive` failed (exit {rc})")
-            notes.append(f"no config covers {shape_text}: derived {os.path.relpath(derived, ROOT)}")
+            notes.append(f"no config covers {shape_text}: derived {display(derived)}")
             if args.use_pretuned:
                 notes.append("(no pretuned table exists for these shapes)")
     elif model is not None:
@@ -235,6 +235,12 @@ def choose_config(args, r: Runner, model: dict | None, build: str) -> dict:
 # Steps 3-4: CMake
 # --------------------------------------------------------------------------------------------
 
+def display(path: str) -> str:
+    """path relative to the current directory when it is below it, else absolute."""
+    rel = os.path.relpath(path, os.getcwd())
+    return path if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
 def cached_generator(build: str) -> str | None:
     cache = os.path.join(build, "CMakeCache.txt")
     try:
@@ -258,8 +264,7 @@ def configure(args, r: Runner, build: str, cfg: dict) -> str:
     rc = r.run(cmd, "cmake-configure.log")
     if rc != 0:
         raise StepFailed(f"cmake configure failed (exit {rc})")
-    return f"{os.path.relpath(build, os.getcwd())}/ ({gen}, tile table {cfg['lut_table']}, kernels from " \
-           f"{os.path.relpath(cfg['generated_dir'], ROOT)}/)"
+    return f"{display(build)}/ ({gen}, tile table {cfg['lut_table']}, kernels from {display(cfg['generated_dir'])}/)"
 
 
 def build_tools(args, r: Runner, build: str) -> str:
