@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "lut.h"
 #include "model.h"
+#include "pack.h"
 #include "quants.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -302,14 +303,195 @@ TEST(BitnetCppTiny, GreedyIdsMatchBitnetCpp) {
     std::printf("[ info ] smallest top-2 logit gap over the 16 steps: %g\n", min_gap);
 }
 
-// The F32 file holds the same ternary weights in float and runs a dense product without activation
-// quantization; the I2_S file quantizes every projection input to int8 (LAYOUTS.md §1). The only
-// difference is that rounding: each activation moves by at most max|x|/254, i.e. 1/254 ≈ 0.4 % of the
-// largest input per projection, and 14 projections with RMSNorms in between compound it to a few
-// percent of the activations at the head. Bound: every logit within 5 % of the largest |logit|
-// (the differences measured here are about 1 %), and the logits still point the same way
-// (cosine similarity > 0.999), which a real layout or scale error (≥ 30 % changes) cannot meet.
-TEST(BitnetCppTiny, F32LogitsCloseToI2S) {
+// ---- An independent reference of the bitnet graph (formats.md), in double ---------------------
+// Written from the math, not from model.c: weights from the F32 file, every sum in double. Options
+// reproduce the documented roundings so each path can be compared with its own definition:
+//  - quantize: every projection input quantized to int8 per token (LAYOUTS.md §1), as on I2_S/TL paths;
+//  - q, k, v and the softmax probabilities rounded to F16 (both our paths do this, like ggml);
+//  - f16_head_input: the final hidden state rounded to F16 (our F16 head does this).
+struct Reference {
+    int D = 0, F = 0, L = 0, H = 0, HD = 0, V = 0;
+    double eps = 0, theta = 0;
+    std::vector<std::vector<float>> w;  // per layer 7 projections [M][K]: q k v o gate up down
+    std::vector<std::vector<float>> nrm; // per layer 4 norms: attn, attn_sub, ffn, ffn_sub
+    std::vector<float> out_norm, embd;   // embd [V][D] from the file under test (F32 or F16 → float)
+
+    static std::vector<float> Tensor(bitnet_gguf *g, const std::string &name, size_t n) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_find_tensor(g, name.c_str());
+        EXPECT_NE(ti, nullptr) << name;
+        std::vector<float> v(n);
+        bitnet_error err{};
+        if (ti) EXPECT_EQ(bitnet_row_to_f32(ti->type, ti->data, v.data(), (int64_t)n, &err), BITNET_OK) << name;
+        return v;
+    }
+
+    void Load(const std::string &weights_f32, const std::string &embd_file) {
+        bitnet_error err{};
+        bitnet_gguf *g = nullptr;
+        ASSERT_EQ(bitnet_gguf_open(weights_f32.c_str(), &g, &err), BITNET_OK) << err.msg;
+        D = 256, F = 768, L = 2, H = 4, HD = 64, V = 512, eps = 9.999999747378752e-06, theta = 10000.0;
+        const char *proj[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+        const char *norms[4] = {"attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm"};
+        for (int l = 0; l < L; l++) {
+            for (int p = 0; p < 7; p++) {
+                const size_t n = (size_t)(p >= 4 ? F : D) * D;
+                w.push_back(Tensor(g, "blk." + std::to_string(l) + "." + proj[p] + ".weight", n));
+            }
+            for (int p = 0; p < 4; p++) {
+                nrm.push_back(Tensor(g, "blk." + std::to_string(l) + "." + norms[p] + ".weight", p == 3 ? F : D));
+            }
+        }
+        out_norm = Tensor(g, "output_norm.weight", D);
+        bitnet_gguf_close(g);
+        ASSERT_EQ(bitnet_gguf_open(embd_file.c_str(), &g, &err), BITNET_OK) << err.msg;
+        embd = Tensor(g, "token_embd.weight", (size_t)V * D);
+        bitnet_gguf_close(g);
+    }
+
+    static double F16(double x) { return bitnet_fp16_to_fp32(bitnet_fp32_to_fp16((float)x)); }
+
+    static std::vector<double> Norm(const std::vector<double> &x, const std::vector<float> &g, double eps) {
+        double ss = 0;
+        for (double v : x) ss += v * v;
+        const double r = 1.0 / std::sqrt(ss / x.size() + eps);
+        std::vector<double> y(x.size());
+        for (size_t i = 0; i < x.size(); i++) y[i] = x[i] * r * g[i];
+        return y;
+    }
+
+    // y = W x for W [M][K]; with quantize, x is replaced by q / s (LAYOUTS.md §1)
+    static std::vector<double> MatVec(const std::vector<float> &W, std::vector<double> x, size_t M, bool quantize) {
+        const size_t K = x.size();
+        if (quantize) {
+            double amax = 0;
+            for (double v : x) amax = std::max(amax, std::fabs(v));
+            const float s = 127.0f / (float)std::max(amax, 1e-5);
+            for (double &v : x) v = std::nearbyint((float)v * s) / s;
+        }
+        std::vector<double> y(M, 0.0);
+        for (size_t m = 0; m < M; m++) {
+            double acc = 0;
+            for (size_t k = 0; k < K; k++) acc += (double)W[m * K + k] * x[k];
+            y[m] = acc;
+        }
+        return y;
+    }
+
+    // logits [n][V] for every position of `tokens`
+    std::vector<std::vector<double>> Forward(const std::vector<int32_t> &tokens, bool quantize, bool f16_head_input) const {
+        const size_t n = tokens.size();
+        std::vector<std::vector<double>> x(n), out(n);
+        for (size_t t = 0; t < n; t++) x[t].assign(embd.begin() + (size_t)tokens[t] * D, embd.begin() + (size_t)(tokens[t] + 1) * D);
+        for (int l = 0; l < L; l++) {
+            const std::vector<float> *W = &w[(size_t)l * 7];
+            const std::vector<float> *N = &nrm[(size_t)l * 4];
+            std::vector<std::vector<double>> q(n), k(n), v(n);
+            for (size_t t = 0; t < n; t++) {
+                const std::vector<double> h = Norm(x[t], N[0], eps);
+                q[t] = MatVec(W[0], h, D, quantize);
+                k[t] = MatVec(W[1], h, D, quantize);
+                v[t] = MatVec(W[2], h, D, quantize);
+                for (int hh = 0; hh < H; hh++) { // RoPE, NEOX: pairs (i, i + HD/2), angle t·θ^(-2i/HD)
+                    for (int i = 0; i < HD / 2; i++) {
+                        const double a = (double)t * std::pow(theta, -2.0 * i / HD);
+                        for (auto *vec : {&q[t], &k[t]}) {
+                            double &x0 = (*vec)[hh * HD + i], &x1 = (*vec)[hh * HD + i + HD / 2];
+                            const double y0 = x0 * std::cos(a) - x1 * std::sin(a), y1 = x0 * std::sin(a) + x1 * std::cos(a);
+                            x0 = y0;
+                            x1 = y1;
+                        }
+                    }
+                }
+                for (int i = 0; i < D; i++) k[t][i] = F16(k[t][i]), v[t][i] = F16(v[t][i]), q[t][i] = F16(q[t][i]);
+            }
+            for (size_t t = 0; t < n; t++) {
+                std::vector<double> att(D, 0.0);
+                for (int hh = 0; hh < H; hh++) { // causal softmax(q·k/√d)·v
+                    std::vector<double> sc(t + 1);
+                    double mx = -INFINITY, sum = 0;
+                    for (size_t j = 0; j <= t; j++) {
+                        double d = 0;
+                        for (int i = 0; i < HD; i++) d += q[t][hh * HD + i] * k[j][hh * HD + i];
+                        sc[j] = d / std::sqrt((double)HD);
+                        mx = std::max(mx, sc[j]);
+                    }
+                    for (size_t j = 0; j <= t; j++) sum += (sc[j] = std::exp(sc[j] - mx));
+                    for (size_t j = 0; j <= t; j++) {
+                        const double pj = F16(sc[j] / sum);
+                        for (int i = 0; i < HD; i++) att[hh * HD + i] += pj * v[j][hh * HD + i];
+                    }
+                }
+                std::vector<double> o = MatVec(W[3], Norm(att, N[1], eps), D, quantize);
+                for (int i = 0; i < D; i++) x[t][i] += o[i];
+                const std::vector<double> h = Norm(x[t], N[2], eps);
+                std::vector<double> g = MatVec(W[4], h, F, quantize), u = MatVec(W[5], h, F, quantize);
+                for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+                std::vector<double> dn = MatVec(W[6], Norm(g, N[3], eps), D, quantize);
+                for (int i = 0; i < D; i++) x[t][i] += dn[i];
+            }
+        }
+        for (size_t t = 0; t < n; t++) {
+            std::vector<double> h = Norm(x[t], out_norm, eps);
+            if (f16_head_input) for (double &e : h) e = F16(e);
+            out[t].resize(V);
+            for (int r = 0; r < V; r++) {
+                double acc = 0;
+                for (int i = 0; i < D; i++) acc += (double)embd[(size_t)r * D + i] * h[i];
+                out[t][r] = acc;
+            }
+        }
+        return out;
+    }
+};
+
+struct Diff {
+    double max_abs_logit = 0, max_diff = 0;
+    double rel() const { return max_diff / max_abs_logit; }
+};
+
+Diff Compare(const float *a, const std::vector<double> &b) {
+    Diff d;
+    for (size_t i = 0; i < b.size(); i++) {
+        d.max_abs_logit = std::max(d.max_abs_logit, std::fabs(b[i]));
+        d.max_diff = std::max(d.max_diff, std::fabs(a[i] - b[i]));
+    }
+    return d;
+}
+
+// Both files against the reference, every prompt position: the F32 file (dense float path) against
+// the reference without activation quantization, the I2_S file against the reference with it. The
+// bound 2e-3 of max|logit| covers float-vs-double accumulation and the occasional F16 / int8 rounding
+// that lands on the other side of a boundary in float than in double (one F16 ulp is 2^-11 ≈ 5e-4
+// relative); a wrong layout, scale, norm or rotation shows up as 10 % and more.
+//
+// "F32 vs I2_S": the two files hold identical ternary weights (checked below), so their logits differ
+// only by the int8 activation quantization. Each quantization moves an input by up to max|x|/254
+// (rms max|x|/440, ~0.7 % of a normalized activation), 14 projections in two layers compound that to
+// a few percent of the hidden state, and the near-hard attention of this random model (scores of
+// ~±100 before the softmax) turns such a change into a different attended position where two scores
+// are close. So the F32-vs-I2_S difference is asserted to be what the reference predicts for the
+// quantization (its quantized-vs-exact difference, within the 2e-3 accuracy of both comparisons),
+// and at position 0, where attention cannot switch, to stay below 8 % (measured 4.7 %).
+TEST(BitnetCppTiny, F32AndI2SMatchTheReferenceAndDifferOnlyByActivationQuantization) {
+    Reference exact, quant;
+    exact.Load(kTinyF32, kTinyF32);
+    quant.Load(kTinyF32, kTinyI2S);
+    {
+        // same ternary weights: the I2_S tensors decode to the F32 file's values
+        bitnet_error err{};
+        bitnet_gguf *g = nullptr;
+        ASSERT_EQ(bitnet_gguf_open(kTinyI2S.c_str(), &g, &err), BITNET_OK) << err.msg;
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_find_tensor(g, "blk.1.ffn_down.weight");
+        ASSERT_NE(ti, nullptr);
+        std::vector<int8_t> t(768 * 256);
+        float scale = 0;
+        ASSERT_EQ(bitnet_unpack_i2s((const uint8_t *)ti->data, 256, 768, t.data(), &scale, &err), BITNET_OK) << err.msg;
+        for (size_t i = 0; i < t.size(); i++) ASSERT_EQ((float)t[i] * scale, exact.w[1 * 7 + 6][i]) << i;
+        bitnet_gguf_close(g);
+    }
+    const std::vector<std::vector<double>> ref_exact = exact.Forward(kPromptIds, false, false);
+    const std::vector<std::vector<double>> ref_quant = quant.Forward(kPromptIds, true, true);
+
     ModelPtr f32 = Load(kTinyF32, BITNET_PATH_I2S);
     ModelPtr i2s = Load(kTinyI2S, BITNET_PATH_I2S);
     ASSERT_TRUE(f32 && i2s);
@@ -317,27 +499,31 @@ TEST(BitnetCppTiny, F32LogitsCloseToI2S) {
     ContextPtr ci = NewContext(i2s.get(), 64, 64, 2);
     ASSERT_TRUE(cf && ci);
     bitnet_error err{};
-    ASSERT_EQ(bitnet_decode(cf.get(), kPromptIds.data(), (int32_t)kPromptIds.size(), 0, true, &err), BITNET_OK) << err.msg;
-    ASSERT_EQ(bitnet_decode(ci.get(), kPromptIds.data(), (int32_t)kPromptIds.size(), 0, true, &err), BITNET_OK) << err.msg;
-    double worst_rel = 0;
-    for (int t = 0; t < (int)kPromptIds.size(); t++) {
-        const float *a = bitnet_get_logits_ith(cf.get(), t), *b = bitnet_get_logits_ith(ci.get(), t);
-        ASSERT_TRUE(a && b);
-        double amax = 0, dmax = 0, dot = 0, na = 0, nb = 0;
+    const int n = (int)kPromptIds.size();
+    ASSERT_EQ(bitnet_decode(cf.get(), kPromptIds.data(), n, 0, true, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_decode(ci.get(), kPromptIds.data(), n, 0, true, &err), BITNET_OK) << err.msg;
+    double worst_f32 = 0, worst_i2s = 0;
+    for (int t = 0; t < n; t++) {
+        const float *lf = bitnet_get_logits_ith(cf.get(), t), *li = bitnet_get_logits_ith(ci.get(), t);
+        ASSERT_TRUE(lf && li);
+        const Diff df = Compare(lf, ref_exact[t]), di = Compare(li, ref_quant[t]);
+        EXPECT_LE(df.rel(), 2e-3) << "F32 file vs reference, position " << t;
+        EXPECT_LE(di.rel(), 2e-3) << "I2_S file vs quantized reference, position " << t;
+        worst_f32 = std::max(worst_f32, df.rel());
+        worst_i2s = std::max(worst_i2s, di.rel());
+        // the files' difference is the reference's quantization effect
+        double files = 0, predicted = 0, scale = 0;
         for (int i = 0; i < 512; i++) {
-            ASSERT_TRUE(std::isfinite(a[i]) && std::isfinite(b[i]));
-            amax = std::max(amax, (double)std::fabs(a[i]));
-            dmax = std::max(dmax, (double)std::fabs(a[i] - b[i]));
-            dot += (double)a[i] * b[i];
-            na += (double)a[i] * a[i];
-            nb += (double)b[i] * b[i];
+            files = std::max(files, std::fabs((double)lf[i] - li[i]));
+            predicted = std::max(predicted, std::fabs(ref_exact[t][i] - ref_quant[t][i]));
+            scale = std::max(scale, std::fabs(ref_exact[t][i]));
         }
-        EXPECT_LE(dmax, 0.05 * amax) << "position " << t;
-        EXPECT_GT(dot / std::sqrt(na * nb), 0.999) << "position " << t;
-        EXPECT_GT(dmax, 0.0) << "position " << t << ": F32 and I2_S identical, the dense path was not used";
-        worst_rel = std::max(worst_rel, dmax / amax);
+        EXPECT_NEAR(files / scale, predicted / scale, 4e-3) << "position " << t;
+        EXPECT_GT(files, 0.0) << "position " << t << ": identical logits, the dense F32 path was not used";
+        if (t == 0) EXPECT_LE(files / scale, 0.08) << "position 0";
     }
-    std::printf("[ info ] largest |F32 - I2_S| logit difference: %.4f of max|logit|\n", worst_rel);
+    std::printf("[ info ] largest deviation from the reference: F32 %.2e, I2_S %.2e of max|logit|\n", worst_f32,
+                worst_i2s);
 }
 
 // =============================================================================================
@@ -605,16 +791,16 @@ TEST(ModelErrors, MissingFile) {
     EXPECT_NE(msg.find("does-not-exist.gguf"), std::string::npos) << msg;
 }
 
-// A model whose K/V projection has M = 16 rows (GQA 8/1, head 16): no legal TL tiles (M % 32 != 0).
+// A model whose K/V projections have M = 16 rows (GQA 16/1, head 16): no legal TL tiles (M % 32 != 0).
 // The TL paths refuse it naming tensor, M and K; the I2_S path runs it.
 TEST(ModelErrors, TlPathRefusesShapeWithoutTiles) {
     const std::string path = TmpDir() + "/gqa-m16.gguf";
     bitnet_dummy_params p;
     bitnet_dummy_params_init(&p);
-    p.n_embd = 128;
-    p.n_ff = 256;
+    p.n_embd = 256;
+    p.n_ff = 512;
     p.n_layer = 1;
-    p.n_head = 8;
+    p.n_head = 16;
     p.n_head_kv = 1;
     p.n_ctx = 64;
     p.n_vocab = 300;
@@ -626,7 +812,7 @@ TEST(ModelErrors, TlPathRefusesShapeWithoutTiles) {
         std::string msg = LoadError(path, kp, BITNET_ERR_UNSUPPORTED);
         EXPECT_NE(msg.find("blk.0.attn_k.weight"), std::string::npos) << msg;
         EXPECT_NE(msg.find("M = 16"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("K = 128"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("K = 256"), std::string::npos) << msg;
     }
     ModelPtr m = Load(path, BITNET_PATH_I2S);
     ASSERT_TRUE(m);
