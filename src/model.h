@@ -63,12 +63,15 @@ typedef struct bitnet_model bitnet_model;
  * do not print). The file stays mapped until bitnet_model_free. */
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
                                 bitnet_error *err);
+/* NULL is fine. The LUT host keeps every tensor extra in one table that only bitnet_lut_free releases,
+ * so the extras of all models are released together when the last model that used them is freed
+ * (a program that also transforms tensors of its own must not rely on them after that). */
 void bitnet_model_free(bitnet_model *m);
 
 const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m);
 const bitnet_vocab *bitnet_model_vocab(const bitnet_model *m);
-bitnet_kernel_path bitnet_model_path(const bitnet_model *m); /* the path actually used */
-uint64_t bitnet_model_n_params(const bitnet_model *m);
+bitnet_kernel_path bitnet_model_path(const bitnet_model *m); /* the path actually used (AUTO resolved) */
+uint64_t bitnet_model_n_params(const bitnet_model *m);    /* elements of every tensor in the file */
 uint64_t bitnet_model_size_bytes(const bitnet_model *m);  /* bytes of tensor data in the file */
 /* One line describing kernels in use, e.g. "TL2 (avx2): 3 specialized, 0 generic kernels; tiles from
  * table bitnet_b1_58-large/default", "I2_S reference path: 14 ternary weights" or
