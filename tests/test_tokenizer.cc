@@ -1,2 +1,504 @@
-// PLACEHOLDER: tests not written yet (issue #2 work in progress).
+// test_tokenizer.cc — SentencePiece-style tokenizer and detokenizer: the bitnet.cpp case (prompt ids
+// from expected.json), an independent naive merge reference on random strings, byte fallback,
+// special tokens, invalid UTF-8, the vocabulary keys and their errors.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gguf.h"
+#include "tokenizer.h"
+
+namespace {
+
+const std::string kTiny = std::string(BITNET_TEST_DATA_DIR) + "/bitnetcpp-tiny/ggml-model-i2_s.gguf";
+
+struct Vocab {
+    bitnet_gguf *g = nullptr;
+    bitnet_vocab *v = nullptr;
+    ~Vocab() {
+        bitnet_vocab_free(v);
+        bitnet_gguf_close(g);
+    }
+};
+
+void load(const std::string &path, Vocab *out) {
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_gguf_open(path.c_str(), &out->g, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_vocab_load(out->g, &out->v, &err), BITNET_OK) << err.msg;
+}
+
+std::vector<int32_t> tok(const bitnet_vocab *v, const std::string &s, bool bos, bool special) {
+    int32_t *ids = nullptr;
+    size_t n = 0;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_tokenize(v, s.data(), s.size(), bos, special, &ids, &n, &err), BITNET_OK) << err.msg;
+    std::vector<int32_t> r(ids, ids + n);
+    std::free(ids);
+    return r;
+}
+
+std::string piece(const bitnet_vocab *v, int32_t id, bool special = false) {
+    char small[4];
+    size_t n = bitnet_token_to_piece(v, id, special, small, sizeof small);
+    std::string s(n, '\0');
+    if (n > 0) {
+        EXPECT_EQ(bitnet_token_to_piece(v, id, special, &s[0], n), n);
+    }
+    return s;
+}
+
+std::string detok(const bitnet_vocab *v, const std::vector<int32_t> &ids, bool special = false) {
+    std::string s;
+    for (int32_t id : ids) s += piece(v, id, special);
+    return s;
+}
+
+// The tiny vocabulary has no "▁" token: a lone "▁" falls back to its three byte tokens, which print
+// as the raw bytes of U+2581 (as in llama.cpp). Round trips compare after mapping U+2581 to a space.
+std::string unmark(std::string s) {
+    for (size_t i; (i = s.find("\xE2\x96\x81")) != std::string::npos;) s.replace(i, 3, " ");
+    return s;
+}
+
+// ---- Independent reference: the naive quadratic form of the SPM merge loop -----------------------
+// pieces = UTF-8 characters (bad bytes alone); repeat: among all adjacent pairs whose concatenation is
+// a token, merge the one with the highest score, leftmost on ties; then ids or byte tokens.
+size_t ref_char_len(const std::string &s, size_t i) {
+    const unsigned char c = s[i];
+    auto cont = [&](size_t k) { return i + k < s.size() && ((unsigned char)s[i + k] & 0xC0) == 0x80; };
+    auto b1 = [&]() { return (unsigned char)s[i + 1]; };
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF && cont(1)) return 2;
+    if (c >= 0xE0 && c <= 0xEF && cont(1) && cont(2)) {
+        if (c == 0xE0 && b1() < 0xA0) return 1;
+        if (c == 0xED && b1() > 0x9F) return 1;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4 && cont(1) && cont(2) && cont(3)) {
+        if (c == 0xF0 && b1() < 0x90) return 1;
+        if (c == 0xF4 && b1() > 0x8F) return 1;
+        return 4;
+    }
+    return 1;
+}
+
+std::vector<int32_t> ref_tokenize(const bitnet_vocab *v, const std::string &text) {
+    if (text.empty()) return {};  // no fragment at all: no space prefix either
+    std::string e = "\xE2\x96\x81";  // space prefix
+    for (char c : text) e += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+    std::vector<std::string> p;
+    for (size_t i = 0; i < e.size();) {
+        size_t l = ref_char_len(e, i);
+        p.push_back(e.substr(i, l));
+        i += l;
+    }
+    for (;;) {
+        int best = -1;
+        float best_score = 0;
+        for (size_t i = 0; i + 1 < p.size(); i++) {
+            const std::string c = p[i] + p[i + 1];
+            const int32_t id = bitnet_vocab_find(v, c.data(), c.size());
+            if (id < 0) continue;
+            const float sc = bitnet_vocab_score(v, id);
+            if (best < 0 || sc > best_score) {
+                best = (int)i;
+                best_score = sc;
+            }
+        }
+        if (best < 0) break;
+        p[best] += p[best + 1];
+        p.erase(p.begin() + best + 1);
+    }
+    std::vector<int32_t> out;
+    for (const std::string &s : p) {
+        const int32_t id = bitnet_vocab_find(v, s.data(), s.size());
+        if (id >= 0) {
+            out.push_back(id);
+            continue;
+        }
+        for (unsigned char b : s) {
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", b);
+            out.push_back(bitnet_vocab_find(v, name, 6));
+        }
+    }
+    return out;
+}
+
+// ---- Writing small vocabularies -----------------------------------------------------------------
+std::string g_dir;
+
+class Env : public ::testing::Environment {
+  public:
+    void SetUp() override {
+        std::string t = ::testing::TempDir() + "bitnet_tok_XXXXXX";
+        std::vector<char> buf(t.begin(), t.end());
+        buf.push_back(0);
+        ASSERT_NE(mkdtemp(buf.data()), nullptr);
+        g_dir = buf.data();
+    }
+    void TearDown() override {
+        std::string cmd = "rm -rf '" + g_dir + "'";
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", g_dir.c_str());
+    }
+};
+::testing::Environment *const g_env = ::testing::AddGlobalTestEnvironment(new Env);
+
+struct VocabSpec {
+    std::string model = "llama";
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+    std::vector<std::pair<std::string, int64_t>> ids;  // key suffix → value (int32)
+    std::vector<std::pair<std::string, bool>> flags;
+};
+
+// <unk>, <s>, </s>, all 256 byte tokens, then `extra` normal tokens with the given scores.
+VocabSpec base_spec(const std::vector<std::pair<std::string, float>> &extra) {
+    VocabSpec s;
+    s.tokens = {"<unk>", "<s>", "</s>"};
+    s.types = {BITNET_TOKEN_UNKNOWN, BITNET_TOKEN_CONTROL, BITNET_TOKEN_CONTROL};
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        s.tokens.push_back(name);
+        s.types.push_back(BITNET_TOKEN_BYTE);
+    }
+    s.scores.assign(s.tokens.size(), 0.0f);
+    for (const auto &e : extra) {
+        s.tokens.push_back(e.first);
+        s.scores.push_back(e.second);
+        s.types.push_back(BITNET_TOKEN_NORMAL);
+    }
+    s.ids = {{"bos_token_id", 1}, {"eos_token_id", 2}};
+    return s;
+}
+
+std::string write_vocab(const VocabSpec &s, const std::string &name) {
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    bitnet_gguf_set_str(w, "tokenizer.ggml.model", s.model.c_str());
+    std::vector<const char *> p;
+    for (const std::string &t : s.tokens) p.push_back(t.c_str());
+    if (!s.tokens.empty()) bitnet_gguf_set_arr_str(w, "tokenizer.ggml.tokens", p.data(), p.size());
+    if (!s.scores.empty()) bitnet_gguf_set_arr(w, "tokenizer.ggml.scores", BITNET_GGUF_FLOAT32, s.scores.data(), s.scores.size());
+    if (!s.types.empty()) bitnet_gguf_set_arr(w, "tokenizer.ggml.token_type", BITNET_GGUF_INT32, s.types.data(), s.types.size());
+    for (const auto &k : s.ids) bitnet_gguf_set_i32(w, ("tokenizer.ggml." + k.first).c_str(), (int32_t)k.second);
+    for (const auto &k : s.flags) bitnet_gguf_set_bool(w, ("tokenizer.ggml." + k.first).c_str(), k.second);
+    const std::string path = g_dir + "/" + name + ".gguf";
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_gguf_write_begin(w, path.c_str(), &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer_free(w);
+    return path;
+}
+
+bitnet_status load_status(const VocabSpec &s, const std::string &name, std::string *msg) {
+    const std::string path = write_vocab(s, name);
+    bitnet_gguf *g = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_gguf_open(path.c_str(), &g, &err), BITNET_OK) << err.msg;
+    bitnet_vocab *v = reinterpret_cast<bitnet_vocab *>(0x1);
+    bitnet_status st = bitnet_vocab_load(g, &v, &err);
+    if (st == BITNET_OK) bitnet_vocab_free(v);
+    else EXPECT_EQ(v, nullptr);
+    bitnet_gguf_close(g);
+    *msg = err.msg;
+    return st;
+}
+
+#define EXPECT_HAS(msg, sub) EXPECT_NE((msg).find(sub), std::string::npos) << "'" << (msg) << "' lacks '" << (sub) << "'"
+
+const std::string U2581 = "\xE2\x96\x81";
+
+}  // namespace
+
+// ---- The bitnet.cpp case -----------------------------------------------------------------------------
+
+TEST(TokenizerBitnetCpp, PromptIdsMatchBitnetCpp) {
+    Vocab V;
+    load(kTiny, &V);
+    EXPECT_EQ(bitnet_vocab_n_tokens(V.v), 512);
+    EXPECT_EQ(bitnet_vocab_bos(V.v), 1);
+    EXPECT_EQ(bitnet_vocab_eos(V.v), 2);
+    EXPECT_EQ(bitnet_vocab_unk(V.v), 0);
+    EXPECT_TRUE(bitnet_vocab_add_bos(V.v));
+    EXPECT_STREQ(bitnet_vocab_text(V.v, 1), "<s>");
+    EXPECT_EQ(bitnet_vocab_type(V.v, 1), BITNET_TOKEN_CONTROL);
+    EXPECT_EQ(bitnet_vocab_type(V.v, 3), BITNET_TOKEN_BYTE);
+    EXPECT_EQ(bitnet_vocab_type(V.v, 512), -1);
+    EXPECT_EQ(bitnet_vocab_text(V.v, -1), nullptr);
+    EXPECT_TRUE(bitnet_vocab_is_eog(V.v, 2));
+    EXPECT_FALSE(bitnet_vocab_is_eog(V.v, 1));
+    const std::vector<int32_t> want = {1, 450, 439, 293, 110, 289, 307, 122, 113, 285, 114, 123, 432, 398, 115, 118};
+    EXPECT_EQ(tok(V.v, "The quick brown fox jumps", true, false), want);
+    EXPECT_EQ(tok(V.v, "The quick brown fox jumps", true, true), want);
+    const std::vector<int32_t> no_bos(want.begin() + 1, want.end());
+    EXPECT_EQ(tok(V.v, "The quick brown fox jumps", false, false), no_bos);
+    EXPECT_EQ(detok(V.v, no_bos), " The quick brown fox jumps");
+    EXPECT_EQ(detok(V.v, want), " The quick brown fox jumps");        // BOS prints nothing ...
+    EXPECT_EQ(detok(V.v, want, true), "<s> The quick brown fox jumps");  // ... unless special
+}
+
+TEST(TokenizerBitnetCpp, AgreesWithNaiveReference) {
+    Vocab V;
+    load(kTiny, &V);
+    // alphabet of the vocabulary's pieces plus spaces, a 2-byte char and a stray continuation byte
+    const std::vector<std::string> alpha = {"a", "e", "t", "h", "o", "n", "s", " ", " ", "T", "qu", "x", "é", "\x80", "in", "the"};
+    uint64_t st = 2463534242ull;
+    for (int rep = 0; rep < 2000; rep++) {
+        std::string s;
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        const int len = (int)(st % 24);
+        for (int i = 0; i < len; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            s += alpha[st % alpha.size()];
+        }
+        ASSERT_EQ(tok(V.v, s, false, false), ref_tokenize(V.v, s)) << "text '" << s << "'";
+        ASSERT_EQ(unmark(detok(V.v, tok(V.v, s, false, false))), s.empty() ? "" : " " + s) << "text '" << s << "'";
+    }
+}
+
+TEST(TokenizerBitnetCpp, EmptyAndSpaces) {
+    Vocab V;
+    load(kTiny, &V);
+    EXPECT_EQ(tok(V.v, "", true, false), std::vector<int32_t>({1}));
+    EXPECT_EQ(tok(V.v, "", false, false), std::vector<int32_t>());
+    int32_t *ids = nullptr;
+    size_t n = 99;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_tokenize(V.v, nullptr, 0, false, false, &ids, &n, &err), BITNET_OK);
+    EXPECT_EQ(n, 0u);
+    EXPECT_NE(ids, nullptr);
+    std::free(ids);
+    for (const std::string s : {" ", "   ", "a  b", "  x  "}) {
+        std::vector<int32_t> t = tok(V.v, s, false, false);
+        EXPECT_EQ(t, ref_tokenize(V.v, s)) << "'" << s << "'";
+        EXPECT_EQ(unmark(detok(V.v, t)), " " + s) << "'" << s << "'";
+    }
+}
+
+TEST(TokenizerBitnetCpp, ByteFallbackRoundTrips) {
+    Vocab V;
+    load(kTiny, &V);
+    for (const std::string s : {"Привет", "🙂 ok", "漢字かな", "naïve café"}) {
+        std::vector<int32_t> t = tok(V.v, s, false, false);
+        EXPECT_EQ(unmark(detok(V.v, t)), " " + s) << s;
+        EXPECT_EQ(t, ref_tokenize(V.v, s)) << s;
+        // every non-ASCII byte of the text became its own <0xXX> BYTE token (plus those of a lone "▁"
+        // and of ASCII characters the tiny vocabulary lacks)
+        size_t n_bytes = 0;
+        for (int32_t id : t) n_bytes += bitnet_vocab_type(V.v, id) == BITNET_TOKEN_BYTE;
+        size_t non_ascii = 0;
+        for (unsigned char c : s) non_ascii += c >= 0x80;
+        EXPECT_GE(n_bytes, non_ascii) << s;
+    }
+    // "П" = D0 9F → <0xD0> <0x9F>, ids 3 + byte
+    std::vector<int32_t> t = tok(V.v, "П", false, false);
+    ASSERT_GE(t.size(), 2u);
+    EXPECT_EQ(t[t.size() - 2], 3 + 0xD0);
+    EXPECT_EQ(t[t.size() - 1], 3 + 0x9F);
+    EXPECT_EQ(piece(V.v, 3 + 0xD0), std::string("\xD0"));
+}
+
+TEST(TokenizerBitnetCpp, InvalidUtf8DoesNotCrash) {
+    Vocab V;
+    load(kTiny, &V);
+    const std::string cases[] = {
+        std::string("\xff\xfe abc \xc3", 9), std::string("\xe2\x96", 2), std::string("a\x80\x80z", 4),
+        std::string("\xed\xa0\x80", 3),     // a surrogate: three bad bytes
+        std::string("\xf0\x9f\x99", 3),     // truncated 4-byte sequence
+        std::string("nul\0byte", 8), std::string("\xc0\xaf", 2),
+    };
+    for (const std::string &s : cases) {
+        std::vector<int32_t> t = tok(V.v, s, false, false);
+        EXPECT_EQ(unmark(detok(V.v, t)), " " + s);
+        EXPECT_EQ(t, ref_tokenize(V.v, s));
+    }
+}
+
+TEST(TokenizerBitnetCpp, ControlTokensAndParseSpecial) {
+    Vocab V;
+    load(kTiny, &V);
+    const std::vector<int32_t> hello = tok(V.v, "hello", false, false);  // "▁hello"
+    // parse_special: <s> and </s> become ids; the text after a special token gets the space prefix
+    std::vector<int32_t> want = {1};
+    want.insert(want.end(), hello.begin(), hello.end());
+    want.push_back(2);
+    EXPECT_EQ(tok(V.v, "<s>hello</s>", false, true), want);
+    // without parse_special they are plain text, tokenized like any other characters
+    std::vector<int32_t> plain = tok(V.v, "<s>hello</s>", false, false);
+    EXPECT_EQ(plain, ref_tokenize(V.v, "<s>hello</s>"));
+    for (int32_t id : plain) {
+        EXPECT_NE(id, 1);
+        EXPECT_NE(id, 2);
+    }
+    EXPECT_EQ(unmark(detok(V.v, plain)), " <s>hello</s>");
+    // <unk> is special too; text on both sides, repeated tokens
+    std::vector<int32_t> t = tok(V.v, "a<unk>b<unk><unk>", false, true);
+    std::vector<int32_t> a = tok(V.v, "a", false, false), b = tok(V.v, "b", false, false);
+    std::vector<int32_t> w2 = a;
+    w2.push_back(0);
+    w2.insert(w2.end(), b.begin(), b.end());
+    w2.push_back(0);
+    w2.push_back(0);
+    EXPECT_EQ(t, w2);
+    EXPECT_EQ(detok(V.v, t), " a b");
+    EXPECT_EQ(detok(V.v, t, true), " a<unk> b<unk><unk>");
+}
+
+TEST(TokenizerBitnetCpp, PieceBuffers) {
+    Vocab V;
+    load(kTiny, &V);
+    EXPECT_EQ(bitnet_token_to_piece(V.v, 1, false, nullptr, 0), 0u);
+    EXPECT_EQ(bitnet_token_to_piece(V.v, 1, true, nullptr, 0), 3u);
+    char buf[2] = {'x', 'x'};
+    EXPECT_EQ(bitnet_token_to_piece(V.v, 1, true, buf, 2), 3u);  // full length, truncated write
+    EXPECT_EQ(buf[0], '<');
+    EXPECT_EQ(buf[1], 's');
+    EXPECT_EQ(bitnet_token_to_piece(V.v, 512, true, buf, 2), 0u);
+    EXPECT_EQ(bitnet_token_to_piece(V.v, -5, true, buf, 2), 0u);
+}
+
+// ---- Small hand-made vocabularies ---------------------------------------------------------------
+
+TEST(TokenizerSpm, ScoresDecideMergesAndTiesGoLeft) {
+    // "▁abc": ab (score -1) vs bc (score -2): ab wins; then "▁" + "ab"? not a token; "abc" is.
+    VocabSpec s = base_spec({{U2581, -10}, {"ab", -1}, {"bc", -2}, {"abc", -3}, {U2581 + "a", -5}});
+    Vocab V;
+    load(write_vocab(s, "merge"), &V);
+    const int32_t base = 259;  // first extra token
+    // ▁a (-5) vs ab (-1): ab first → ▁ | ab | c ; then abc (-3) → ▁ | abc
+    EXPECT_EQ(tok(V.v, "abc", false, false), std::vector<int32_t>({base + 0, base + 3}));
+    // ties: "aa" token twice with equal score in "aaa": the leftmost pair merges first → aa | a
+    VocabSpec t = base_spec({{"aa", -1}});
+    t.flags = {{"add_space_prefix", false}};
+    Vocab W;
+    load(write_vocab(t, "tie"), &W);
+    EXPECT_EQ(tok(W.v, "aaa", false, false), std::vector<int32_t>({259, 3 + 'a'}));
+    EXPECT_EQ(tok(W.v, "aaaa", false, false), std::vector<int32_t>({259, 259}));
+    // a higher score on the right beats position
+    VocabSpec u = base_spec({{"ab", -2}, {"bc", -1}});
+    u.flags = {{"add_space_prefix", false}};
+    Vocab U;
+    load(write_vocab(u, "right"), &U);
+    EXPECT_EQ(tok(U.v, "abc", false, false), std::vector<int32_t>({3 + 'a', 260}));
+}
+
+TEST(TokenizerSpm, FlagsAndFallbacks) {
+    // add_bos_token = false, add_eos_token = true, no space prefix
+    VocabSpec s = base_spec({{"hi", -1}});
+    s.flags = {{"add_bos_token", false}, {"add_eos_token", true}, {"add_space_prefix", false}};
+    Vocab V;
+    load(write_vocab(s, "flags"), &V);
+    EXPECT_FALSE(bitnet_vocab_add_bos(V.v));
+    EXPECT_EQ(tok(V.v, "hi", true, false), std::vector<int32_t>({259, 2}));
+    EXPECT_EQ(tok(V.v, "hi", false, false), std::vector<int32_t>({259}));
+
+    // no byte tokens: a one-byte token is used, else <unk>
+    VocabSpec n;
+    n.tokens = {"<unk>", "<s>", "</s>", "x", U2581};
+    n.types = {BITNET_TOKEN_UNKNOWN, BITNET_TOKEN_CONTROL, BITNET_TOKEN_CONTROL, BITNET_TOKEN_NORMAL, BITNET_TOKEN_NORMAL};
+    n.scores = {0, 0, 0, 0, 0};
+    Vocab N;
+    load(write_vocab(n, "nobytes"), &N);
+    EXPECT_EQ(tok(N.v, "xé", true, false), std::vector<int32_t>({1, 4, 3, 0, 0}));
+
+    // ... and with no unknown token either: an error naming the byte
+    n.ids = {{"unknown_token_id", -1}};
+    Vocab M;
+    load(write_vocab(n, "nounk"), &M);
+    EXPECT_EQ(bitnet_vocab_unk(M.v), -1);
+    int32_t *ids = nullptr;
+    size_t cnt = 0;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_tokenize(M.v, "é", 2, false, false, &ids, &cnt, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_HAS(std::string(err.msg), "byte 0xC3");
+    EXPECT_EQ(ids, nullptr);
+
+    // user-defined tokens are matched even without parse_special, and print as their text
+    VocabSpec d = base_spec({{"ab", -1}});
+    d.tokens.push_back("<|u|>");
+    d.scores.push_back(0);
+    d.types.push_back(BITNET_TOKEN_USER_DEFINED);
+    d.tokens.push_back("<|c|>");
+    d.scores.push_back(0);
+    d.types.push_back(BITNET_TOKEN_CONTROL);
+    d.tokens.push_back("gone");
+    d.scores.push_back(0);
+    d.types.push_back(BITNET_TOKEN_UNUSED);
+    d.flags = {{"add_space_prefix", false}};
+    Vocab D;
+    load(write_vocab(d, "user"), &D);
+    EXPECT_EQ(tok(D.v, "ab<|u|>ab", false, false), std::vector<int32_t>({259, 260, 259}));
+    EXPECT_EQ(piece(D.v, 260), "<|u|>");
+    EXPECT_EQ(tok(D.v, "<|c|>", false, true), std::vector<int32_t>({261}));
+    EXPECT_EQ(tok(D.v, "<|c|>", false, false).size(), 5u);  // five byte tokens
+    EXPECT_EQ(piece(D.v, 261), "");
+    EXPECT_EQ(piece(D.v, 261, true), "<|c|>");
+    EXPECT_EQ(piece(D.v, 262, true), "");  // unused
+}
+
+TEST(TokenizerSpm, LongTextIsLinearish) {
+    // 200 KB of text tokenizes (the heap keeps the merge loop O(n log n))
+    VocabSpec s = base_spec({{U2581, -1}, {"ab", -2}, {"abab", -3}, {U2581 + "abab", -4}});
+    Vocab V;
+    load(write_vocab(s, "long"), &V);
+    std::string text;
+    for (int i = 0; i < 40000; i++) text += "abab ";
+    std::vector<int32_t> t = tok(V.v, text, false, false);
+    EXPECT_EQ(t.size(), 40001u);  // ▁abab × 40000, then a trailing ▁
+    EXPECT_EQ(t[0], 262);
+    EXPECT_EQ(t.back(), 259);
+    EXPECT_EQ(detok(V.v, t), " " + text);
+}
+
+TEST(TokenizerSpm, LoadErrors) {
+    std::string msg;
+    VocabSpec s = base_spec({});
+    s.model = "gpt2";
+    EXPECT_EQ(load_status(s, "gpt2", &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_HAS(msg, "tokenizer.ggml.model = \"gpt2\" is not supported");
+
+    s = base_spec({});
+    s.scores.pop_back();
+    EXPECT_EQ(load_status(s, "scores", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "tokenizer.ggml.scores is 258 × float32, expected 259");
+
+    s = base_spec({});
+    s.types.push_back(1);
+    EXPECT_EQ(load_status(s, "types", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "tokenizer.ggml.token_type is 260");
+
+    s = base_spec({});
+    s.types[5] = 9;
+    EXPECT_EQ(load_status(s, "types9", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "token_type[5] = 9");
+
+    s = base_spec({});
+    s.tokens[3] = "<0xZZ>";
+    EXPECT_EQ(load_status(s, "badbyte", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "token 3 \"<0xZZ>\" has type BYTE");
+
+    s = base_spec({});
+    s.ids = {{"bos_token_id", 259}};
+    EXPECT_EQ(load_status(s, "bos", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "tokenizer.ggml.bos_token_id = 259 is not a token id");
+
+    s = base_spec({});
+    s.tokens.clear();
+    EXPECT_EQ(load_status(s, "notokens", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "missing key 'tokenizer.ggml.tokens'");
+
+    // scores and token types are optional: defaults 0 and NORMAL
+    s = base_spec({});
+    s.scores.clear();
+    s.types.clear();
+    EXPECT_EQ(load_status(s, "minimal", &msg), BITNET_OK) << msg;
+}
