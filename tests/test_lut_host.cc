@@ -731,9 +731,11 @@ std::vector<Case> hand_cases() {
     return cs;
 }
 
-// Every distinct (type, M, K, tiles) of the generated tables, sampled: M reduced to at most 3 BM tiles
-// and K to the same structure with fewer BK blocks (K % BK kept, so TL2's two-weight tail stays), so
-// the suite stays fast under qemu; the exact big shapes are covered by the kernel tests.
+// Every (type, M, K, tiles) of the generated tables. Small shapes (M·K ≤ 2^18, e.g. the bitnetcpp-tiny
+// config) run as they are, so their specialized kernels run through the host; bigger ones are sampled:
+// M reduced to at most 3 BM tiles and K to fewer BK blocks with the same K % BK (TL2's two-weight tail
+// stays), so the suite stays fast under qemu and ASan. Entries that reduce to the same
+// (type, M, K, tiles) run once. The exact big shapes are the kernel tests' job.
 std::vector<Case> table_cases() {
     std::set<std::tuple<int, int64_t, int64_t, int, int, int>> seen;
     std::vector<Case> cs;
@@ -741,16 +743,21 @@ std::vector<Case> table_cases() {
         const bitnet_lut_table &tab = bitnet_lut_tables[ti];
         for (size_t ei = 0; ei < tab.n_entries; ++ei) {
             const bitnet_lut_table_entry &e = tab.entries[ei];
-            if (!seen.insert({tab.type, e.M, e.K, e.tiles.BM, e.tiles.BK, e.tiles.bm}).second) continue;
             Case c;
-            c.label = std::string(tab.config) + "/" + tab.table + "/" + tname(tab.type) + " " + std::to_string(e.M) +
-                      "x" + std::to_string(e.K);
             const int64_t BM = e.tiles.BM, BK = e.tiles.BK;
-            c.M = BM * std::min<int64_t>(e.M / BM, 3);
-            const int64_t rem = e.K % BK;
-            int64_t blocks = std::min<int64_t>(e.K / BK, std::max<int64_t>(1, (384 + BK - 1) / BK));
-            while (tab.type == BITNET_TYPE_TL2 && rem + blocks * BK < 256 && blocks < e.K / BK) ++blocks;
-            c.K = rem + blocks * BK;
+            if (e.M * e.K <= (int64_t{1} << 18)) {
+                c.M = e.M;
+                c.K = e.K;
+            } else {
+                c.M = BM * std::min<int64_t>(e.M / BM, 3);
+                const int64_t rem = e.K % BK;
+                int64_t blocks = std::min<int64_t>(e.K / BK, std::max<int64_t>(1, (384 + BK - 1) / BK));
+                while (tab.type == BITNET_TYPE_TL2 && rem + blocks * BK < 256 && blocks < e.K / BK) ++blocks;
+                c.K = rem + blocks * BK;
+            }
+            if (!seen.insert({tab.type, c.M, c.K, e.tiles.BM, e.tiles.BK, e.tiles.bm}).second) continue;
+            c.label = std::string(tab.config) + "/" + tab.table + "/" + tname(tab.type) + " " + std::to_string(e.M) +
+                      "x" + std::to_string(e.K) + (c.M == e.M && c.K == e.K ? "" : " (sampled)");
             if (tab.type == BITNET_TYPE_TL1) c.tl1 = e.tiles;
             else c.tl2 = e.tiles;
             add_default_tiles(c);
