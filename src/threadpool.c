@@ -3,8 +3,8 @@
  *
  * Waiting strategy (the forward pass runs ~10 short tasks per layer per token, so wake-up latency
  * matters more than a few µs of CPU):
- *   - a worker that finished a task spins on the generation counter for BITNET_TP_SPIN_NS with a
- *     pause instruction, then sleeps on a condition variable;
+ *   - a worker that finished a task spins on the generation counter for BITNET_TP_SPIN_NS (5 µs)
+ *     with a pause instruction, then sleeps on a condition variable;
  *   - the caller waiting for the workers spins the same way, then sleeps on a second condition
  *     variable that the last finishing worker signals;
  *   - the barrier is a sense-reversing spin barrier on C11 atomics; it yields the CPU after a
@@ -30,8 +30,11 @@
 #define BITNET_CPU_PAUSE() ((void)0)
 #endif
 
-/* How long a waiting thread spins before it sleeps (run) or yields (barrier). */
-#define BITNET_TP_SPIN_NS 20000LL
+/* How long a worker (waiting for a task) or the caller (waiting for the workers) spins before it
+ * sleeps on a condition variable: a few µs, the gap between two tasks of one layer. */
+#define BITNET_TP_SPIN_NS 5000LL
+/* How long a thread spins in the barrier before it starts yielding the CPU between checks. */
+#define BITNET_TP_BARRIER_SPIN_NS 20000LL
 /* The clock is read once per this many pause instructions. */
 #define BITNET_TP_SPIN_CHECK 64
 /* Sanity limit on the pool size (far above any CPU this runs on). */
@@ -259,7 +262,7 @@ void bitnet_threadpool_barrier(bitnet_threadpool *tp) {
         }
         if (!yielding) {
             int64_t now = bitnet_tp_now_ns();
-            if (deadline < 0) deadline = now + BITNET_TP_SPIN_NS;
+            if (deadline < 0) deadline = now + BITNET_TP_BARRIER_SPIN_NS;
             else if (now >= deadline) yielding = true;
         }
     }
