@@ -38,8 +38,12 @@ bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, co
 
 /* Workspace bytes bitnet_mul_mat needs for this product (ne10, ne11 from src1; ne01 and the layout
  * from src0's extra, or src0's type when it has none): per column the int8 activations or the qlut
- * (stride rounded up to 64), plus the column scales, rounded up to a multiple of 64. Proven ≥ the
- * highest byte written (tests run every configured shape under AddressSanitizer). */
+ * (stride rounded up to 64), plus the column scales (and for I2_S the column sums Σq), each region
+ * rounded up to 64, so the total is a multiple of 64. Proven ≥ the highest byte written (proof in
+ * lut_host.c; tests run every configured shape under AddressSanitizer). Call it after
+ * bitnet_lut_transform_tensor: the layout the product runs on decides the size (without an extra, a
+ * TL2 weight gets the upper bound 16·K per column). Non-decreasing in ne11, so the size for the
+ * largest batch covers smaller ones. 0 when !bitnet_can_mul_mat. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
 
 /* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers and is
@@ -50,14 +54,27 @@ void bitnet_lut_free(void);
 /* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
  * stored layout (I2_S, TL1 or TL2 with `stored_tiles`), repack into `target` with `tiles` (ignored for
  * I2_S) unless the stored layout already is the target with the same tiles, pick the kernel, and
- * attach the extra. Errors name the tensor, M, K and the tiles. Calls bitnet_lut_init if needed. */
+ * attach the extra. Errors name the tensor, M, K and the tiles. Calls bitnet_lut_init if needed.
+ * The stored data is always decoded (which rejects I2_S code 3 and impossible TL1/TL2 nibbles); it is
+ * aliased only when it is already the target layout and 64-byte aligned, else copied/repacked into an
+ * owned 64-byte aligned buffer; the decoded int8 matrix is freed before returning. I2_S rows that
+ * straddle 128-weight blocks are used as stored (src/i2s.h). TL1/TL2 tiles with BM > 8192 are refused
+ * (the per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
+ * tensor again attaches a new extra (the old one is released by bitnet_lut_free). */
 bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
                                           const bitnet_tiles *tiles, bitnet_error *err);
 
 /* dst[n][m] = Σ_k W[m][k] · src1[n][k] with W = src0 (after bitnet_lut_transform_tensor).
  * src1: F32 [ne11][ne10] rows contiguous; dst: F32 [ne11][ne01]. wdata: 64-byte aligned, wsize >=
  * bitnet_mul_mat_get_wsize. Call from every thread of a pool task with its ith/nth; tp is used for the
- * barrier (may be NULL when nth == 1). */
+ * barrier (may be NULL when nth == 1; else nth must equal the pool's thread count). Row strides: nb[1]
+ * when set, else dense.
+ * y[n][m] = (float)acc[n][m] / s[n] * scale (LAYOUTS.md §1). Each kernel call covers one BM tile (I2_S:
+ * 32 rows) and up to floor(8192 / BM) columns (all of them for ≤ 32 columns at BM 256); the integer
+ * sums do not depend on that split, so results are the same for any batch and thread count.
+ * A call that cannot be computed (no extra, mismatched shapes, wsize too small, misaligned wdata,
+ * nth inconsistent with tp) returns on every thread without the barrier and thread 0 fills dst with
+ * NaN. There is no barrier at the end: reuse of wdata inside the same task needs one first. */
 void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet_tensor *dst,
                     void *wdata, size_t wsize, int ith, int nth, bitnet_threadpool *tp);
 

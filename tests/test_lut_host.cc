@@ -382,7 +382,7 @@ TEST(I2sKernel, ExtremesDoNotSaturate) {
 
 TEST(I2sKernel, AgreesWithPackerAndReference) {
     // src/pack.c writes the bytes this test packs itself, and bitnet_ref_gemm gives the same sums.
-    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{32, 96}, {32, 8640}, {64, 256}}) {
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{32, 96}, {32, 80}, {32, 8640}, {64, 256}}) {
         const auto w = random_ternary(M * K, 77);
         const float scale = 0.75f;
         const auto mine = local_pack_i2s(w.data(), M, K, scale);
@@ -402,6 +402,12 @@ TEST(I2sKernel, AgreesWithPackerAndReference) {
         bitnet_ref_gemm(BITNET_TYPE_I2_S, theirs.data(), &sh, q.data(), 2, ref.data());
         bitnet_i2s_gemm(theirs.data(), M, K, q.data(), (size_t)K, nullptr, 2, 0, M, got.data(), (size_t)M);
         EXPECT_EQ(ref, got) << "M=" << M << " K=" << K;
+        for (const auto &isa : i2s_isas()) {
+            std::fill(got.begin(), got.end(), 0);
+            bitnet_i2s_gemm_for_isa(isa.c_str())(theirs.data(), M, K, q.data(), (size_t)K, nullptr, 2, 0, M, got.data(),
+                                                 (size_t)M);
+            EXPECT_EQ(ref, got) << isa << " M=" << M << " K=" << K;
+        }
     }
 }
 
