@@ -34,6 +34,14 @@ size_t bitnet_qlut_bytes(int type, const bitnet_lut_shape *sh);
 void bitnet_ref_gemm(int type, const uint8_t *packed, const bitnet_lut_shape *sh,
                      const int8_t *q, int64_t n_cols, int32_t *acc);
 
+/* The same for rows m0 <= m < m1 only: acc[n*(m1-m0) + (m-m0)] (tests of single tiles of big shapes). */
+void bitnet_ref_gemm_rows(int type, const uint8_t *packed, const bitnet_lut_shape *sh, const int8_t *q,
+                          int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc);
+
+/* One weight w[m][k] (-1, 0, +1) decoded from a packed I2_S/TL1/TL2 tensor by the formulas of
+ * LAYOUTS.md §2-4. Codes no ternary weight produces are not checked (the unpackers reject them). */
+int bitnet_ref_weight(int type, const uint8_t *packed, const bitnet_lut_shape *sh, int64_t m, int64_t k);
+
 /* Scalar LUT constructors and LUT kernels (runtime tiles). They are the fallback on CPUs without the
  * SIMD ISA and the definition the SIMD constructors must match byte for byte. */
 void bitnet_tl1_lut_ctor__scalar(const float *x, int64_t K, int64_t three_k, int8_t *qlut, float *lut_scale);
