@@ -103,7 +103,10 @@ def choose_tiles(size: str, shapes: list[tuple[int, int]], target: str, configs_
         for m, k in shapes:
             e = table.entry(m, k)
             tiles.append((m, k) + tuple(e.tiles))
-        note = f"{target.upper()} tiles of config {cfg.name} ({tab} table, {cfg.path})"
+        if check_only:
+            note = f"shapes covered by config {cfg.name} ({target.upper()} {tab} table, {cfg.path})"
+        else:
+            note = f"{target.upper()} tiles of config {cfg.name} ({tab} table, {cfg.path})"
         if use_pretuned and tab == "default":
             note += "; no pretuned table covers these shapes"
         return ([] if check_only else tiles), note
