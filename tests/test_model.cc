@@ -321,7 +321,9 @@ struct Reference {
         EXPECT_NE(ti, nullptr) << name;
         std::vector<float> v(n);
         bitnet_error err{};
-        if (ti) EXPECT_EQ(bitnet_row_to_f32(ti->type, ti->data, v.data(), (int64_t)n, &err), BITNET_OK) << name;
+        if (ti) {
+            EXPECT_EQ(bitnet_row_to_f32(ti->type, ti->data, v.data(), (int64_t)n, &err), BITNET_OK) << name;
+        }
         return v;
     }
 
@@ -520,7 +522,9 @@ TEST(BitnetCppTiny, F32AndI2SMatchTheReferenceAndDifferOnlyByActivationQuantizat
         }
         EXPECT_NEAR(files / scale, predicted / scale, 4e-3) << "position " << t;
         EXPECT_GT(files, 0.0) << "position " << t << ": identical logits, the dense F32 path was not used";
-        if (t == 0) EXPECT_LE(files / scale, 0.08) << "position 0";
+        if (t == 0) {
+            EXPECT_LE(files / scale, 0.08) << "position 0";
+        }
     }
     std::printf("[ info ] largest deviation from the reference: F32 %.2e, I2_S %.2e of max|logit|\n", worst_f32,
                 worst_i2s);
