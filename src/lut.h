@@ -109,17 +109,21 @@ typedef struct bitnet_lut_impl {
 /* Pick the implementation for a TL1/TL2 weight with the shape and tiles in sh: the specialized kernel
  * for exactly (type, M, K, tiles) if compiled and supported by this CPU, else the generic kernel of
  * the best supported ISA, else the scalar LUT kernel. Fails (BITNET_ERR_INVALID_ARG) only when the
- * tiles break a rule (bitnet_tiles_check). */
+ * tiles break a rule (bitnet_tiles_check, same message) or sh->three_k/two_k are not what
+ * bitnet_lut_shape_make gives for them. out->name is the kernel's symbol name, e.g.
+ * "bitnet_tl2_qgemm_generic__avx2" or "bitnet_tl1_qgemm_generic__scalar". */
 bitnet_status bitnet_lut_select(int type, const bitnet_lut_shape *sh, bitnet_lut_impl *out, bitnet_error *err);
 
 /* The tile table to use for a model: among bitnet_lut_tables of `type`, the one that covers all
  * n_shapes (M, K) pairs, preferring table name `preferred` ("default" or "pretuned"), then the first
- * config in name order. NULL when no table covers every shape. shapes: [n_shapes][2] = {M, K}. */
+ * config in name order. NULL when no table covers every shape (or n_shapes == 0); an entry whose
+ * tiles break a rule does not cover its shape. shapes: [n_shapes][2] = {M, K}. */
 const bitnet_lut_table *bitnet_lut_find_table(int type, const int64_t (*shapes)[2], size_t n_shapes,
                                               const char *preferred);
 
 /* Tiles for one (type, M, K): from `table` if it has the shape, else from any table that has it
- * (preferred name first), else the documented default rule (bitnet_lut_default_tiles). */
+ * (preferred name first, then config name order), else the documented default rule
+ * (bitnet_lut_default_tiles); {0, 0, 0} when the rule finds none either. */
 bitnet_tiles bitnet_lut_tiles_for(int type, int64_t M, int64_t K, const bitnet_lut_table *table, const char *preferred);
 
 /* Tile rule for shapes no config covers (the same rule as `python3 -m codegen derive`).
