@@ -44,7 +44,10 @@
  *    are widened into the int32 acc. The two-weight part (two_k < BK, so <= 224 weights,
  *    <= 112 * 254 = 28448) is one int16 block.
  *  - Several activation columns: the weights and sign masks of a step are decoded once and looked up
- *    in the tables of up to TL2_NC columns (the int16 sums of 4 columns fill 8 of the 16 registers).
+ *    in the tables of up to TL2_NC columns (their int16 sums take 8 of the 16 registers; GCC spills
+ *    a few temporaries, yet 4 columns per pass measured ~1.25x the per-column throughput of one,
+ *    and 2 or 3 per pass were no faster). The port-5 shuffles/unpacks bound the loop: 4 per group
+ *    of 3 weights x 32 rows per column.
  */
 #if defined(__x86_64__) || defined(_M_X64)
 #include "bitnet-lut-kernels.h"
