@@ -689,6 +689,58 @@ TEST_F(Golden, BatchSizeDoesNotChangeLogits) {
     }
 }
 
+// F16 projection weights take the dense float path like F32 ones. The dummy writer stores the same
+// ternary values · scale in both (every scale is exact in F16), so only token_embd differs: F32 in the
+// F32 file, F16 in the F16 file (and the F16 head rounds its input to F16). At position 0 (no
+// attention choice) that moves the logits by about 2^-11 relative per factor: bound 1e-2 of max|logit|.
+TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
+    std::string paths[2];
+    const bitnet_dummy_outtype outs[2] = {BITNET_DUMMY_F32, BITNET_DUMMY_F16};
+    std::vector<std::vector<float>> logits;
+    for (int i = 0; i < 2; i++) {
+        bitnet_dummy_params p;
+        bitnet_dummy_params_init(&p);
+        p.n_embd = 256, p.n_ff = 768, p.n_layer = 2, p.n_head = 4, p.n_ctx = 64, p.n_vocab = 512, p.seed = 1234;
+        p.outtype = outs[i];
+        paths[i] = TmpDir() + (i ? "/golden-f16.gguf" : "/golden-f32.gguf");
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_dummy_write(&p, paths[i].c_str(), &err), BITNET_OK) << err.msg;
+        ModelPtr m = Load(paths[i], BITNET_PATH_AUTO);
+        ASSERT_TRUE(m);
+        EXPECT_STREQ(bitnet_model_kernel_summary(m.get()), "dense float: 14 weights (no LUT)");
+        ContextPtr c = NewContext(m.get(), 16, 16, 2);
+        ASSERT_TRUE(c);
+        ASSERT_EQ(bitnet_decode(c.get(), kGoldenPrompt.data(), 1, 0, false, &err), BITNET_OK) << err.msg;
+        logits.emplace_back(bitnet_get_logits(c.get()), bitnet_get_logits(c.get()) + 512);
+    }
+    double amax = 0, dmax = 0;
+    for (int i = 0; i < 512; i++) {
+        amax = std::max(amax, (double)std::fabs(logits[0][i]));
+        dmax = std::max(dmax, (double)std::fabs(logits[0][i] - logits[1][i]));
+    }
+    EXPECT_GT(amax, 1.0);
+    EXPECT_LE(dmax, 1e-2 * amax);
+    std::printf("[ info ] F32 vs F16 dummy file at position 0: %.2e of max|logit|\n", dmax / amax);
+}
+
+// The preferred tile table: "pretuned" falls back to the config's only table; anything else is refused.
+TEST_F(Golden, LutTableChoice) {
+    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned"};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_OK) << err.msg;
+    EXPECT_NE(std::string(bitnet_model_kernel_summary(m)).find("tiles from table bitnetcpp-tiny/"), std::string::npos)
+        << bitnet_model_kernel_summary(m);
+    GreedyRun r = Greedy(m, kGoldenPrompt, 16, 2);
+    EXPECT_EQ(r.ids, kGoldenIds);
+    bitnet_model_free(m);
+    m = nullptr;
+    p.lut_table = "best";
+    EXPECT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("'best'"), std::string::npos) << err.msg;
+    EXPECT_EQ(m, nullptr);
+}
+
 // With blk.N.attn_output.scale = blk.N.ffn_down.scale = 0 every block adds 0 to the residual stream,
 // so the logits are head · rmsnorm(embedding) — computed here independently from the file.
 TEST(ProjectionScale, ZeroScalesLeaveOnlyTheEmbedding) {
