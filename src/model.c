@@ -507,15 +507,6 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
     return BITNET_OK;
 }
 
-static const char *path_name(bitnet_kernel_path p) {
-    switch (p) {
-    case BITNET_PATH_I2S: return "I2_S";
-    case BITNET_PATH_TL1: return "TL1";
-    case BITNET_PATH_TL2: return "TL2";
-    default: return "auto";
-    }
-}
-
 static int path_type(bitnet_kernel_path p) {
     return p == BITNET_PATH_TL1 ? BITNET_TYPE_TL1 : p == BITNET_PATH_TL2 ? BITNET_TYPE_TL2 : BITNET_TYPE_I2_S;
 }
@@ -865,7 +856,14 @@ bitnet_kernel_path bitnet_model_path(const bitnet_model *m) { return m->path; }
 uint64_t bitnet_model_n_params(const bitnet_model *m) { return m->n_params; }
 uint64_t bitnet_model_size_bytes(const bitnet_model *m) { return m->size_bytes; }
 const char *bitnet_model_kernel_summary(const bitnet_model *m) { return m->summary; }
-const char *bitnet_kernel_path_name(bitnet_kernel_path p) { return path_name(p); }
+const char *bitnet_kernel_path_name(bitnet_kernel_path p) {
+    switch (p) {
+    case BITNET_PATH_I2S: return "I2_S";
+    case BITNET_PATH_TL1: return "TL1";
+    case BITNET_PATH_TL2: return "TL2";
+    default: return "auto";
+    }
+}
 
 /* =============================================================================================
  * 3. Context

@@ -556,6 +556,22 @@ uint64_t LogitsHash(const GreedyRun &r) {
     return h;
 }
 
+// The golden model: the layout of configs/bitnetcpp-tiny.yaml, seed 1234, built-in 512-token vocabulary.
+bitnet_dummy_params GoldenParams(bitnet_dummy_outtype outtype) {
+    bitnet_dummy_params p;
+    bitnet_dummy_params_init(&p);
+    p.n_embd = 256;
+    p.n_ff = 768;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 4;
+    p.n_ctx = 512;
+    p.n_vocab = 512;
+    p.seed = 1234;
+    p.outtype = outtype;
+    return p;
+}
+
 class Golden : public ::testing::Test {
 protected:
     static std::string path_[3]; // I2_S, TL1, TL2 files
@@ -564,17 +580,7 @@ protected:
         const bitnet_dummy_outtype outs[3] = {BITNET_DUMMY_I2_S, BITNET_DUMMY_TL1, BITNET_DUMMY_TL2};
         const char *names[3] = {"i2_s", "tl1", "tl2"};
         for (int i = 0; i < 3; i++) {
-            bitnet_dummy_params p;
-            bitnet_dummy_params_init(&p);
-            p.n_embd = 256;
-            p.n_ff = 768;
-            p.n_layer = 2;
-            p.n_head = 4;
-            p.n_head_kv = 4;
-            p.n_ctx = 512;
-            p.n_vocab = 512;
-            p.seed = 1234;
-            p.outtype = outs[i];
+            bitnet_dummy_params p = GoldenParams(outs[i]);
             // TL files get the tiles of the built-in table for this layout (configs/bitnetcpp-tiny.yaml)
             std::vector<bitnet_dummy_shape_tiles> tiles;
             if (i > 0) {
@@ -698,10 +704,7 @@ TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
     const bitnet_dummy_outtype outs[2] = {BITNET_DUMMY_F32, BITNET_DUMMY_F16};
     std::vector<std::vector<float>> logits;
     for (int i = 0; i < 2; i++) {
-        bitnet_dummy_params p;
-        bitnet_dummy_params_init(&p);
-        p.n_embd = 256, p.n_ff = 768, p.n_layer = 2, p.n_head = 4, p.n_ctx = 64, p.n_vocab = 512, p.seed = 1234;
-        p.outtype = outs[i];
+        bitnet_dummy_params p = GoldenParams(outs[i]);
         paths[i] = TmpDir() + (i ? "/golden-f16.gguf" : "/golden-f32.gguf");
         bitnet_error err{};
         ASSERT_EQ(bitnet_dummy_write(&p, paths[i].c_str(), &err), BITNET_OK) << err.msg;
