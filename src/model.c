@@ -583,6 +583,8 @@ static const char *isa_of(const char *impl_name) {
     return last ? last + 2 : "scalar";
 }
 
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file);
+
 /* Hand every ternary weight to the LUT host for the model's path, with tiles:
  *  - stored tiles (TL1/TL2 files): the file's bitnet.lut.<name>.tiles key, else the built-in table
  *    that covers the model (bitnet.cpp files record no tiles); neither → refused;
@@ -631,7 +633,6 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
                     }
                     stored_tiles = bitnet_lut_tiles_for(stored, w->M, w->K, tab, table_name);
                 }
-                tiles_from_file = tiles_from_file || have_key;
                 bitnet_error terr;
                 if (bitnet_tiles_check(stored, w->M, w->K, stored_tiles, &terr) != BITNET_OK) {
                     st = bitnet_fail(ld->err, BITNET_ERR_FORMAT,
@@ -644,7 +645,8 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
             }
             if (target != BITNET_TYPE_I2_S) {
                 if (stored == target) {
-                    tiles = stored_tiles;
+                    tiles = stored_tiles; /* no repacking */
+                    tiles_from_file = tiles_from_file || have_key;
                 } else {
                     tiles = bitnet_lut_tiles_for(target, w->M, w->K, target_table, table_name);
                     bitnet_error terr;
@@ -670,8 +672,12 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
         }
     }
     if (st != BITNET_OK) return st;
+    write_summary(m, target, target_table, tiles_from_file);
+    return BITNET_OK;
+}
 
-    /* kernel summary: per (ISA) specialized / generic counts, and where the tiles came from */
+/* m->summary: per ISA the specialized / generic kernel counts, and where the tiles came from. */
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file) {
     char *o = m->summary;
     size_t left = sizeof m->summary;
     int n_lut = 0, n_dense = 0;
@@ -696,29 +702,28 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
             }
         }
     }
-    int w_ = 0;
+    int len = 0;
     if (n_lut && target == BITNET_TYPE_I2_S) {
-        w_ = snprintf(o, left, "I2_S reference path: %d ternary weights", n_lut);
+        len = snprintf(o, left, "I2_S reference path: %d ternary weights", n_lut);
     } else if (n_lut) {
-        for (int i = 0; i < n_isa && w_ >= 0 && (size_t)w_ < left; i++) {
-            w_ += snprintf(o + w_, left - (size_t)w_, "%s%s (%s): %d specialized, %d generic kernels", i ? ", " : "",
+        for (int i = 0; i < n_isa && len >= 0 && (size_t)len < left; i++) {
+            len += snprintf(o + len, left - (size_t)len, "%s%s (%s): %d specialized, %d generic kernels", i ? ", " : "",
                            bitnet_type_name(target), isas[i], n_spec[i], n_gen[i]);
         }
-        if (w_ >= 0 && (size_t)w_ < left) {
+        if (len >= 0 && (size_t)len < left) {
             if (tiles_from_file) {
-                w_ += snprintf(o + w_, left - (size_t)w_, "; tiles from the file");
+                len += snprintf(o + len, left - (size_t)len, "; tiles from the file");
             } else if (target_table) {
-                w_ += snprintf(o + w_, left - (size_t)w_, "; tiles from table %s/%s", target_table->config,
+                len += snprintf(o + len, left - (size_t)len, "; tiles from table %s/%s", target_table->config,
                                target_table->table);
             } else {
-                w_ += snprintf(o + w_, left - (size_t)w_, "; no built-in table covers this model: derived tiles");
+                len += snprintf(o + len, left - (size_t)len, "; no built-in table covers this model: derived tiles");
             }
         }
     }
-    if (n_dense && w_ >= 0 && (size_t)w_ < left) {
-        snprintf(o + w_, left - (size_t)w_, "%sdense float: %d weights (no LUT)", n_lut ? "; " : "", n_dense);
+    if (n_dense && len >= 0 && (size_t)len < left) {
+        snprintf(o + len, left - (size_t)len, "%sdense float: %d weights (no LUT)", n_lut ? "; " : "", n_dense);
     }
-    return BITNET_OK;
 }
 
 static size_t dense_row_bytes(int type, int64_t n) {
