@@ -6,6 +6,7 @@
 #include "lut.h"
 #include "pack.h"
 #include "quants.h"
+#include "rng.h"
 #include "tokenizer.h"
 
 #include <stdio.h>
@@ -13,35 +14,8 @@
 #include <string.h>
 
 /* ============================================================================================
- * PRNG (references in dummy_model.h)
+ * Weight streams (the generator is rng.h's)
  * ========================================================================================== */
-
-uint64_t bitnet_dummy_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-void bitnet_dummy_rng_seed(bitnet_dummy_rng *r, uint64_t seed) {
-    uint64_t st = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = bitnet_dummy_splitmix64(&st);
-}
-
-uint64_t bitnet_dummy_rng_next(bitnet_dummy_rng *r) {
-    uint64_t *s = r->s;
-    const uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
 
 uint64_t bitnet_dummy_tensor_seed(uint64_t seed, const char *tensor_name) {
     /* FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3) of the name. */
@@ -51,14 +25,14 @@ uint64_t bitnet_dummy_tensor_seed(uint64_t seed, const char *tensor_name) {
         h *= 0x100000001b3ull;
     }
     uint64_t st = seed ^ h;
-    return bitnet_dummy_splitmix64(&st);
+    return bitnet_splitmix64(&st);
 }
 
 /* Ternary stream: each 64-bit output is cut into 8 bytes (lowest first); a byte b < 243 = 3^5 gives
  * five base-3 digits (least significant first) and a byte >= 243 is skipped, so every digit is
  * uniform on {0, 1, 2} and independent; digit d becomes the weight d - 1. */
 typedef struct trit_stream {
-    bitnet_dummy_rng rng;
+    bitnet_rng rng;
     int8_t buf[40];
     int n, pos;
 } trit_stream;
@@ -67,7 +41,7 @@ static void trit_refill(trit_stream *t) {
     t->n = 0;
     t->pos = 0;
     while (t->n == 0) {
-        uint64_t x = bitnet_dummy_rng_next(&t->rng);
+        uint64_t x = bitnet_rng_next(&t->rng);
         for (int b = 0; b < 8; b++) {
             unsigned v = (unsigned)(x >> (8 * b)) & 0xffu;
             if (v >= 243) continue;
@@ -93,9 +67,9 @@ static void trit_fill(trit_stream *t, int8_t *w, int64_t n) {
 
 /* The tensor's scale is the first output of its stream: (768 + top 7 bits) / 1024. */
 static float ternary_stream_init(trit_stream *t, uint64_t seed, const char *name) {
-    bitnet_dummy_rng_seed(&t->rng, bitnet_dummy_tensor_seed(seed, name));
+    bitnet_rng_seed(&t->rng, bitnet_dummy_tensor_seed(seed, name));
     t->n = t->pos = 0;
-    uint64_t x = bitnet_dummy_rng_next(&t->rng);
+    uint64_t x = bitnet_rng_next(&t->rng);
     return (float)(768 + (int)(x >> 57)) / 1024.0f;
 }
 
@@ -111,11 +85,11 @@ void bitnet_dummy_ternary_values(uint64_t seed, const char *tensor_name, int64_t
  * Mean 0, variance 1, range (-6, 6). Each 64-bit output supplies two uniforms (bits 40..63, 8..31);
  * every float operation is exact or correctly rounded in a fixed order, so results are the same on
  * every IEEE-754 machine. */
-static float gauss12(bitnet_dummy_rng *r) {
+static float gauss12(bitnet_rng *r) {
     const float inv = 1.0f / 16777216.0f;
     float sum = 0.0f;
     for (int i = 0; i < 6; i++) {
-        uint64_t x = bitnet_dummy_rng_next(r);
+        uint64_t x = bitnet_rng_next(r);
         sum += (float)(uint32_t)(x >> 40) * inv;
         sum += (float)(uint32_t)((x >> 8) & 0xffffffu) * inv;
     }
@@ -779,8 +753,8 @@ static bitnet_status nomem(writer_ctx *c, const tensor_desc *t, size_t bytes) {
  * converted to the tensor's type. f(r) draws one value. */
 static bitnet_status write_dense(writer_ctx *c, const tensor_desc *t) {
     const int64_t rows = t->M, cols = t->K;
-    bitnet_dummy_rng rng;
-    bitnet_dummy_rng_seed(&rng, bitnet_dummy_tensor_seed(c->p->seed, t->name));
+    bitnet_rng rng;
+    bitnet_rng_seed(&rng, bitnet_dummy_tensor_seed(c->p->seed, t->name));
     int64_t chunk = (int64_t)(c->chunk_bytes / ((size_t)cols * sizeof(float)));
     if (chunk < 1) chunk = 1;
     if (chunk > rows) chunk = rows;

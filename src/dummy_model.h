@@ -3,11 +3,9 @@
  * writes) filled with seeded pseudo-random weights, for benchmarks and tests.
  *
  * What the weights are (all of it reproducible from the seed, identical on every ISA):
- * - PRNG: splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators",
- *   OOPSLA 2014) derives seeds; xoshiro256** (Blackman, Vigna, "Scrambled linear pseudorandom number
- *   generators", ACM TOMS 2021) produces the stream. Each tensor has its own stream, seeded from
- *   (seed, tensor name) only, so a tensor's values do not depend on the output type, on the other
- *   tensors or on the order they are written in.
+ * - PRNG: rng.h; splitmix64 derives seeds, xoshiro256** (bitnet_rng) produces the stream. Each tensor
+ *   has its own stream, seeded from (seed, tensor name) only, so a tensor's values do not depend on
+ *   the output type, on the other tensors or on the order they are written in.
  * - Ternary projections (attn_q/k/v/output, ffn_gate/up/down): w ∈ {-1, 0, +1}, each value with
  *   probability exactly 1/3, independent; one scale per tensor, drawn uniformly from
  *   {768, 769, ..., 895} / 1024 ∈ [0.75, 0.875) (about the 0.8 of bitnet.cpp's own random models; every
@@ -137,21 +135,10 @@ bitnet_status bitnet_dummy_vocab_from_gguf(const char *path, bitnet_dummy_vocab 
 
 void bitnet_dummy_vocab_free(bitnet_dummy_vocab *v); /* NULL is fine; only library-made vocabularies */
 
-/* ---- The PRNG, exposed so tests can pin it against the published reference outputs ---------- */
+/* ---- The weight streams, exposed so tests can check them without reading a file back --------- */
 
-/* splitmix64: *state += 0x9e3779b97f4a7c15, then the published output mix. */
-uint64_t bitnet_dummy_splitmix64(uint64_t *state);
-
-typedef struct bitnet_dummy_rng {
-    uint64_t s[4];
-} bitnet_dummy_rng;
-
-/* xoshiro256** seeded with four consecutive splitmix64 outputs of `seed` (the seeding its authors
- * recommend). */
-void bitnet_dummy_rng_seed(bitnet_dummy_rng *r, uint64_t seed);
-uint64_t bitnet_dummy_rng_next(bitnet_dummy_rng *r);
-
-/* Seed of one tensor's stream: splitmix64 of (seed XOR FNV-1a-64(name)). */
+/* Seed of one tensor's stream (bitnet_rng_seed of it starts the stream):
+ * bitnet_splitmix64 (rng.h) of (seed XOR FNV-1a-64(name)). */
 uint64_t bitnet_dummy_tensor_seed(uint64_t seed, const char *tensor_name);
 
 /* The ternary values and scale bitnet_dummy_write stores for a tensor (row-major w[M*K]), for tests

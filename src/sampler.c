@@ -1,45 +1,9 @@
-/* sampler.c — greedy and temperature / top-k / top-p sampling (sampler.h) with a seeded
- * xoshiro256** generator (splitmix64 seeding). Both generators are written from their published
- * descriptions (Blackman & Vigna, https://prng.di.unimi.it/; Steele, Lea & Flood, OOPSLA 2014). */
+/* sampler.c — greedy and temperature / top-k / top-p sampling (sampler.h); the uniform draws come
+ * from the seeded generator of rng.h. */
 #include "sampler.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-/* ---------------------------------------------------------------------------------------------
- * PRNG
- * ------------------------------------------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-void bitnet_rng_seed(uint64_t state[4], uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) state[i] = splitmix64(&x);
-    /* splitmix64 is a bijection of a counter, so four consecutive outputs are never all zero */
-}
-
-uint64_t bitnet_rng_next(uint64_t s[4]) {
-    const uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-double bitnet_rng_uniform(uint64_t state[4]) {
-    return (double)(bitnet_rng_next(state) >> 11) * (1.0 / 9007199254740992.0); /* k / 2^53 */
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Sampler
@@ -56,7 +20,7 @@ bitnet_status bitnet_sampler_init(bitnet_sampler *s, int32_t n_vocab, float temp
     s->temp = temp;
     s->top_k = top_k;
     s->top_p = top_p;
-    bitnet_rng_seed(s->state, seed);
+    bitnet_rng_seed(&s->rng, seed);
     s->probs = (float *)malloc((size_t)n_vocab * sizeof *s->probs);
     s->idx = (int32_t *)malloc((size_t)n_vocab * sizeof *s->idx);
     if (!s->probs || !s->idx) {
@@ -137,7 +101,7 @@ int32_t bitnet_sampler_sample(bitnet_sampler *s, const float *logits) {
     const bool use_k = s->top_k > 0 && s->top_k < nc;
     const bool use_p = s->top_p < 1.0f;
     double total = 0.0;
-    const double u = bitnet_rng_uniform(s->state);
+    const double u = bitnet_rng_uniform(&s->rng);
 
     if (!use_k && !use_p) {
         /* 3 + 5 in id order */

@@ -1,14 +1,13 @@
 /* sampler.h — next-token choice from logits: greedy (temperature <= 0) or temperature sampling with
  * optional top-k / top-p, driven by a seeded 64-bit PRNG so a run is reproducible with --seed.
  *
- * PRNG: xoshiro256** (D. Blackman, S. Vigna, "Scrambled linear pseudorandom number generators",
- * ACM TOMS 2021; https://prng.di.unimi.it/), its 256-bit state filled from the 64-bit seed by
- * splitmix64 (G. Steele, D. Lea, C. Flood, "Fast splittable pseudorandom number generators",
- * OOPSLA 2014), as the xoshiro authors recommend. Same seed → same sequence on every platform. */
+ * PRNG: bitnet_rng (rng.h: xoshiro256** seeded by splitmix64). Same seed → same sequence on every
+ * platform. */
 #ifndef BITNET_SAMPLER_H
 #define BITNET_SAMPLER_H
 
 #include "common.h"
+#include "rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,7 +17,7 @@ typedef struct bitnet_sampler {
     float temp;        /* <= 0: greedy */
     int32_t top_k;     /* <= 0: all tokens */
     float top_p;       /* >= 1: off */
-    uint64_t state[4]; /* xoshiro256** state */
+    bitnet_rng rng;    /* seeded by bitnet_sampler_init */
     float *probs;      /* scratch, owned */
     int32_t *idx;      /* scratch, owned */
     int32_t n_vocab;
@@ -41,12 +40,6 @@ void bitnet_sampler_free(bitnet_sampler *s); /* safe twice, and on a zeroed stru
  *     order of decreasing logit) whose cumulative mass exceeds u · total.
  * logits: [n_vocab]. Cost O(n_vocab) plus O(m log n_vocab) for the m candidates kept by top-k/top-p. */
 int32_t bitnet_sampler_sample(bitnet_sampler *s, const float *logits);
-
-/* The PRNG on its own: seed the 4-word state from a 64-bit seed (splitmix64); next 64-bit output;
- * uniform double in [0, 1) from the top 53 bits. */
-void bitnet_rng_seed(uint64_t state[4], uint64_t seed);
-uint64_t bitnet_rng_next(uint64_t state[4]);
-double bitnet_rng_uniform(uint64_t state[4]);
 
 /* Index of the largest value (lowest index on ties). */
 int32_t bitnet_argmax(const float *x, int32_t n);

@@ -1,5 +1,5 @@
-// Tests of the dummy-model writer (src/dummy_model.h): the PRNG against its published reference
-// outputs, the weight distribution, the file against the bitnet.cpp-written case file
+// Tests of the dummy-model writer (src/dummy_model.h): the weight distribution (the PRNG's own
+// known answers are in test_rng.cc), the file against the bitnet.cpp-written case file
 // (tests/data/bitnetcpp-tiny: same keys in the same order with the same types, same tensor names,
 // shapes, types and offsets), determinism, one model in every outtype, recorded TL1/TL2 tiles,
 // chunking, the built-in and copied vocabularies, and the errors.
@@ -175,26 +175,8 @@ void decode_ternary(const bitnet_gguf *g, const bitnet_gguf_tensor_info *t, std:
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// PRNG and values
+// Weight values
 // ---------------------------------------------------------------------------------------------
-
-TEST(DummyRng, SplitMix64MatchesPublishedOutputs) {
-    // splitmix64 from state 0: the first outputs listed with the reference implementation
-    // (prng.di.unimi.it/splitmix64.c), widely used as a test vector.
-    uint64_t st = 0;
-    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0xe220a8397b1dcdafull);
-    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0x6e789e6aa1b965f4ull);
-    EXPECT_EQ(bitnet_dummy_splitmix64(&st), 0x06c45d188009454full);
-}
-
-TEST(DummyRng, Xoshiro256StarStarMatchesReference) {
-    // State {1, 2, 3, 4}: outputs of the reference xoshiro256starstar.c (also the test vector of
-    // Rust's rand_xoshiro).
-    bitnet_dummy_rng r = {{1, 2, 3, 4}};
-    const uint64_t expect[6] = {11520ull, 0ull, 1509978240ull, 1215971899390074240ull, 1216172134540287360ull,
-                                607988272756665600ull};
-    for (uint64_t e : expect) EXPECT_EQ(bitnet_dummy_rng_next(&r), e);
-}
 
 TEST(DummyValues, TernaryDistributionAndScale) {
     const int64_t M = 256, K = 768, n = M * K;
