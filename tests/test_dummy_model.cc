@@ -8,8 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -17,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 extern "C" {
@@ -28,6 +25,7 @@ extern "C" {
 #include "quants.h"
 #include "tokenizer.h"
 }
+#include "test_util.h"
 
 namespace {
 
@@ -37,31 +35,9 @@ std::string tmp_path(const std::string &name) {
     return std::string(BITNET_BINARY_DIR) + "/test_dummy_model." + std::to_string(getpid()) + "." + name;
 }
 
-std::vector<unsigned char> read_all(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-bool file_exists(const std::string &path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0;
-}
-
-// The layout of the case file: hidden 256, FFN 768, 2 layers, 4 heads, context 512.
-bitnet_dummy_params tiny_params(bitnet_dummy_outtype t, uint64_t seed = 7) {
-    bitnet_dummy_params p;
-    bitnet_dummy_params_init(&p);
-    p.n_embd = 256;
-    p.n_ff = 768;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 4;
-    p.n_ctx = 512;
-    p.n_vocab = 512;
-    p.outtype = t;
-    p.seed = seed;
-    return p;
-}
+using bitnet_test::file_exists;
+using bitnet_test::read_file;
+using bitnet_test::tiny_layout_params;  // the layout of the case file
 
 struct Written {
     std::string path;
@@ -216,7 +192,7 @@ TEST(DummyValues, TernaryDistributionAndScale) {
 
 TEST(DummyFile, I2SMatchesBitnetCppKeysAndTensors) {
     Written out("i2s.gguf");
-    write_ok(tiny_params(BITNET_DUMMY_I2_S), out.path);
+    write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 7), out.path);
     Gguf ours(out.path), ref(kCaseDir + "/ggml-model-i2_s.gguf");
     ASSERT_TRUE(ours.g && ref.g);
     EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
@@ -243,7 +219,7 @@ TEST(DummyFile, I2SMatchesBitnetCppKeysAndTensors) {
 
 TEST(DummyFile, F32MatchesBitnetCppKeysAndTensors) {
     Written out("f32.gguf");
-    write_ok(tiny_params(BITNET_DUMMY_F32), out.path);
+    write_ok(tiny_layout_params(BITNET_DUMMY_F32, 7), out.path);
     Gguf ours(out.path), ref(kCaseDir + "/ggml-model-f32.gguf");
     ASSERT_TRUE(ours.g && ref.g);
     EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
@@ -253,7 +229,7 @@ TEST(DummyFile, F32MatchesBitnetCppKeysAndTensors) {
 
 TEST(DummyFile, ContextDefaultAndEmbeddingTypes) {
     // n_embd % 256 != 0 → Q8_0 token_embd for quantized outtypes, F32 for f32.
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_embd = 96;
     p.n_head = 3;
     p.n_head_kv = 3;
@@ -302,10 +278,10 @@ TEST(DummyFile, ContextDefaultAndEmbeddingTypes) {
 
 TEST(DummyFile, SameSeedSameBytesOtherSeedOtherBytes) {
     Written a("seed-a.gguf"), b("seed-b.gguf"), c("seed-c.gguf");
-    write_ok(tiny_params(BITNET_DUMMY_I2_S, 5), a.path);
-    write_ok(tiny_params(BITNET_DUMMY_I2_S, 5), b.path);
-    write_ok(tiny_params(BITNET_DUMMY_I2_S, 6), c.path);
-    std::vector<unsigned char> fa = read_all(a.path), fb = read_all(b.path), fc = read_all(c.path);
+    write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 5), a.path);
+    write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 5), b.path);
+    write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 6), c.path);
+    std::vector<uint8_t> fa = read_file(a.path), fb = read_file(b.path), fc = read_file(c.path);
     ASSERT_GT(fa.size(), 700000u);
     EXPECT_TRUE(fa == fb);
     ASSERT_EQ(fa.size(), fc.size());
@@ -353,7 +329,7 @@ TEST(DummyFile, GoldenBytesOnEveryIsa) {
         p.n_tiles = c.tiles ? 4 : 0;
         Written out(std::string("golden-") + bitnet_dummy_outtype_name(c.t) + std::to_string(c.n_embd));
         write_ok(p, out.path);
-        std::vector<unsigned char> bytes = read_all(out.path);
+        std::vector<uint8_t> bytes = read_file(out.path);
         EXPECT_EQ(bytes.size(), c.size) << bitnet_dummy_outtype_name(c.t) << " n_embd " << c.n_embd;
         EXPECT_EQ(fnv(bytes), c.hash) << bitnet_dummy_outtype_name(c.t) << " n_embd " << c.n_embd;
     }
@@ -365,7 +341,7 @@ TEST(DummyFile, EveryOuttypeHoldsTheSameTernaryWeights) {
     std::vector<std::unique_ptr<Written>> files;
     for (bitnet_dummy_outtype t : types) {
         files.emplace_back(new Written(std::string("same-") + bitnet_dummy_outtype_name(t) + ".gguf"));
-        write_ok(tiny_params(t, 11), files.back()->path);
+        write_ok(tiny_layout_params(t, 11), files.back()->path);
     }
     Gguf base(files[0]->path);
     ASSERT_TRUE(base.g);
@@ -407,7 +383,7 @@ TEST(DummyFile, EveryOuttypeHoldsTheSameTernaryWeights) {
 TEST(DummyFile, TlFilesRecordTiles) {
     // Given tiles for two shapes; the third (768x256... here 256x768, MxK) takes the default rule.
     bitnet_dummy_shape_tiles tiles[2] = {{256, 256, {128, 96, 32}}, {768, 256, {256, 96, 32}}};
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_TL2);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_TL2, 7);
     p.tiles = tiles;
     p.n_tiles = 2;
     Written out("tl2.gguf");
@@ -446,14 +422,14 @@ TEST(DummyFile, TlFilesRecordTiles) {
 
 TEST(DummyFile, ChunkSizeDoesNotChangeBytes) {
     for (bitnet_dummy_outtype t : {BITNET_DUMMY_F32, BITNET_DUMMY_I2_S, BITNET_DUMMY_TL1, BITNET_DUMMY_TL2}) {
-        bitnet_dummy_params p = tiny_params(t, 3);
+        bitnet_dummy_params p = tiny_layout_params(t, 3);
         p.n_layer = 1;
         p.n_vocab = 300;
         Written a(std::string("chunk-big-") + bitnet_dummy_outtype_name(t)), b(std::string("chunk-small-") + bitnet_dummy_outtype_name(t));
         write_ok(p, a.path);
         p.chunk_bytes = 1;  // one minimal row group per chunk
         write_ok(p, b.path);
-        EXPECT_TRUE(read_all(a.path) == read_all(b.path)) << bitnet_dummy_outtype_name(t);
+        EXPECT_TRUE(read_file(a.path) == read_file(b.path)) << bitnet_dummy_outtype_name(t);
     }
 }
 
@@ -464,7 +440,7 @@ TEST(DummyFile, ProgressReachesTotal) {
         uint64_t last_done = 0, total = 0;
         bool monotonic = true;
     } log;
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.progress = [](void *u, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
         Log *l = (Log *)u;
         l->calls++;
@@ -547,7 +523,7 @@ TEST(DummyVocab, BuiltinIsAValidSentencePieceVocabulary) {
 
 TEST(DummyVocab, BuiltinVocabularyLoadsAndTokenizes) {
     Written out("tok.gguf");
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_vocab = 4000;  // room for the whole built-in word list
     write_ok(p, out.path);
     Gguf g(out.path);
@@ -582,7 +558,7 @@ TEST(DummyVocab, CopiedFromBitnetCppFile) {
     ASSERT_EQ(bitnet_dummy_vocab_from_gguf(src.c_str(), &v, &err), BITNET_OK) << err.msg;
     ASSERT_EQ(v->n_tokens, 512);
     EXPECT_STREQ(v->tokens[450], "\xe2\x96\x81The");
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.vocab = v;
     p.n_vocab = 0;
     Written out("copied.gguf");
@@ -634,22 +610,22 @@ std::string fail_msg(const bitnet_dummy_params &p, bitnet_status expect, const s
 
 TEST(DummyErrors, BadDimensionsAreNamed) {
     const std::string path = tmp_path("bad.gguf");
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_head = 3;
     p.n_head_kv = 3;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_head = 3"), std::string::npos);
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_head_kv = 3;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_head_kv = 3"), std::string::npos);
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_head = 256;  // head size 256 / 256 = 1 is odd
     p.n_head_kv = 256;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("odd"), std::string::npos);
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_layer = -1;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("n_layer"), std::string::npos);
     // I2_S needs M*K % 128 == 0: ffn_gate 34x32 has 1088 weights.
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_embd = 32;
     p.n_head = 2;
     p.n_head_kv = 2;
@@ -657,20 +633,20 @@ TEST(DummyErrors, BadDimensionsAreNamed) {
     std::string m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
     EXPECT_NE(m.find("34x32"), std::string::npos) << m;
     // Q8_0 token_embd needs n_embd % 32 == 0.
-    p = tiny_params(BITNET_DUMMY_F16);
+    p = tiny_layout_params(BITNET_DUMMY_F16, 7);
     p.n_embd = 40;
     p.n_head = 4;
     p.n_head_kv = 4;
     m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
     EXPECT_NE(m.find("n_embd = 40"), std::string::npos) << m;
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_vocab = 100;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("100"), std::string::npos);
 }
 
 TEST(DummyErrors, BadTilesAreNamed) {
     const std::string path = tmp_path("badtiles.gguf");
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_TL1);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_TL1, 7);
     bitnet_dummy_shape_tiles t = {100, 256, {32, 64, 32}};  // no such shape
     p.tiles = &t;
     p.n_tiles = 1;
@@ -685,7 +661,7 @@ TEST(DummyErrors, BadTilesAreNamed) {
     m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
     EXPECT_NE(m.find("twice"), std::string::npos) << m;
     // TL2 cannot hold K < 256 weights (no default tiles either): 256x128... use n_embd 128.
-    p = tiny_params(BITNET_DUMMY_TL2);
+    p = tiny_layout_params(BITNET_DUMMY_TL2, 7);
     p.n_embd = 128;
     p.n_head = 2;
     p.n_head_kv = 2;
@@ -704,12 +680,12 @@ TEST(DummyErrors, BadVocabularyAndPath) {
     v.bos_id = 1;
     v.eos_id = 7;
     v.pad_id = -1;
-    bitnet_dummy_params p = tiny_params(BITNET_DUMMY_I2_S);
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.vocab = &v;
     std::string m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
     EXPECT_NE(m.find("eos_id = 7"), std::string::npos) << m;
 
-    p = tiny_params(BITNET_DUMMY_I2_S);
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     const std::string bad = "/nonexistent-dir-for-test/x.gguf";
     bitnet_error err = {{0}};
     EXPECT_EQ(bitnet_dummy_write(&p, bad.c_str(), &err), BITNET_ERR_IO);

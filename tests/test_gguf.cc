@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,24 +12,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "gguf.h"
 #include "quants.h"
+#include "test_util.h"
 
 namespace {
 
 std::string g_dir;  // per-process scratch directory
 
 std::string tmp_path(const std::string &name) { return g_dir + "/" + name; }
-
-bool exists(const std::string &p) {
-    struct stat sb;
-    return stat(p.c_str(), &sb) == 0;
-}
 
 void write_file(const std::string &p, const std::vector<uint8_t> &b) {
     FILE *f = std::fopen(p.c_str(), "wb");
@@ -41,26 +35,11 @@ void write_file(const std::string &p, const std::vector<uint8_t> &b) {
     std::fclose(f);
 }
 
-std::vector<uint8_t> read_file(const std::string &p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using bitnet_test::file_exists;
+using bitnet_test::read_file;
 
-class Env : public ::testing::Environment {
-  public:
-    void SetUp() override {
-        std::string t = ::testing::TempDir() + "bitnet_gguf_XXXXXX";
-        std::vector<char> buf(t.begin(), t.end());
-        buf.push_back(0);
-        ASSERT_NE(mkdtemp(buf.data()), nullptr);
-        g_dir = buf.data();
-    }
-    void TearDown() override {
-        std::string cmd = "rm -rf '" + g_dir + "'";
-        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", g_dir.c_str());
-    }
-};
-::testing::Environment *const g_env = ::testing::AddGlobalTestEnvironment(new Env);
+::testing::Environment *const g_env =
+    ::testing::AddGlobalTestEnvironment(new bitnet_test::TempDirEnv("bitnet_gguf_", &g_dir));
 
 // Opens `path`; expects failure with `want` and returns the message.
 std::string open_fails(const std::string &path, bitnet_status want) {
@@ -630,8 +609,8 @@ TEST(GgufWrite, RoundTripAllValueTypesAndTensors) {
 
     const std::string p = tmp_path("rt.gguf");
     ASSERT_EQ(bitnet_gguf_write_begin(w, p.c_str(), &err), BITNET_OK) << err.msg;
-    EXPECT_TRUE(exists(p + ".tmp"));
-    EXPECT_FALSE(exists(p));
+    EXPECT_TRUE(file_exists(p + ".tmp"));
+    EXPECT_FALSE(file_exists(p));
     EXPECT_EQ(bitnet_gguf_set_u32(w, "late", 1), BITNET_ERR_INVALID_ARG);
     EXPECT_EQ(bitnet_gguf_add_tensor(w, "late", BITNET_TYPE_F32, 1, bad_ne, &err), BITNET_ERR_INVALID_ARG);
     std::vector<std::vector<uint8_t>> data;
@@ -647,7 +626,7 @@ TEST(GgufWrite, RoundTripAllValueTypesAndTensors) {
         }
     }
     ASSERT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
-    EXPECT_FALSE(exists(p + ".tmp"));
+    EXPECT_FALSE(file_exists(p + ".tmp"));
     EXPECT_EQ(bitnet_gguf_write_data(w, "x", 1, &err), BITNET_ERR_INVALID_ARG);
     bitnet_gguf_writer_free(w);
 
@@ -826,8 +805,8 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         w = two_tensor_writer();
         EXPECT_EQ(bitnet_gguf_write_begin(w, q.c_str(), &err), BITNET_ERR_IO);
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(q));
-        EXPECT_FALSE(exists(q + ".tmp"));
+        EXPECT_FALSE(file_exists(q));
+        EXPECT_FALSE(file_exists(q + ".tmp"));
     }
     {
         // too many bytes for a tensor
@@ -837,10 +816,10 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         ASSERT_EQ(bitnet_gguf_write_data(w, x, 20, &err), BITNET_OK);
         EXPECT_EQ(bitnet_gguf_write_data(w, x, 16, &err), BITNET_ERR_INVALID_ARG);
         EXPECT_HAS(std::string(err.msg), "tensor a: 16 bytes written at byte 20 of a 32-byte tensor");
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
         EXPECT_EQ(bitnet_gguf_write_end(w, &err), BITNET_ERR_INVALID_ARG);
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p));
+        EXPECT_FALSE(file_exists(p));
     }
     {
         // bytes after the last tensor
@@ -852,8 +831,8 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         EXPECT_EQ(bitnet_gguf_write_data(w, x, 1, &err), BITNET_ERR_INVALID_ARG);
         EXPECT_HAS(std::string(err.msg), "after the last tensor");
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p));
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
     }
     {
         // missing bytes at write_end; an existing file at the path survives untouched
@@ -865,7 +844,7 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         EXPECT_EQ(bitnet_gguf_write_end(w, &err), BITNET_ERR_INVALID_ARG);
         EXPECT_HAS(std::string(err.msg), "tensor b has 0 of 32 bytes (tensor 2 of 2)");
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
         EXPECT_EQ(read_file(p), (std::vector<uint8_t>{9, 9, 9}));
     }
     {
@@ -875,14 +854,14 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         ASSERT_EQ(bitnet_gguf_write_begin(w, p.c_str(), &err), BITNET_OK);
         ASSERT_EQ(bitnet_gguf_write_data(w, x, 8, &err), BITNET_OK);
         bitnet_gguf_write_abort(w);
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
         bitnet_gguf_writer_free(w);
         w = two_tensor_writer();
         ASSERT_EQ(bitnet_gguf_write_begin(w, p.c_str(), &err), BITNET_OK);
-        EXPECT_TRUE(exists(p + ".tmp"));
+        EXPECT_TRUE(file_exists(p + ".tmp"));
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p + ".tmp"));
-        EXPECT_FALSE(exists(p));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p));
     }
     {
         // a bad set_* call is reported by write_begin, which creates nothing
@@ -898,8 +877,8 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         EXPECT_EQ(bitnet_gguf_write_begin(w, p.c_str(), &err), BITNET_ERR_INVALID_ARG);
         EXPECT_HAS(std::string(err.msg), "key 'a.bad': set_arr: element type must be numeric or bool");
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p));
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
     }
     {
         // the writer's alignment is fixed at 32
@@ -909,7 +888,7 @@ TEST(GgufWrite, FailuresLeaveNoFile) {
         EXPECT_EQ(bitnet_gguf_write_begin(w, p.c_str(), &err), BITNET_ERR_INVALID_ARG);
         EXPECT_HAS(std::string(err.msg), "general.alignment");
         bitnet_gguf_writer_free(w);
-        EXPECT_FALSE(exists(p + ".tmp"));
+        EXPECT_FALSE(file_exists(p + ".tmp"));
     }
 }
 

@@ -21,6 +21,7 @@
 #include "pack.h"
 #include "quants.h"
 #include "sampler.h"
+#include "test_util.h"
 #include "tokenizer.h"
 
 namespace {
@@ -558,18 +559,7 @@ uint64_t LogitsHash(const GreedyRun &r) {
 
 // The golden model: the layout of configs/bitnetcpp-tiny.yaml, seed 1234, built-in 512-token vocabulary.
 bitnet_dummy_params GoldenParams(bitnet_dummy_outtype outtype) {
-    bitnet_dummy_params p;
-    bitnet_dummy_params_init(&p);
-    p.n_embd = 256;
-    p.n_ff = 768;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 4;
-    p.n_ctx = 512;
-    p.n_vocab = 512;
-    p.seed = 1234;
-    p.outtype = outtype;
-    return p;
+    return bitnet_test::tiny_layout_params(outtype, 1234);
 }
 
 class Golden : public ::testing::Test {

@@ -3,7 +3,6 @@
 // special tokens, invalid UTF-8, the vocabulary keys and their errors.
 #include <gtest/gtest.h>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "gguf.h"
+#include "test_util.h"
 #include "tokenizer.h"
 
 namespace {
@@ -135,21 +135,8 @@ std::vector<int32_t> ref_tokenize(const bitnet_vocab *v, const std::string &text
 // ---- Writing small vocabularies -----------------------------------------------------------------
 std::string g_dir;
 
-class Env : public ::testing::Environment {
-  public:
-    void SetUp() override {
-        std::string t = ::testing::TempDir() + "bitnet_tok_XXXXXX";
-        std::vector<char> buf(t.begin(), t.end());
-        buf.push_back(0);
-        ASSERT_NE(mkdtemp(buf.data()), nullptr);
-        g_dir = buf.data();
-    }
-    void TearDown() override {
-        std::string cmd = "rm -rf '" + g_dir + "'";
-        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", g_dir.c_str());
-    }
-};
-::testing::Environment *const g_env = ::testing::AddGlobalTestEnvironment(new Env);
+::testing::Environment *const g_env =
+    ::testing::AddGlobalTestEnvironment(new bitnet_test::TempDirEnv("bitnet_tok_", &g_dir));
 
 struct VocabSpec {
     std::string model = "llama";

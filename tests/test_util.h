@@ -1,0 +1,84 @@
+// test_util.h — helpers shared by the GoogleTest files (header-only, C++17): a per-process scratch
+// directory that is removed after the last test, whole-file reads and existence checks, and the
+// dummy-model parameters of the bitnetcpp-tiny layout. Everything is `inline` in namespace
+// bitnet_test, so a test binary links only the libraries of the helpers it calls (tiny_layout_params
+// needs bitnet_dummy).
+#ifndef BITNET_TEST_UTIL_H
+#define BITNET_TEST_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "dummy_model.h"
+
+namespace bitnet_test {
+
+// GoogleTest environment owning a scratch directory: SetUp creates a fresh one,
+// ::testing::TempDir() + prefix + 6 random characters (mkdtemp), and stores its path in *dir;
+// TearDown removes it with everything in it (a failure to do so is reported on stderr). Register it
+// once per test binary, at namespace scope:
+//   std::string g_dir;
+//   ::testing::Environment *const g_env =
+//       ::testing::AddGlobalTestEnvironment(new bitnet_test::TempDirEnv("bitnet_x_", &g_dir));
+class TempDirEnv : public ::testing::Environment {
+  public:
+    TempDirEnv(const char *prefix, std::string *dir) : prefix_(prefix), dir_(dir) {}
+    void SetUp() override {
+        std::string t = ::testing::TempDir() + prefix_ + "XXXXXX";
+        std::vector<char> buf(t.begin(), t.end());
+        buf.push_back(0);
+        ASSERT_NE(mkdtemp(buf.data()), nullptr);
+        *dir_ = buf.data();
+    }
+    void TearDown() override {
+        std::string cmd = "rm -rf '" + *dir_ + "'";
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir_->c_str());
+    }
+
+  private:
+    std::string prefix_;
+    std::string *dir_;
+};
+
+// The bytes of the file at `path`; empty when it cannot be opened.
+inline std::vector<uint8_t> read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Whether anything (file, directory, ...) exists at `path`.
+inline bool file_exists(const std::string &path) {
+    struct stat sb;
+    return stat(path.c_str(), &sb) == 0;
+}
+
+// Dummy-model parameters of the layout of the bitnet.cpp-written case file tests/data/bitnetcpp-tiny
+// (configs/bitnetcpp-tiny.yaml): hidden 256, FFN 768, 2 layers, 4 heads (4 KV heads), context 512,
+// built-in vocabulary of 512 tokens; the other fields keep bitnet_dummy_params_init's defaults.
+inline bitnet_dummy_params tiny_layout_params(bitnet_dummy_outtype outtype, uint64_t seed) {
+    bitnet_dummy_params p;
+    bitnet_dummy_params_init(&p);
+    p.n_embd = 256;
+    p.n_ff = 768;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 4;
+    p.n_ctx = 512;
+    p.n_vocab = 512;
+    p.outtype = outtype;
+    p.seed = seed;
+    return p;
+}
+
+}  // namespace bitnet_test
+
+#endif
