@@ -42,6 +42,8 @@ import time
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
+from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
+
 QUANT_TYPES = ("i2_s", "tl1", "tl2")
 TERNARY_TYPE_IDS = {"i2_s": 36, "tl1": 38, "tl2": 39}
 TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 36: "I2_S", 38: "TL1", 39: "TL2"}
@@ -52,15 +54,6 @@ N_STEPS = 5
 
 class StepFailed(Exception):
     """A step failed; the message says why (the log holds the details)."""
-
-
-def native_target() -> str | None:
-    m = platform.machine().lower()
-    if m in ("x86_64", "amd64"):
-        return "tl2"
-    if m in ("aarch64", "arm64"):
-        return "tl1"
-    return None
 
 
 class Runner:

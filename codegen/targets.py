@@ -10,6 +10,7 @@ Sources of the rules: ../shared/docs/design.md §2 (tile rules, int16 bounds), d
 """
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -182,3 +183,18 @@ TARGETS: dict[str, Target] = {
         rules=_tl2_rules, derive=_tl2_derive,
     ),
 }
+
+
+def native_target() -> str | None:
+    """The LUT target the runtime uses on this machine: tl2 on x86-64, tl1 on AArch64, else None.
+
+    Decided from platform.machine() alone (docs/ARCHITECTURE.md "Runtime rules": x86 runs TL2,
+    AArch64 runs TL1); used by setup_env.py and utils/generate-dummy-bitnet-model.py to pick the
+    config table and tiles for the machine they run on.
+    """
+    m = platform.machine().lower()
+    if m in ("x86_64", "amd64"):
+        return "tl2"
+    if m in ("aarch64", "arm64"):
+        return "tl1"
+    return None

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
 
 # size -> (hidden, ffn, layers, heads)
 MODEL_SIZES = {
@@ -48,16 +49,6 @@ OUTTYPES = ("f32", "f16", "i2_s", "tl1", "tl2")
 
 class UserError(Exception):
     """A problem the user can fix; printed without a traceback, exit status 2."""
-
-
-def native_target() -> str | None:
-    """The LUT target the runtime uses on this machine: tl2 on x86-64, tl1 on AArch64, else None."""
-    m = platform.machine().lower()
-    if m in ("x86_64", "amd64"):
-        return "tl2"
-    if m in ("aarch64", "arm64"):
-        return "tl1"
-    return None
 
 
 def build_dir() -> str:
