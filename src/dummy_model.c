@@ -142,6 +142,24 @@ int bitnet_dummy_file_type(bitnet_dummy_outtype t) {
     return -1;
 }
 
+static const char *const arch_names[] = {"bitnet", "bitnet-b1.58", "bitnet-25", "llama"};
+#define N_ARCHS ((int)(sizeof arch_names / sizeof arch_names[0]))
+
+bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out) {
+    if (!s) return false;
+    for (int i = 0; i < N_ARCHS; i++) {
+        if (strcmp(s, arch_names[i]) == 0) {
+            *out = (bitnet_dummy_arch)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *bitnet_dummy_arch_name(bitnet_dummy_arch a) {
+    return ((int)a >= 0 && (int)a < N_ARCHS) ? arch_names[a] : "invalid";
+}
+
 void bitnet_dummy_params_init(bitnet_dummy_params *p) {
     memset(p, 0, sizeof *p);
     p->outtype = BITNET_DUMMY_I2_S;
@@ -583,23 +601,47 @@ typedef struct tensor_desc {
     size_t nbytes;
 } tensor_desc;
 
-/* Per-layer tensor order of bitnet.cpp's files (tests/data/bitnetcpp-tiny). */
+/* Per-layer tensor order: the HF tensor names sorted (see bitnet_dummy_write). The bitnet graphs
+ * (tests/data/bitnetcpp-tiny, and BitNet-b1.58-2B-4T's names input_layernorm, mlp.down_proj,
+ * mlp.ffn_sub_norm, mlp.gate_proj, mlp.up_proj, post_attention_layernorm, self_attn.attn_sub_norm,
+ * self_attn.{k,o,q,v}_proj) and llama's (the same without the two sub-norms). */
 enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN };
-static const struct {
+enum { N_EMBD = 0, N_FF = 1, N_Q = 2 }; /* size of a norm: n_embd, n_ff or n_head·d */
+typedef struct layer_tensor {
     const char *name;
-    int proj; /* -1: norm of size n_embd (0) or n_ff (1) given in `norm` */
+    int proj; /* -1: a norm whose size `norm` gives */
     int norm;
-} layer_order[] = {
-    {"attn_norm", -1, 0},      {"ffn_down", P_DOWN, 0},   {"ffn_sub_norm", -1, 1}, {"ffn_gate", P_GATE, 0},
-    {"ffn_up", P_UP, 0},       {"ffn_norm", -1, 0},       {"attn_sub_norm", -1, 0}, {"attn_k", P_K, 0},
-    {"attn_output", P_O, 0},   {"attn_q", P_Q, 0},        {"attn_v", P_V, 0},
+} layer_tensor;
+static const layer_tensor bitnet_layer_order[] = {
+    {"attn_norm", -1, N_EMBD},   {"ffn_down", P_DOWN, 0},   {"ffn_sub_norm", -1, N_FF}, {"ffn_gate", P_GATE, 0},
+    {"ffn_up", P_UP, 0},         {"ffn_norm", -1, N_EMBD},  {"attn_sub_norm", -1, N_Q}, {"attn_k", P_K, 0},
+    {"attn_output", P_O, 0},     {"attn_q", P_Q, 0},        {"attn_v", P_V, 0},
 };
-#define N_LAYER_TENSORS ((int)(sizeof layer_order / sizeof layer_order[0]))
+static const layer_tensor llama_layer_order[] = {
+    {"attn_norm", -1, N_EMBD}, {"ffn_down", P_DOWN, 0}, {"ffn_gate", P_GATE, 0}, {"ffn_up", P_UP, 0},
+    {"ffn_norm", -1, N_EMBD},  {"attn_k", P_K, 0},      {"attn_output", P_O, 0}, {"attn_q", P_Q, 0},
+    {"attn_v", P_V, 0},
+};
+
+static const layer_tensor *layer_order(const bitnet_dummy_params *p, int *n) {
+    if (p->arch == BITNET_DUMMY_ARCH_LLAMA) {
+        *n = (int)(sizeof llama_layer_order / sizeof llama_layer_order[0]);
+        return llama_layer_order;
+    }
+    *n = (int)(sizeof bitnet_layer_order / sizeof bitnet_layer_order[0]);
+    return bitnet_layer_order;
+}
+
+/* head size d (n_embd_head or n_embd / n_head) */
+static int64_t head_size(const bitnet_dummy_params *p) {
+    return p->n_embd_head > 0 ? p->n_embd_head : (int64_t)p->n_embd / p->n_head;
+}
 
 static void proj_shape(const bitnet_dummy_params *p, int proj, int64_t *M, int64_t *K) {
-    int64_t n_embd = p->n_embd, kv = (int64_t)p->n_embd / p->n_head * p->n_head_kv;
+    const int64_t n_embd = p->n_embd, d = head_size(p), q = d * p->n_head, kv = d * p->n_head_kv;
     switch (proj) {
-    case P_Q: case P_O: *M = n_embd; *K = n_embd; break;
+    case P_Q: *M = q; *K = n_embd; break;
+    case P_O: *M = n_embd; *K = q; break;
     case P_K: case P_V: *M = kv; *K = n_embd; break;
     case P_GATE: case P_UP: *M = p->n_ff; *K = n_embd; break;
     default: *M = n_embd; *K = p->n_ff; break;
@@ -633,13 +675,23 @@ static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *er
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s = %d: must be positive", dims[i].name, (int)dims[i].v);
     if (p->n_layer > 100000)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_layer = %d: too many layers", (int)p->n_layer);
-    if (p->n_embd % p->n_head != 0)
+    if ((int)p->arch < 0 || (int)p->arch >= N_ARCHS)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "arch %d is not one of bitnet, bitnet-b1.58, bitnet-25, llama",
+                           (int)p->arch);
+    if (p->n_embd_head < 0 || p->n_embd_head > (1 << 20))
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_embd_head = %d: must be 0 (n_embd / n_head) or a head size",
+                           (int)p->n_embd_head);
+    if (p->n_embd_head > 0 && p->arch == BITNET_DUMMY_ARCH_BITNET)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "n_embd_head = %d: architecture \"bitnet\" files have no attention.key_length key "
+                           "(the head size is n_embd / n_head)", (int)p->n_embd_head);
+    if (p->n_embd_head == 0 && p->n_embd % p->n_head != 0)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_embd = %d is not a multiple of n_head = %d",
                            (int)p->n_embd, (int)p->n_head);
-    if ((p->n_embd / p->n_head) % 2 != 0)
+    if (head_size(p) % 2 != 0)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "head size n_embd / n_head = %d is odd: RoPE rotates pairs of dimensions",
-                           (int)(p->n_embd / p->n_head));
+                           "head size %s = %d is odd: RoPE rotates pairs of dimensions",
+                           p->n_embd_head ? "n_embd_head" : "n_embd / n_head", (int)head_size(p));
     if (p->n_head % p->n_head_kv != 0)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_head = %d is not a multiple of n_head_kv = %d",
                            (int)p->n_head, (int)p->n_head_kv);
@@ -909,7 +961,12 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
     const bitnet_dummy_vocab *v = p.vocab;
     const int ttype = bitnet_dummy_ternary_type(p.outtype);
     const bool tl = p.outtype == BITNET_DUMMY_TL1 || p.outtype == BITNET_DUMMY_TL2;
-    const int64_t n_tensors = 2 + (int64_t)p.n_layer * N_LAYER_TENSORS;
+    int n_layer_tensors;
+    const layer_tensor *order = layer_order(&p, &n_layer_tensors);
+    const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
+    const int embd_type = p.outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
+                          : p.n_embd % 256 == 0        ? BITNET_TYPE_F16
+                                                       : BITNET_TYPE_Q8_0;
 
     writer_ctx c = {0};
     c.p = &p;
@@ -927,27 +984,35 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
     /* ---- tensor list ---- */
     {
         int64_t k = 0;
-        tensor_desc *e = &td[k++];
+        tensor_desc *e;
+        if (p.output_separate) { /* HF "lm_head.weight" sorts before "model.*" */
+            e = &td[k++];
+            snprintf(e->name, sizeof e->name, "output.weight");
+            e->kind = T_EMBD;
+            e->type = embd_type;
+            e->M = v->n_tokens;
+            e->K = p.n_embd;
+        }
+        e = &td[k++];
         snprintf(e->name, sizeof e->name, "token_embd.weight");
         e->kind = T_EMBD;
-        e->type = p.outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
-                  : p.n_embd % 256 == 0        ? BITNET_TYPE_F16
-                                               : BITNET_TYPE_Q8_0;
+        e->type = embd_type;
         e->M = v->n_tokens;
         e->K = p.n_embd;
+        const int64_t q_dim = head_size(&p) * p.n_head;
         for (int32_t l = 0; l < p.n_layer; l++) {
-            for (int j = 0; j < N_LAYER_TENSORS; j++) {
+            for (int j = 0; j < n_layer_tensors; j++) {
                 e = &td[k++];
-                snprintf(e->name, sizeof e->name, "blk.%d.%s.weight", (int)l, layer_order[j].name);
-                if (layer_order[j].proj < 0) {
+                snprintf(e->name, sizeof e->name, "blk.%d.%s.weight", (int)l, order[j].name);
+                if (order[j].proj < 0) {
                     e->kind = T_NORM;
                     e->type = BITNET_TYPE_F32;
                     e->M = 1;
-                    e->K = layer_order[j].norm ? p.n_ff : p.n_embd;
+                    e->K = order[j].norm == N_FF ? p.n_ff : order[j].norm == N_Q ? q_dim : p.n_embd;
                 } else {
                     e->kind = T_TERNARY;
                     e->type = ttype;
-                    proj_shape(&p, layer_order[j].proj, &e->M, &e->K);
+                    proj_shape(&p, order[j].proj, &e->M, &e->K);
                     if (tl && (s = bitnet_dummy_tiles_for(&p, ttype, e->M, e->K, &e->tiles, err)) != BITNET_OK)
                         goto done;
                 }
@@ -968,22 +1033,37 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
         c.bytes_total += e->nbytes;
     }
 
-    /* ---- keys, in the order of bitnet.cpp's files ---- */
-    SETK(bitnet_gguf_set_str(w, "general.architecture", "bitnet"), "general.architecture");
-    SETK(bitnet_gguf_set_str(w, "general.name", p.name), "general.name");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.block_count", (uint32_t)p.n_layer), "bitnet.block_count");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.context_length", (uint32_t)p.n_ctx), "bitnet.context_length");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.embedding_length", (uint32_t)p.n_embd), "bitnet.embedding_length");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.feed_forward_length", (uint32_t)p.n_ff), "bitnet.feed_forward_length");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.attention.head_count", (uint32_t)p.n_head), "bitnet.attention.head_count");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.attention.head_count_kv", (uint32_t)p.n_head_kv), "bitnet.attention.head_count_kv");
-    SETK(bitnet_gguf_set_f32(w, "bitnet.rope.freq_base", p.rope_freq_base), "bitnet.rope.freq_base");
-    SETK(bitnet_gguf_set_f32(w, "bitnet.attention.layer_norm_rms_epsilon", p.rms_eps),
-         "bitnet.attention.layer_norm_rms_epsilon");
-    SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p.outtype)), "general.file_type");
-    SETK(bitnet_gguf_set_u32(w, "bitnet.vocab_size", (uint32_t)v->n_tokens), "bitnet.vocab_size");
-    SETK(bitnet_gguf_set_str(w, "bitnet.rope.scaling.type", "linear"), "bitnet.rope.scaling.type");
-    SETK(bitnet_gguf_set_f32(w, "bitnet.rope.scaling.factor", 1.0f), "bitnet.rope.scaling.factor");
+    /* ---- keys, in the order of bitnet.cpp's files (bitnet_dummy_write's comment) ---- */
+    {
+        const char *arch = bitnet_dummy_arch_name(p.arch);
+        const bool bitnet = p.arch == BITNET_DUMMY_ARCH_BITNET;
+        char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
+        SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
+        SETK(bitnet_gguf_set_str(w, "general.name", p.name), "general.name");
+        SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p.n_layer), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p.n_ctx), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p.n_embd), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p.n_ff), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p.n_head), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p.n_head_kv), key);
+        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p.rope_freq_base), key);
+        SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p.rms_eps), key);
+        SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p.outtype)),
+             "general.file_type");
+        SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
+        if (bitnet) {
+            SETK(bitnet_gguf_set_str(w, AKEY("rope.scaling.type"), "linear"), key);
+            SETK(bitnet_gguf_set_f32(w, AKEY("rope.scaling.factor"), 1.0f), key);
+        } else {
+            SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), (uint32_t)head_size(&p)), key);
+            if (p.n_embd_head > 0 && (int64_t)p.n_embd_head * p.n_head != p.n_embd) {
+                SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), (uint32_t)p.n_embd_head), key);
+                SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), (uint32_t)p.n_embd_head), key);
+            }
+        }
+#undef AKEY
+    }
     SETK(bitnet_gguf_set_str(w, "tokenizer.ggml.model", v->model ? v->model : "llama"), "tokenizer.ggml.model");
     {
         const char *pre = v->pre ? v->pre : "default";

@@ -1,19 +1,24 @@
 /* dummy_model.h — writes dummy BitNet models: GGUF files of architecture "bitnet" (formats.md
  * "Architecture bitnet", the key set, key order, key types and tensor names of the files bitnet.cpp
- * writes) filled with seeded pseudo-random weights, for benchmarks and tests.
+ * writes), "bitnet-b1.58" / "bitnet-25" (BitNet-b1.58-2B-4T's graph) or "llama" (ternary Llama 3 /
+ * Falcon3 / Falcon-E), filled with seeded pseudo-random weights, for benchmarks and tests. The key and
+ * tensor sets of each architecture are listed at bitnet_dummy_write; the graph each one means is
+ * documented in model.h.
  *
  * What the weights are (all of it reproducible from the seed, identical on every ISA):
  * - PRNG: rng.h; splitmix64 derives seeds, xoshiro256** (bitnet_rng) produces the stream. Each tensor
  *   has its own stream, seeded from (seed, tensor name) only, so a tensor's values do not depend on
- *   the output type, on the other tensors or on the order they are written in.
+ *   the output type, the architecture, on the other tensors or on the order they are written in.
  * - Ternary projections (attn_q/k/v/output, ffn_gate/up/down): w ∈ {-1, 0, +1}, each value with
  *   probability exactly 1/3, independent; one scale per tensor, drawn uniformly from
  *   {768, 769, ..., 895} / 1024 ∈ [0.75, 0.875) (about the 0.8 of bitnet.cpp's own random models; every
  *   such value is exact in F16, so F32, F16, I2_S, TL1 and TL2 files of one seed hold the same model).
  *   F32/F16 files store w·scale; I2_S/TL1/TL2 files store the packed codes and the scale.
- * - token_embd: z ~ N(0, 1) approximated by the Irwin-Hall sum of 12 uniforms minus 6 (no libm, so
- *   identical bits everywhere). Stored as F32 for outtype f32; for the other outtypes F16 when
- *   n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md).
+ *   The values are the GGUF rows as stored: for "llama" that is attn_q/attn_k AFTER the converters'
+ *   RoPE row permutation (model.h), so an HF checkpoint holding the same model has them un-permuted.
+ * - token_embd (and output.weight when written): z ~ N(0, 1) approximated by the Irwin-Hall sum of 12
+ *   uniforms minus 6 (no libm, so identical bits everywhere). Stored as F32 for outtype f32; for the
+ *   other outtypes F16 when n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md).
  * - Norm weights (attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm, output_norm): 1 + 0.1·z, F32.
  *
  * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows
@@ -36,6 +41,18 @@ typedef enum bitnet_dummy_outtype {
     BITNET_DUMMY_TL1 = 3,  /* 38 */
     BITNET_DUMMY_TL2 = 4,  /* 39 */
 } bitnet_dummy_outtype;
+
+/* Architecture of the written file (general.architecture). The graphs are described in model.h. */
+typedef enum bitnet_dummy_arch {
+    BITNET_DUMMY_ARCH_BITNET = 0,      /* "bitnet": bitnet.cpp's own files (bitnet_b1_58-large/3B layout) */
+    BITNET_DUMMY_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58": BitNet-b1.58-2B-4T (relu² FFN, sub-norms) */
+    BITNET_DUMMY_ARCH_BITNET_25 = 2,   /* "bitnet-25": bitnet.cpp's older name of the same graph */
+    BITNET_DUMMY_ARCH_LLAMA = 3,       /* "llama": ternary Llama 3 / Falcon3 / Falcon-E (no sub-norms) */
+} bitnet_dummy_arch;
+
+/* "bitnet", "bitnet-b1.58", "bitnet-25", "llama" (exactly; GGUF names are case sensitive). */
+bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out);
+const char *bitnet_dummy_arch_name(bitnet_dummy_arch a); /* "invalid" for a value outside the enum */
 
 /* "f32", "f16", "i2_s", "tl1", "tl2" (also upper case). false for anything else. */
 bool bitnet_dummy_outtype_parse(const char *s, bitnet_dummy_outtype *out);
@@ -94,26 +111,57 @@ typedef struct bitnet_dummy_params {
     bitnet_dummy_progress_fn progress; /* may be NULL */
     void *progress_user;
     size_t chunk_bytes;         /* target int8 bytes per generated chunk; 0 → 8 MiB (tests use tiny ones) */
+    /* Added for issue #3 (zero = the issue #2 behaviour, byte for byte): */
+    bitnet_dummy_arch arch;     /* BITNET_DUMMY_ARCH_BITNET (0) by default */
+    bool output_separate;       /* also write output.weight (an untied head); false: the head is token_embd */
+    int32_t n_embd_head;        /* head size d; 0 → n_embd / n_head. Any other value is written as
+                                   <arch>.attention.key_length and .value_length (not for "bitnet") */
 } bitnet_dummy_params;
 
 /* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */
 void bitnet_dummy_params_init(bitnet_dummy_params *p);
 
 /* Write the model to `path` (through "<path>.tmp", renamed at the end).
- * Tensors (GGUF ne order, K first), in the order bitnet.cpp's files have them:
+ * With d = head size (n_embd_head or n_embd / n_head), q = n_head·d, kv = n_head_kv·d:
+ *
+ * Tensors (GGUF ne order, K first). Order: by the name of the Hugging Face tensor each one comes from,
+ * sorted as strings, the layers in numeric order — the order the converters (bitnet.cpp's, ours) write
+ * when they walk a checkpoint's sorted tensor names, and the order of tests/data/bitnetcpp-tiny:
+ *   output.weight [n_embd, n_vocab] (only with output_separate; HF "lm_head.weight");
  *   token_embd.weight [n_embd, n_vocab];
- *   per layer N: blk.N.{attn_norm [n_embd], ffn_down [n_ff, n_embd], ffn_sub_norm [n_ff],
- *   ffn_gate [n_embd, n_ff], ffn_up [n_embd, n_ff], ffn_norm [n_embd], attn_sub_norm [n_embd],
- *   attn_k [n_embd, kv], attn_output [n_embd, n_embd], attn_q [n_embd, n_embd], attn_v [n_embd, kv]}.weight
- *   with kv = n_embd / n_head * n_head_kv; output_norm.weight [n_embd].
- * Keys: those of formats.md "Architecture bitnet" in bitnet.cpp's order; general.quantization_version
- * (2) only for I2_S/TL1/TL2 (bitnet.cpp's converter writes none into F32/F16 files, its quantizer
- * adds it); TL1/TL2 files also get bitnet.lut.<tensor>.tiles = [BM, BK, bm] (uint32) per ternary
- * tensor (LAYOUTS.md §7).
- * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head,
- * n_head % n_head_kv, odd head size, I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape
- * the model does not have, Q8_0 token_embd with n_embd % 32 != 0, vocabulary too small or with ids
- * out of range); BITNET_ERR_IO naming the path; BITNET_ERR_NOMEM. */
+ *   per layer N, "bitnet", "bitnet-b1.58", "bitnet-25": blk.N.{attn_norm [n_embd], ffn_down [n_ff, n_embd],
+ *     ffn_sub_norm [n_ff], ffn_gate [n_embd, n_ff], ffn_up [n_embd, n_ff], ffn_norm [n_embd],
+ *     attn_sub_norm [q], attn_k [n_embd, kv], attn_output [q, n_embd], attn_q [n_embd, q],
+ *     attn_v [n_embd, kv]}.weight;
+ *   per layer N, "llama": blk.N.{attn_norm, ffn_down, ffn_gate, ffn_up, ffn_norm, attn_k, attn_output,
+ *     attn_q, attn_v}.weight (same shapes; no sub-norms);
+ *   output_norm.weight [n_embd].
+ * output.weight has the type token_embd has (F32 for f32, else F16 or Q8_0 by the n_embd rule).
+ *
+ * Keys, in this order (A = the architecture name):
+ *   "bitnet" — those of formats.md "Architecture bitnet" in bitnet.cpp's order: general.architecture,
+ *     general.name, A.block_count, A.context_length, A.embedding_length, A.feed_forward_length,
+ *     A.attention.head_count, A.attention.head_count_kv, A.rope.freq_base,
+ *     A.attention.layer_norm_rms_epsilon, general.file_type, A.vocab_size, A.rope.scaling.type
+ *     ("linear"), A.rope.scaling.factor (1.0), then the tokenizer keys;
+ *   "bitnet-b1.58", "bitnet-25", "llama" — the keys bitnet.cpp's converter writes for its Llama-style
+ *     models (utils/convert-hf-to-gguf-bitnet.py: the common keys, then LlamaModel's vocab_size and
+ *     rope.dimension_count; the published 2B-4T GGUF has the same set): general.architecture,
+ *     general.name, A.block_count, A.context_length, A.embedding_length, A.feed_forward_length,
+ *     A.attention.head_count, A.attention.head_count_kv, A.rope.freq_base,
+ *     A.attention.layer_norm_rms_epsilon, general.file_type, A.vocab_size, A.rope.dimension_count (d),
+ *     [A.attention.key_length, A.attention.value_length (d) when n_embd_head != n_embd / n_head],
+ *     then the tokenizer keys;
+ *   tokenizer keys: tokenizer.ggml.model, .pre (unless ""), .tokens, .scores, .token_type, .merges,
+ *     .bos_token_id, .eos_token_id, .padding_token_id (each only when the vocabulary has it);
+ *   general.quantization_version (2) only for I2_S/TL1/TL2 (bitnet.cpp's converter writes none into
+ *     F32/F16 files, its quantizer adds it); TL1/TL2 files also get bitnet.lut.<tensor>.tiles =
+ *     [BM, BK, bm] (uint32) per ternary tensor (LAYOUTS.md §7).
+ * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head
+ * without n_embd_head, n_head % n_head_kv, odd head size, an unknown arch, n_embd_head on "bitnet",
+ * I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape the model does not have, Q8_0
+ * token_embd with n_embd % 32 != 0, vocabulary too small or with ids out of range); BITNET_ERR_IO
+ * naming the path; BITNET_ERR_NOMEM. */
 bitnet_status bitnet_dummy_write(const bitnet_dummy_params *p, const char *path, bitnet_error *err);
 
 /* The tiles bitnet_dummy_write uses for a TL1/TL2 weight of M×K: the entry of p->tiles, else the

@@ -1,14 +1,67 @@
 /* model.h — a BitNet model loaded from GGUF and its forward pass.
  *
- * Issue #2 scope: architecture "bitnet" exactly as formats.md describes it (bitnet_b1_58-large/3B and
- * bitnet.cpp's dummy models). Hyperparameters come from GGUF keys. Ternary weights (I2_S, TL1, TL2)
- * are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the I2_S reference path. F32/F16
- * projection weights (ternary-valued, e.g. bitnet.cpp's ggml-model-f32.gguf) use a dense float
- * product without activation quantization, so "F32 vs I2_S" comparisons measure the quantization.
- * Float math in the forward pass is written so that results do not depend on the thread count or
- * the batch split and match between x86 and ARM builds (fixed summation order, no FMA contraction:
- * the build uses -ffp-contract=off). The attention and the F16 output head round like ggml's CPU
- * path (Q, softmax probabilities and head input to F16) so greedy ids match bitnet.cpp's. */
+ * Architectures (general.architecture). Hyperparameters come only from GGUF keys <arch>.*, never from
+ * a table of model names; the graph facts below are cited from the sources named with them.
+ *
+ *  "bitnet" — bitnet_b1_58-large/3B and bitnet.cpp's dummy models (formats.md "Architecture bitnet";
+ *     bitnet.cpp's llama.cpp fork, build_bitnet): per layer
+ *       h = x + Wo·RMSNorm_attn_sub(Attn(RoPE_NEOX(Wq·n), RoPE_NEOX(Wk·n), Wv·n)),  n = RMSNorm_attn(x)
+ *       x' = h + Wdown·RMSNorm_ffn_sub(silu(Wgate·m) ⊙ Wup·m),                        m = RMSNorm_ffn(h)
+ *     logits = head · RMSNorm_output(x), head = output.weight if present, else token_embd.
+ *  "bitnet-b1.58" (alias "bitnet-25") — BitNet-b1.58-2B-4T (formats.md "Architecture bitnet-b1.58";
+ *     Hugging Face transformers' BitNet model, model_type "bitnet" / BitNetForCausalLM: config.json
+ *     "hidden_act": "relu2", BitNetAttention applies attn_sub_norm to the attention output before
+ *     o_proj, BitNetMLP computes down_proj(ffn_sub_norm(act(gate_proj(x)) * up_proj(x))), rotary
+ *     embedding by rotate_half; bitnet.cpp's fork runs both names through build_bitnet_158 with
+ *     LLM_FFN_RELU_SQR and lists output.weight as optional): the "bitnet" graph with the FFN activation
+ *     relu²(g) = max(g, 0)², RoPE theta from <arch>.rope.freq_base (500000 for 2B-4T), GQA, and
+ *     output.weight if present (untied head) else token_embd ("tie_word_embeddings": true in 2B-4T).
+ *     (bitnet.cpp's build_bitnet_158 always multiplies by token_embd, even when output.weight exists;
+ *     we use output.weight, as the Hugging Face model does with tie_word_embeddings false.)
+ *  "llama" with ternary projections — HF1BitLLM Llama3-8B-1.58-100B-tokens, tiiuae Falcon3-*-1.58bit,
+ *     Falcon-E-* (their config.json: "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+ *     "hidden_act": "silu", a "quantization_config" with "quant_method": "bitnet"; llama.cpp's
+ *     LLM_ARCH_LLAMA graph and tensor names): per layer
+ *       h = x + Wo·Attn(RoPE_NORM(Wq·n), RoPE_NORM(Wk·n), Wv·n),   n = RMSNorm_attn(x)
+ *       x' = h + Wdown·(silu(Wgate·m) ⊙ Wup·m),                   m = RMSNorm_ffn(h)
+ *     i.e. no sub-norms, output.weight or tied. transformers' BitLinear (integrations/bitnet.py, the
+ *     layer these checkpoints load into) quantizes activations per token to int8 by absmax and has no
+ *     norm of its own, so the GGUF graph is complete. (Checkpoints fine-tuned with an extra RMSNorm
+ *     before every projection — arXiv:2505.08823, a BitLinear option in newer transformers — would need
+ *     per-projection norm tensors that llama GGUF files cannot name: not supported, and none of the
+ *     models above is one.)
+ *
+ * RoPE (Su et al. 2021, RoFormer): angle of pair i at position p = p · freq_scale · base^(-2i/d),
+ * d = head size. NEOX style rotates the pairs (i, i + d/2) of each head, NORM style the pairs
+ * (2i, 2i + 1) (ggml's GGML_ROPE_TYPE_NEOX / normal mode; llama.cpp's llama_rope_type puts BITNET,
+ * BITNET_25 and BITNET_B158 in the NEOX group and LLAMA in the NORM group).
+ *
+ * Q/K row order of "llama" files (what every llama.cpp-style converter writes, bitnet.cpp's included:
+ * LlamaModel.permute in convert-hf-to-gguf-bitnet.py / convert_hf_to_gguf.py; any converter of ours
+ * must write exactly this). Hugging Face's LlamaAttention rotates with rotate_half, i.e. NEOX pairs
+ * (i, i + d/2); the GGUF rows are permuted so that RoPE NORM on the GGUF rows computes the same thing.
+ * For attn_q (H = n_head heads) and attn_k (H = n_head_kv heads), d = head size, each head's d rows
+ * are interleaved: GGUF row  h·d + 2i + s  =  HF row  h·d + s·(d/2) + i
+ * for head h < H, pair i < d/2, s ∈ {0, 1} (numpy: w.reshape(H, 2, d/2, K).swapaxes(1, 2).reshape(H·d, K)).
+ * The ternary values and the per-tensor scale are unchanged by this row permutation. attn_v,
+ * attn_output and the FFN are not permuted. "bitnet" / "bitnet-b1.58" files are not permuted (NEOX).
+ *
+ * Keys read: <arch>.block_count, .context_length, .embedding_length, .feed_forward_length,
+ * .attention.head_count, .attention.head_count_kv (default head_count), .attention.layer_norm_rms_epsilon,
+ * .rope.freq_base (default 10000), .rope.scaling.type ("linear"/"none") and .factor, .rope.dimension_count
+ * (must equal the head size: partial RoPE is refused), .attention.key_length / .value_length (head
+ * size; default embedding_length / head_count; they must be equal), .vocab_size (default: the length of
+ * tokenizer.ggml.tokens; llama.cpp-made files of older converters omit it). A rope_freqs.weight tensor
+ * (Llama 3.1 frequency factors) is refused with a message.
+ *
+ * Ternary weights (I2_S, TL1, TL2) are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the
+ * I2_S reference path. F32/F16 projection weights (ternary-valued, e.g. bitnet.cpp's
+ * ggml-model-f32.gguf) use a dense float product without activation quantization, so "F32 vs I2_S"
+ * comparisons measure the quantization. Float math in the forward pass is written so that results do
+ * not depend on the thread count or the batch split and match between x86 and ARM builds (fixed
+ * summation order, no FMA contraction: the build uses -ffp-contract=off). The attention and the F16
+ * output head round like ggml's CPU path (Q, softmax probabilities and head input to F16) so greedy ids
+ * match bitnet.cpp's. */
 #ifndef BITNET_MODEL_H
 #define BITNET_MODEL_H
 
@@ -27,6 +80,23 @@ typedef enum bitnet_kernel_path {
     BITNET_PATH_TL2 = 3,
 } bitnet_kernel_path;
 
+/* The graph variants model.c implements (see the top of this file). */
+typedef enum bitnet_arch {
+    BITNET_ARCH_BITNET = 0,      /* "bitnet" */
+    BITNET_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58" and "bitnet-25" */
+    BITNET_ARCH_LLAMA = 2,       /* "llama" */
+} bitnet_arch;
+
+typedef enum bitnet_ffn_act {
+    BITNET_ACT_SILU = 0,  /* x / (1 + e^-x) */
+    BITNET_ACT_RELU2 = 1, /* max(x, 0)² */
+} bitnet_ffn_act;
+
+typedef enum bitnet_rope_type {
+    BITNET_ROPE_NEOX = 0, /* pairs (i, i + d/2) */
+    BITNET_ROPE_NORM = 1, /* pairs (2i, 2i + 1) */
+} bitnet_rope_type;
+
 typedef struct bitnet_hparams {
     char arch[32];        /* general.architecture */
     int32_t n_vocab;
@@ -36,10 +106,16 @@ typedef struct bitnet_hparams {
     int32_t n_layer;
     int32_t n_head;
     int32_t n_head_kv;
-    int32_t n_embd_head;  /* n_embd / n_head */
+    int32_t n_embd_head;  /* head size d: attention.key_length, default n_embd / n_head */
     float rope_freq_base;
     float rope_scale;     /* 1 / rope.scaling.factor for "linear" */
     float rms_eps;
+    /* added in issue #3 */
+    bitnet_arch arch_id;
+    bitnet_ffn_act ffn_act;
+    bitnet_rope_type rope_type;
+    bool sub_norms;       /* attn_sub_norm / ffn_sub_norm present in the graph */
+    bool tied_output;     /* no output.weight: the head is token_embd */
 } bitnet_hparams;
 
 typedef struct bitnet_model_params {
@@ -49,9 +125,10 @@ typedef struct bitnet_model_params {
 
 typedef struct bitnet_model bitnet_model;
 
-/* Load and validate `path` (GGUF, architecture "bitnet"; formats.md). params may be NULL (AUTO path,
- * table BITNET_LUT_TABLE_DEFAULT). Errors (message names the file and the key/tensor/value):
- *  - unknown architecture → BITNET_ERR_UNSUPPORTED naming it;
+/* Load and validate `path` (GGUF, architecture "bitnet", "bitnet-b1.58", "bitnet-25" or "llama"; see
+ * the top of this file and formats.md). params may be NULL (AUTO path, table BITNET_LUT_TABLE_DEFAULT).
+ * Errors (message names the file and the key/tensor/value):
+ *  - unknown architecture → BITNET_ERR_UNSUPPORTED naming it and listing the supported ones;
  *  - a missing required key or tensor → BITNET_ERR_FORMAT naming it;
  *  - a tensor whose ne disagrees with the hparams → BITNET_ERR_FORMAT naming tensor, actual and
  *    expected ne; an unsupported tensor type → BITNET_ERR_UNSUPPORTED naming tensor and type;

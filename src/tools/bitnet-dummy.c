@@ -1,5 +1,6 @@
-/* bitnet-dummy — command-line front end of the dummy-model writer (src/dummy_model.h): writes an
- * architecture-"bitnet" GGUF of the given dimensions with seeded random ternary weights.
+/* bitnet-dummy — command-line front end of the dummy-model writer (src/dummy_model.h): writes a GGUF
+ * of architecture "bitnet" (default), "bitnet-b1.58", "bitnet-25" or "llama" of the given dimensions
+ * with seeded random ternary weights.
  * utils/generate-dummy-bitnet-model.py calls it with the named size layouts. Progress goes to stderr.
  * Exit status: 0 written; 1 generation failed (I/O, memory; the message names what); 2 bad command line
  * or a parameter combination the writer refuses (the message names the value). */
@@ -17,7 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bitnet-dummy -o PATH --n-embd N --n-ff N --n-layer N --n-head N [options]\n"
             "\n"
-            "Writes a dummy BitNet model (GGUF, architecture \"bitnet\") with seeded random ternary weights.\n"
+            "Writes a dummy BitNet model (GGUF) with seeded random ternary weights.\n"
             "The same seed gives the same ternary weights in every outtype.\n"
             "\n"
             "  -o, --outfile PATH      output file (written through PATH.tmp)\n"
@@ -26,7 +27,12 @@ static void usage(FILE *f) {
             "  --n-layer N             number of layers\n"
             "  --n-head N              attention heads\n"
             "  --n-head-kv N           key/value heads (default: --n-head)\n"
-            "  --ctx N                 bitnet.context_length (default 2048)\n"
+            "  --ctx N                 <arch>.context_length (default 2048)\n"
+            "  --arch NAME             bitnet (default), bitnet-b1.58, bitnet-25 or llama\n"
+            "  --n-embd-head N         head size (default n_embd / n_head; another value is written as\n"
+            "                          <arch>.attention.key_length/value_length; not for bitnet)\n"
+            "  --rope-theta F          <arch>.rope.freq_base (default 10000)\n"
+            "  --output-weight         write a separate output.weight (default: tied to token_embd)\n"
             "  --outtype T             f32, f16, i2_s, tl1 or tl2 (default i2_s)\n"
             "  --seed N                PRNG seed, unsigned 64-bit (default 0)\n"
             "  --vocab-size N          size of the built-in vocabulary (default 32002, at least 259)\n"
@@ -102,7 +108,7 @@ int main(int argc, char **argv) {
     } dims[] = {
         {"--n-embd", &p.n_embd, 1}, {"--n-ff", &p.n_ff, 1},         {"--n-layer", &p.n_layer, 1},
         {"--n-head", &p.n_head, 1}, {"--n-head-kv", &p.n_head_kv, 1}, {"--ctx", &p.n_ctx, 1},
-        {"--vocab-size", &p.n_vocab, 259},
+        {"--vocab-size", &p.n_vocab, 259}, {"--n-embd-head", &p.n_embd_head, 2},
     };
     const size_t n_dims = sizeof dims / sizeof dims[0];
 
@@ -114,6 +120,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
+            continue;
+        }
+        if (!strcmp(a, "--output-weight")) {
+            p.output_separate = true;
             continue;
         }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -131,7 +141,8 @@ int main(int argc, char **argv) {
         }
         if (matched) continue;
         if (!strcmp(a, "-o") || !strcmp(a, "--outfile") || !strcmp(a, "--outtype") || !strcmp(a, "--seed") ||
-            !strcmp(a, "--vocab-from") || !strcmp(a, "--tiles") || !strcmp(a, "--name")) {
+            !strcmp(a, "--vocab-from") || !strcmp(a, "--tiles") || !strcmp(a, "--name") || !strcmp(a, "--arch") ||
+            !strcmp(a, "--rope-theta")) {
             if (!val) return bad("%s needs a value%s", a, "");
             i++;
             if (!strcmp(a, "-o") || !strcmp(a, "--outfile")) {
@@ -145,6 +156,16 @@ int main(int argc, char **argv) {
                 vocab_from = val;
             } else if (!strcmp(a, "--name")) {
                 p.name = val;
+            } else if (!strcmp(a, "--arch")) {
+                if (!bitnet_dummy_arch_parse(val, &p.arch))
+                    return bad("--arch: '%s' is not one of bitnet, bitnet-b1.58, bitnet-25, llama%s", val, "");
+            } else if (!strcmp(a, "--rope-theta")) {
+                char *end;
+                errno = 0;
+                double th = strtod(val, &end);
+                if (errno || *end || end == val || !(th > 0.0) || th > 3.0e38)
+                    return bad("--rope-theta: '%s' is not a positive number%s", val, "");
+                p.rope_freq_base = (float)th;
             } else { /* --tiles M,K,BM,BK,bm */
                 if (n_tiles == MAX_TILES) return bad("--tiles given more than %s times%s", "64", "");
                 int64_t f[5];
@@ -195,15 +216,16 @@ int main(int argc, char **argv) {
         p.progress_user = &ps;
         int32_t n_kv = p.n_head_kv ? p.n_head_kv : p.n_head;
         fprintf(stderr,
-                "bitnet-dummy: writing %s: n_embd %d, n_ff %d, n_layer %d, n_head %d, n_head_kv %d, outtype %s, "
-                "seed %llu, vocab %s\n",
-                out, (int)p.n_embd, (int)p.n_ff, (int)p.n_layer, (int)p.n_head, (int)n_kv,
+                "bitnet-dummy: writing %s: arch %s, n_embd %d, n_ff %d, n_layer %d, n_head %d, n_head_kv %d, "
+                "outtype %s, seed %llu, vocab %s\n",
+                out, bitnet_dummy_arch_name(p.arch), (int)p.n_embd, (int)p.n_ff, (int)p.n_layer, (int)p.n_head, (int)n_kv,
                 bitnet_dummy_outtype_name(p.outtype), (unsigned long long)p.seed, vocab_from ? vocab_from : "built-in");
         if (p.outtype == BITNET_DUMMY_TL1 || p.outtype == BITNET_DUMMY_TL2) {
             /* Say which tiles each shape gets (given or the default rule). */
-            int64_t hd = p.n_head > 0 ? p.n_embd / p.n_head : 0;
-            const int64_t shapes[4][2] = {{p.n_embd, p.n_embd}, {hd * n_kv, p.n_embd}, {p.n_ff, p.n_embd}, {p.n_embd, p.n_ff}};
-            for (int s = 0; s < 4; s++) {
+            int64_t hd = p.n_embd_head > 0 ? p.n_embd_head : p.n_head > 0 ? p.n_embd / p.n_head : 0;
+            const int64_t shapes[5][2] = {{hd * p.n_head, p.n_embd}, {p.n_embd, hd * p.n_head}, {hd * n_kv, p.n_embd},
+                                          {p.n_ff, p.n_embd}, {p.n_embd, p.n_ff}};
+            for (int s = 0; s < 5; s++) {
                 bool dup = false;
                 for (int q = 0; q < s; q++) dup = dup || (shapes[q][0] == shapes[s][0] && shapes[q][1] == shapes[s][1]);
                 if (dup) continue;
