@@ -449,9 +449,12 @@ TEST(TokenizerSpm, LongTextIsLinearish) {
 TEST(TokenizerSpm, LoadErrors) {
     std::string msg;
     VocabSpec s = base_spec({});
-    s.model = "gpt2";
-    EXPECT_EQ(load_status(s, "gpt2", &msg), BITNET_ERR_UNSUPPORTED);
-    EXPECT_HAS(msg, "tokenizer.ggml.model = \"gpt2\" is not supported");
+    s.model = "bert";
+    EXPECT_EQ(load_status(s, "bert", &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_HAS(msg, "tokenizer.ggml.model = \"bert\" is not supported");
+    s.model = "gpt2"; // byte-level BPE needs its merges
+    EXPECT_EQ(load_status(s, "gpt2", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "missing key 'tokenizer.ggml.merges'");
 
     s = base_spec({});
     s.scores.pop_back();

