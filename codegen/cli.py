@@ -1,4 +1,4 @@
-"""`python3 -m codegen <command>`: generate, check, validate, shapes, derive.
+"""`python3 -m codegen <command>`: generate, check, validate, shapes, derive, tune (codegen/tune.py).
 
 Exit codes: 0 ok; 1 stale generated files (check only); 2 bad input, rule violations, or an output
 directory that is not ours. Messages go to stderr; the data a command is asked for (shapes, a derived
@@ -13,7 +13,7 @@ import sys
 
 from . import config as cfgmod
 from . import derive as derivemod
-from . import render, shapes as shapesmod
+from . import render, shapes as shapesmod, tune as tunemod
 from .targets import TARGETS
 
 EXIT_OK, EXIT_STALE, EXIT_BAD = 0, 1, 2
@@ -240,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--name", required=True, help="config name (model: key; use it as the file stem)")
     sp.add_argument("--out", metavar="FILE", help="output YAML (default: stdout)")
     sp.set_defaults(func=cmd_derive)
+    tunemod.add_parser(sub)  # `tune`: measured tiles (codegen/tune.py; exit 3 when the benchmark fails)
     return p
 
 

@@ -121,7 +121,7 @@ typedef struct kb_opts {
     int64_t bw_mib;       /* 0: no bandwidth measurement */
     int64_t llc_mib;      /* 0: detect */
     double bust_factor;
-    bool cache_bust, in_cache, i2s, force_generic, list_only;
+    bool cache_bust, in_cache, i2s, lut_share, force_generic, list_only, pool_run;
     uint64_t seed;
     const char *json;
 } kb_opts;
@@ -163,6 +163,9 @@ static void kb_usage(FILE *f) {
         "  --no-cache-bust      time one copy only (cached when it fits; the 'DRAM' columns say so)\n"
         "  --no-cache           skip the in-cache GEMV measurement\n"
         "  --no-i2s             do not time the I2_S reference path (it is still used for the check)\n"
+        "  --no-lut             do not time the LUT constructor alone (no LUT%% column)\n"
+        "  --pool-run           one bitnet_threadpool_run per product call (includes the pool's wake-up\n"
+        "                       latency) instead of back-to-back calls inside one task\n"
         "  --seed N             seed of the random ternary weights and activations [1]\n"
         "  --json FILE          also write every number as JSON\n"
         "  -q, --quiet          no progress on stderr\n"
@@ -245,7 +248,7 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
     o->max_time = 2.0;
     o->bw_mib = 1024;
     o->bust_factor = 4.0;
-    o->cache_bust = o->in_cache = o->i2s = true;
+    o->cache_bust = o->in_cache = o->i2s = o->lut_share = true;
     o->seed = 1;
     o->batch[0] = 8, o->batch[1] = 128, o->batch[2] = 512;
     o->n_batch = 3;
@@ -352,6 +355,10 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
             o->in_cache = false;
         } else if (!strcmp(a, "--no-i2s")) {
             o->i2s = false;
+        } else if (!strcmp(a, "--pool-run")) {
+            o->pool_run = true;
+        } else if (!strcmp(a, "--no-lut")) {
+            o->lut_share = false;
         } else if (!strcmp(a, "--seed")) {
             KB_NEED_VALUE();
             int64_t s;
@@ -477,7 +484,8 @@ static bool kb_isa(const char *name) {
 /* ---- timing ---------------------------------------------------------------------------------- */
 
 typedef struct kb_stats {
-    double median, min, max, sd; /* seconds per call */
+    double median, min, max, sd; /* seconds per call: over repetitions, of each repetition's median call */
+    double mean;                 /* median over repetitions of (repetition time / calls): throughput */
     int reps;
     int64_t calls;
     bool valid;
@@ -490,40 +498,95 @@ static int kb_cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Warm-up repetition, then up to o->reps repetitions of >= min_time each (>= 1 call each); stops
- * after max_time once KB_MIN_REPS are done. call(ctx, i) gets a running call index. */
-static kb_stats kb_measure(kb_call_fn call, void *ctx, const kb_opts *o) {
+static double kb_median_sorted(const double *v, int64_t n) {
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The repetition logic shared by both ways of calling (kb_measure, kb_measure_in_task): a warm-up
+ * repetition, then up to o->reps repetitions of >= min_time each (>= 1 call each), stopping after
+ * max_time once KB_MIN_REPS are done. Every call is timed on its own, so a repetition yields its
+ * median call (robust against the stalls a busy machine adds) and its mean (elapsed / calls). */
+typedef struct kb_timer {
+    const kb_opts *o;
+    int r;                 /* -1 = warm-up */
+    double start, rep_t0;
+    int64_t n;             /* calls timed in the current repetition */
+    int64_t n_calls;       /* calls made in the current repetition (n < n_calls only on out of memory) */
+    double *calls;         /* their durations */
+    int64_t cap;
+    double med[1000], mean[1000];
     kb_stats s;
-    memset(&s, 0, sizeof s);
-    double per[1000];
-    int64_t idx = 0;
-    const double start = kb_now();
-    for (int r = -1; r < o->reps; ++r) {
-        const double t0 = kb_now();
-        double t1;
-        int64_t n = 0;
-        do {
-            call(ctx, idx++);
-            ++n;
-            t1 = kb_now();
-        } while (t1 - t0 < o->min_time);
-        if (r >= 0) {
-            per[s.reps++] = (t1 - t0) / (double)n;
-            s.calls += n;
-            if (s.reps >= KB_MIN_REPS && t1 - start > o->max_time) break;
-        }
+} kb_timer;
+
+static void kb_timer_init(kb_timer *t, const kb_opts *o) {
+    memset(t, 0, sizeof *t);
+    t->o = o;
+    t->r = -1;
+    t->start = t->rep_t0 = kb_now();
+}
+
+/* Before each call: closes a repetition that has run long enough; false when the measurement is over. */
+static bool kb_timer_more(kb_timer *t) {
+    const double now = kb_now();
+    if (t->n_calls == 0 || now - t->rep_t0 < t->o->min_time) return true;
+    if (t->r >= 0 && t->n > 0) {
+        qsort(t->calls, (size_t)t->n, sizeof *t->calls, kb_cmp_double);
+        t->med[t->s.reps] = kb_median_sorted(t->calls, t->n);
+        t->mean[t->s.reps] = (now - t->rep_t0) / (double)t->n_calls;
+        t->s.reps++;
+        t->s.calls += t->n_calls;
     }
+    t->r++;
+    t->n = t->n_calls = 0;
+    t->rep_t0 = now;
+    if (t->r >= t->o->reps) return false;
+    if (t->s.reps >= KB_MIN_REPS && now - t->start > t->o->max_time) return false;
+    return true;
+}
+
+static void kb_timer_add(kb_timer *t, double dt) {
+    t->n_calls++;
+    if (t->n == t->cap) {
+        const int64_t cap = t->cap ? 2 * t->cap : 4096;
+        double *p = (double *)realloc(t->calls, (size_t)cap * sizeof *p);
+        if (!p) return; /* counted for the mean, not kept for the median */
+        t->calls = p;
+        t->cap = cap;
+    }
+    t->calls[t->n++] = dt;
+}
+
+static kb_stats kb_timer_finish(kb_timer *t) {
+    free(t->calls);
+    t->calls = NULL;
+    kb_stats s = t->s;
+    if (s.reps == 0) return s;
     double sum = 0.0, sq = 0.0;
-    for (int i = 0; i < s.reps; ++i) sum += per[i];
-    const double mean = sum / s.reps;
-    for (int i = 0; i < s.reps; ++i) sq += (per[i] - mean) * (per[i] - mean);
+    for (int i = 0; i < s.reps; ++i) sum += t->med[i];
+    const double avg = sum / s.reps;
+    for (int i = 0; i < s.reps; ++i) sq += (t->med[i] - avg) * (t->med[i] - avg);
     s.sd = s.reps > 1 ? sqrt(sq / (s.reps - 1)) : 0.0;
-    qsort(per, (size_t)s.reps, sizeof per[0], kb_cmp_double);
-    s.min = per[0];
-    s.max = per[s.reps - 1];
-    s.median = s.reps % 2 ? per[s.reps / 2] : 0.5 * (per[s.reps / 2 - 1] + per[s.reps / 2]);
+    qsort(t->med, (size_t)s.reps, sizeof t->med[0], kb_cmp_double);
+    qsort(t->mean, (size_t)s.reps, sizeof t->mean[0], kb_cmp_double);
+    s.min = t->med[0];
+    s.max = t->med[s.reps - 1];
+    s.median = kb_median_sorted(t->med, s.reps);
+    s.mean = kb_median_sorted(t->mean, s.reps);
     s.valid = true;
     return s;
+}
+
+/* Time call(ctx, i) (i = running call index) on the calling thread. */
+static kb_stats kb_measure(kb_call_fn call, void *ctx, const kb_opts *o) {
+    kb_timer t;
+    kb_timer_init(&t, o);
+    int64_t idx = 0;
+    while (kb_timer_more(&t)) {
+        const double c0 = kb_now();
+        call(ctx, idx++);
+        kb_timer_add(&t, kb_now() - c0);
+    }
+    return kb_timer_finish(&t);
 }
 
 /* ---- streaming-read bandwidth ---------------------------------------------------------------- */
@@ -619,6 +682,36 @@ static void kb_bw_call(void *arg, int64_t i) {
 
 /* ---- weights --------------------------------------------------------------------------------- */
 
+/* The copies of the weight being measured live in one buffer reused by every weight set (one set
+ * uses it at a time), so its pages are faulted in once per run, not once per candidate. */
+static uint8_t *kb_arena = NULL;
+static size_t kb_arena_size = 0;
+static bool kb_arena_busy = false;
+
+static uint8_t *kb_arena_get(size_t n) {
+    if (kb_arena_busy) return NULL;
+    if (n > kb_arena_size) {
+        free(kb_arena);
+        kb_arena_size = 0;
+        kb_arena = (uint8_t *)kb_alloc(n);
+        if (!kb_arena) return NULL;
+        kb_arena_size = n;
+    }
+    kb_arena_busy = true;
+    return kb_arena;
+}
+
+static void kb_arena_put(uint8_t *p) {
+    if (p && p == kb_arena) kb_arena_busy = false;
+}
+
+static void kb_arena_release(void) {
+    free(kb_arena);
+    kb_arena = NULL;
+    kb_arena_size = 0;
+    kb_arena_busy = false;
+}
+
 /* One packed ternary weight (a layout with its tiles) and the copies the calls rotate among. */
 typedef struct kb_wset {
     int type;
@@ -628,7 +721,7 @@ typedef struct kb_wset {
     size_t packed_bytes;         /* bitnet_*_nbytes */
     size_t read_bytes;           /* bytes of the weight streams a product reads */
     int n_copies;                /* >= 1; copies[0] is the base */
-    uint8_t *copy_buf;           /* copies 1.. at copy_buf + (i-1)*stride */
+    uint8_t *copy_buf;           /* copies 1.. at copy_buf + (i-1)*stride (the arena) */
     size_t stride;
     bitnet_tensor *copies;
     bitnet_tensor_extra *extras;
@@ -636,7 +729,7 @@ typedef struct kb_wset {
 
 static void kb_wset_free(kb_wset *w) {
     free(w->packed);
-    free(w->copy_buf);
+    kb_arena_put(w->copy_buf);
     free(w->copies);
     free(w->extras);
     memset(w, 0, sizeof *w);
@@ -702,7 +795,7 @@ static bitnet_status kb_wset_make(kb_wset *ws, int type, bitnet_tiles tiles, con
     ws->stride = kb_round64(nbytes);
     ws->copies = (bitnet_tensor *)calloc((size_t)ws->n_copies, sizeof *ws->copies);
     ws->extras = (bitnet_tensor_extra *)calloc((size_t)ws->n_copies, sizeof *ws->extras);
-    if (ws->n_copies > 1) ws->copy_buf = (uint8_t *)kb_alloc(ws->stride * (size_t)(ws->n_copies - 1));
+    if (ws->n_copies > 1) ws->copy_buf = kb_arena_get(ws->stride * (size_t)(ws->n_copies - 1));
     if (!ws->copies || !ws->extras || (ws->n_copies > 1 && !ws->copy_buf)) {
         const int n = ws->n_copies;
         kb_wset_free(ws);
@@ -743,6 +836,58 @@ static void kb_mm_call(void *arg, int64_t i) {
     kb_mm *c = (kb_mm *)arg;
     c->cur = (int)(i % c->n_rot);
     bitnet_threadpool_run(c->tp, kb_mm_task, c);
+}
+
+/* Calls back to back inside ONE pool task, separated by the pool's barrier, as a graph executor runs
+ * consecutive products: thread 0 times each call from before a barrier to after the barrier that
+ * follows the product (bitnet_mul_mat has none at its end). So a call is the product plus two
+ * barrier crossings, without the pool's wake-up latency (a worker that slept between tasks; that
+ * latency is measured on its own, kb_pool_overhead). mm == NULL runs empty calls (the barriers). */
+typedef struct kb_loop {
+    kb_mm *mm;
+    bitnet_threadpool *tp;
+    kb_timer *t;
+    int go;        /* written by thread 0 before the first barrier of a call, read after it */
+    int64_t idx;
+} kb_loop;
+
+static void kb_loop_task(void *arg, int ith, int nth) {
+    kb_loop *L = (kb_loop *)arg;
+    double c0 = 0.0;
+    for (;;) {
+        if (ith == 0) {
+            L->go = kb_timer_more(L->t);
+            if (L->mm) L->mm->cur = (int)(L->idx++ % L->mm->n_rot);
+            c0 = kb_now();
+        }
+        if (nth > 1) bitnet_threadpool_barrier(L->tp);
+        if (!L->go) break;
+        if (L->mm) bitnet_mul_mat(&L->mm->w->copies[L->mm->cur], &L->mm->x, &L->mm->y, L->mm->ws, L->mm->wsize, ith, nth, L->tp);
+        if (nth > 1) bitnet_threadpool_barrier(L->tp);
+        if (ith == 0) kb_timer_add(L->t, kb_now() - c0);
+    }
+}
+
+static kb_stats kb_measure_in_task(kb_mm *mm, bitnet_threadpool *tp, const kb_opts *o) {
+    kb_timer t;
+    kb_timer_init(&t, o);
+    kb_loop L = {mm, tp, &t, 1, 0};
+    bitnet_threadpool_run(tp, kb_loop_task, &L);
+    return kb_timer_finish(&t);
+}
+
+/* A product call the way o asks: in one task (default) or one bitnet_threadpool_run per call. */
+static kb_stats kb_measure_mm(kb_mm *mm, const kb_opts *o) {
+    return o->pool_run ? kb_measure(kb_mm_call, mm, o) : kb_measure_in_task(mm, mm->tp, o);
+}
+
+static void kb_empty_task(void *arg, int ith, int nth) {
+    (void)arg, (void)ith, (void)nth;
+}
+
+static void kb_empty_call(void *arg, int64_t i) {
+    (void)i;
+    bitnet_threadpool_run((bitnet_threadpool *)arg, kb_empty_task, NULL);
 }
 
 static void kb_f32_tensor(bitnet_tensor *t, const char *name, float *data, int64_t cols, int64_t rows) {
@@ -923,15 +1068,15 @@ static bitnet_status kb_measure_wset(const kb_env *e, kb_wset *w, float *x, floa
     bitnet_status st = kb_mm_setup(&mm, w, x, y, 1, e->pools[0], err);
     if (st) return st;
     kb_ctor ctor = {&mm, 1};
-    r->ctor1 = kb_measure(kb_ctor_call, &ctor, o);
+    if (o->lut_share) r->ctor1 = kb_measure(kb_ctor_call, &ctor, o);
     for (int ti = 0; ti < o->n_threads; ++ti) {
         mm.tp = e->pools[ti];
         r->gemv[ti].threads = o->threads[ti];
         mm.n_rot = w->n_copies;
-        r->gemv[ti].dram = kb_measure(kb_mm_call, &mm, o);
+        r->gemv[ti].dram = kb_measure_mm(&mm, o);
         if (o->in_cache && fits) {
             mm.n_rot = 1;
-            r->gemv[ti].cache = kb_measure(kb_mm_call, &mm, o);
+            r->gemv[ti].cache = kb_measure_mm(&mm, o);
         }
     }
     free(mm.ws);
@@ -941,14 +1086,14 @@ static bitnet_status kb_measure_wset(const kb_env *e, kb_wset *w, float *x, floa
         st = kb_mm_setup(&mm, w, x, y, N, e->pools[0], err);
         if (st) return st;
         kb_ctor cn = {&mm, N};
-        r->ctorN[bi] = kb_measure(kb_ctor_call, &cn, o);
+        if (o->lut_share) r->ctorN[bi] = kb_measure(kb_ctor_call, &cn, o);
         for (int ti = 0; ti < o->n_threads; ++ti) {
             mm.tp = e->pools[ti];
             mm.n_rot = w->n_copies;
             kb_batch *b = &r->batch[r->n_batch++];
             b->threads = o->threads[ti];
             b->N = N;
-            b->t = kb_measure(kb_mm_call, &mm, o);
+            b->t = kb_measure_mm(&mm, o);
         }
         free(mm.ws);
     }
@@ -969,7 +1114,7 @@ static bitnet_status kb_product(const kb_env *e, kb_wset *w, float *x, float *y,
 static void kb_ref_product(const kb_wset *w, const float *x, float *y, int64_t N) {
     const bitnet_tensor_extra *ex = w->base.extra;
     const int64_t K = ex->shape.K, M = ex->shape.M;
-    int8_t *q = (int8_t *)malloc((size_t)(N * K));
+    int8_t *q = (int8_t *)calloc((size_t)(N * K), 1);
     int32_t *acc = (int32_t *)malloc((size_t)(N * M) * sizeof(int32_t));
     float *s = (float *)malloc((size_t)N * sizeof(float));
     if (!q || !acc || !s) {
@@ -1022,6 +1167,8 @@ static void kb_json_stats(FILE *f, const kb_stats *s) {
     kb_json_num(f, s->max * 1e6);
     fprintf(f, ", \"sd_us\": ");
     kb_json_num(f, s->sd * 1e6);
+    fprintf(f, ", \"mean_us\": ");
+    kb_json_num(f, s->mean * 1e6);
     fprintf(f, ", \"reps\": %d, \"calls\": %lld}", s->reps, (long long)s->calls);
 }
 
@@ -1095,7 +1242,7 @@ static void kb_fmt_num(char *out, size_t n, double v, int prec) {
 typedef struct kb_done {
     kb_job job;
     kb_result lut, i2s;
-    bool have_i2s, checked_ref;
+    bool have_i2s;
     char check[192];
 } kb_done;
 
@@ -1265,6 +1412,26 @@ int main(int argc, char **argv) {
     } else {
         printf("# read bandwidth: not measured (--no-bw); no roofline percentages\n");
     }
+    /* Thread-pool costs, to read the product times against. */
+    kb_stats pool_rt[KB_MAX_LIST], pool_bar[KB_MAX_LIST];
+    {
+        kb_opts po = o;
+        po.min_time = o.min_time < 0.01 ? o.min_time : 0.01;
+        printf("# thread pool per call: empty task (bitnet_threadpool_run)");
+        for (int ti = 0; ti < o.n_threads; ++ti) {
+            pool_rt[ti] = kb_measure(kb_empty_call, pools[ti], &po);
+            printf("%s %d thr %.2f us", ti ? "," : "", o.threads[ti], pool_rt[ti].median * 1e6);
+        }
+        printf("; two barriers inside a task");
+        for (int ti = 0; ti < o.n_threads; ++ti) {
+            pool_bar[ti] = kb_measure_in_task(NULL, pools[ti], &po);
+            printf("%s %d thr %.2f us", ti ? "," : "", o.threads[ti], pool_bar[ti].median * 1e6);
+        }
+        printf("\n# product calls run %s\n",
+               o.pool_run ? "one bitnet_threadpool_run each (--pool-run: the round trip above is included)"
+                          : "back to back inside one pool task, each followed by a barrier (the barrier pair above is "
+                            "included, the round trip is not; --pool-run changes that)");
+    }
     printf("# GEMV weights from DRAM: calls rotate among copies totalling >= %gx LLC (%s)\n", o.bust_factor,
            o.cache_bust ? "cache-busting" : "DISABLED by --no-cache-bust: one copy, cached when it fits");
     fflush(stdout);
@@ -1276,9 +1443,10 @@ int main(int argc, char **argv) {
 
     int8_t *w8 = NULL;
     int64_t w8_M = 0, w8_K = 0;
-    float *x = NULL, *y = NULL, *yref = NULL;
-    kb_result i2s_cached;
-    bool i2s_cached_ok = false, i2s_cached_ref = false;
+    float *x = NULL, *y = NULL, *yref1 = NULL, *yrefN = NULL;
+    const int64_t Ncheck = o.n_batch ? o.batch[0] : 1;
+    kb_result i2s_res;
+    bool have_i2s = false, ref_is_i2s = false;
     bool failed = false;
     int skipped_from = -1;
     for (int j = 0; j < n_jobs && done; ++j) {
@@ -1293,15 +1461,20 @@ int main(int argc, char **argv) {
         kb_progress("%s %lldx%lld tiles %d/%d/%d (%d of %d)", kb_type_tag(jb->type), (long long)M, (long long)K,
                     jb->tiles.BM, jb->tiles.BK, jb->tiles.bm, j + 1, n_jobs);
         if (!w8 || w8_M != M || w8_K != K) {
+            /* A new shape: random weights and activations, the reference outputs for the check (I2_S
+             * through the host, or bitnet_ref_gemm when I2_S cannot hold the shape) and, unless
+             * --no-i2s, the I2_S timings (shared by every tiles of the shape). */
             free(w8);
             free(x);
             free(y);
-            free(yref);
+            free(yref1);
+            free(yrefN);
             w8 = (int8_t *)malloc((size_t)(M * K));
             x = (float *)kb_alloc((size_t)(maxN * K) * sizeof(float));
             y = (float *)kb_alloc((size_t)(maxN * M) * sizeof(float));
-            yref = (float *)kb_alloc((size_t)(maxN * M) * sizeof(float));
-            if (!w8 || !x || !y || !yref) {
+            yref1 = (float *)kb_alloc((size_t)M * sizeof(float));
+            yrefN = (float *)kb_alloc((size_t)(Ncheck * M) * sizeof(float));
+            if (!w8 || !x || !y || !yref1 || !yrefN) {
                 fprintf(stderr, "bitnet-kernel-bench: out of memory for %lldx%lld\n", (long long)M, (long long)K);
                 failed = true;
                 break;
@@ -1309,24 +1482,35 @@ int main(int argc, char **argv) {
             kb_random_weights(w8, M * K, o.seed + (uint64_t)(M * 1000003 + K));
             kb_random_acts(x, maxN * K, o.seed + (uint64_t)K);
             w8_M = M, w8_K = K;
-            i2s_cached_ok = false;
+            have_i2s = false;
+            ref_is_i2s = (M * K) % 128 == 0;
+            if (ref_is_i2s) {
+                kb_wset wi;
+                const int copies = o.i2s ? kb_copies_for(&env, bitnet_i2s_nbytes(M, K)) : 1;
+                if (kb_wset_make(&wi, BITNET_TYPE_I2_S, (bitnet_tiles){0, 0, 0}, w8, M, K, copies, false, &err)) {
+                    fprintf(stderr, "bitnet-kernel-bench: I2_S %lldx%lld: %s\n", (long long)M, (long long)K, err.msg);
+                    failed = true;
+                    break;
+                }
+                bitnet_status st = kb_product(&env, &wi, x, yref1, 1, &err);
+                if (!st) st = kb_product(&env, &wi, x, yrefN, Ncheck, &err);
+                if (!st && o.i2s) {
+                    kb_progress("  I2_S reference path %lldx%lld", (long long)M, (long long)K);
+                    st = kb_measure_wset(&env, &wi, x, y, &i2s_res, &err);
+                    have_i2s = st == BITNET_OK;
+                }
+                kb_wset_free(&wi);
+                bitnet_lut_free();
+                if (st) {
+                    fprintf(stderr, "bitnet-kernel-bench: I2_S %lldx%lld: %s\n", (long long)M, (long long)K, err.msg);
+                    failed = true;
+                    break;
+                }
+            }
         }
         kb_done *d = &done[n_done];
         d->job = *jb;
-        const int64_t Ncheck = o.n_batch ? o.batch[0] : 1;
 
-        /* reference: I2_S through the host, or bitnet_ref_gemm */
-        kb_wset wi;
-        memset(&wi, 0, sizeof wi);
-        const bool i2s_ok = (M * K) % 128 == 0;
-        if (i2s_ok) {
-            const int copies = o.i2s && !i2s_cached_ok ? kb_copies_for(&env, bitnet_i2s_nbytes(M, K)) : 1;
-            if (kb_wset_make(&wi, BITNET_TYPE_I2_S, (bitnet_tiles){0, 0, 0}, w8, M, K, copies, false, &err) != BITNET_OK) {
-                fprintf(stderr, "bitnet-kernel-bench: I2_S %lldx%lld: %s\n", (long long)M, (long long)K, err.msg);
-                failed = true;
-                break;
-            }
-        }
         kb_wset wl;
         if (kb_wset_make(&wl, jb->type, jb->tiles, w8, M, K, kb_copies_for(&env, jb->type == BITNET_TYPE_TL1
                                                                                     ? bitnet_tl1_nbytes(M, K)
@@ -1334,25 +1518,26 @@ int main(int argc, char **argv) {
                          o.force_generic, &err) != BITNET_OK) {
             fprintf(stderr, "bitnet-kernel-bench: %s %lldx%lld tiles %d/%d/%d: %s\n", kb_type_tag(jb->type),
                     (long long)M, (long long)K, jb->tiles.BM, jb->tiles.BK, jb->tiles.bm, err.msg);
-            kb_wset_free(&wi);
             failed = true;
             break;
         }
+        if (!ref_is_i2s) {
+            kb_ref_product(&wl, x, yref1, 1);
+            kb_ref_product(&wl, x, yrefN, Ncheck);
+        }
 
-        /* correctness first: N = 1 and N = Ncheck, bit for bit */
-        snprintf(d->check, sizeof d->check, "bit-exact with %s (N = 1, %lld)", i2s_ok ? "I2_S" : "bitnet_ref_gemm",
-                 (long long)Ncheck);
+        /* correctness first: N = 1 and N = Ncheck with all threads, bit for bit */
+        snprintf(d->check, sizeof d->check, "bit-exact with %s (N = 1, %lld)",
+                 ref_is_i2s ? "I2_S" : "bitnet_ref_gemm", (long long)Ncheck);
         const int64_t checks[2] = {1, Ncheck};
         for (int c = 0; c < (Ncheck > 1 ? 2 : 1); ++c) {
             const int64_t N = checks[c];
-            bitnet_status st = kb_product(&env, &wl, x, y, N, &err);
-            if (!st && i2s_ok) st = kb_product(&env, &wi, x, yref, N, &err);
-            if (st) {
+            const float *yref = c ? yrefN : yref1;
+            if (kb_product(&env, &wl, x, y, N, &err) != BITNET_OK) {
                 fprintf(stderr, "bitnet-kernel-bench: %s\n", err.msg);
                 failed = true;
                 break;
             }
-            if (!i2s_ok) kb_ref_product(&wl, x, yref, N);
             if (memcmp(y, yref, (size_t)(N * M) * sizeof(float)) != 0) {
                 int64_t bad = 0;
                 while (bad < N * M && !memcmp(&y[bad], &yref[bad], sizeof(float))) ++bad;
@@ -1365,42 +1550,23 @@ int main(int argc, char **argv) {
                 break;
             }
         }
-        if (failed) {
-            kb_wset_free(&wl);
-            kb_wset_free(&wi);
-            break;
-        }
-
-        if (kb_measure_wset(&env, &wl, x, y, &d->lut, &err) != BITNET_OK) {
+        if (!failed && kb_measure_wset(&env, &wl, x, y, &d->lut, &err) != BITNET_OK) {
             fprintf(stderr, "bitnet-kernel-bench: %s\n", err.msg);
             failed = true;
         }
-        if (!failed && o.i2s && i2s_ok) {
-            if (!i2s_cached_ok) {
-                if (kb_measure_wset(&env, &wi, x, y, &i2s_cached, &err) != BITNET_OK) {
-                    fprintf(stderr, "bitnet-kernel-bench: %s\n", err.msg);
-                    failed = true;
-                } else {
-                    i2s_cached_ok = true;
-                    i2s_cached_ref = false;
-                }
-            } else {
-                i2s_cached_ref = true;
-            }
-            d->i2s = i2s_cached;
-            d->have_i2s = i2s_cached_ok;
-            d->checked_ref = i2s_cached_ref;
-        }
+        d->i2s = i2s_res;
+        d->have_i2s = have_i2s;
         kb_wset_free(&wl);
-        kb_wset_free(&wi);
-        bitnet_lut_free(); /* the transformed tensors' extras */
+        bitnet_lut_free(); /* the transformed tensor's extra */
         if (failed) break;
         ++n_done;
     }
     free(w8);
     free(x);
     free(y);
-    free(yref);
+    free(yref1);
+    free(yrefN);
+    kb_arena_release();
 
     /* ---- table ---- */
     double load1[3];
@@ -1531,6 +1697,14 @@ int main(int argc, char **argv) {
                 kb_json_num(f, bw[i].gbps_max);
                 fprintf(f, ", \"pass\": ");
                 kb_json_stats(f, &bw[i].s);
+                fprintf(f, "}");
+            }
+            fprintf(f, "]},\n \"pool\": {\"calls_in_one_task\": %s, \"results\": [", o.pool_run ? "false" : "true");
+            for (int i = 0; i < o.n_threads; ++i) {
+                fprintf(f, "%s{\"threads\": %d, \"empty_run\": ", i ? ", " : "", o.threads[i]);
+                kb_json_stats(f, &pool_rt[i]);
+                fprintf(f, ", \"barrier_pair\": ");
+                kb_json_stats(f, &pool_bar[i]);
                 fprintf(f, "}");
             }
             fprintf(f, "]},\n \"kernels\": [");
