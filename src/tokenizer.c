@@ -975,9 +975,13 @@ static bitnet_status bpe_piece(const bitnet_vocab *v, const char *text, size_t l
     return BITNET_OK;
 }
 
-/* Pre-tokenize one raw fragment with the regex and tokenize each piece (text between matches included). */
-static bitnet_status bpe_raw(const bitnet_vocab *v, const char *text, size_t len, bpe_scratch *sc, ids *out,
-                             bitnet_error *err) {
+/* Called for each pre-tokenizer piece [off, off + n) of a fragment. */
+typedef bitnet_status (*piece_fn)(void *ctx, const char *text, size_t off, size_t n, bitnet_error *err);
+
+/* Cut one raw fragment into pieces with the regex: each match is a piece, and so is the text between
+ * matches (only invalid UTF-8 can be left unmatched by the supported regexes). */
+static bitnet_status pretokenize(const bitnet_vocab *v, const char *text, size_t len, piece_fn fn, void *ctx,
+                                 bitnet_error *err) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(v->re, NULL);
     if (!md) return bitnet_fail(err, BITNET_ERR_NOMEM, "tokenize: out of memory");
     bitnet_status st = BITNET_OK;
@@ -999,14 +1003,71 @@ static bitnet_status bpe_raw(const bitnet_vocab *v, const char *text, size_t len
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         const size_t ms = ov[0], me = ov[1];
-        if (ms > done) st = bpe_piece(v, text + done, ms - done, sc, out, err); /* unmatched bytes */
-        if (st == BITNET_OK) st = bpe_piece(v, text + ms, me - ms, sc, out, err);
-        done = me;
+        if (ms > done) st = fn(ctx, text, done, ms - done, err); /* unmatched bytes */
+        if (st == BITNET_OK && me > ms) st = fn(ctx, text, ms, me - ms, err);
+        if (me > done) done = me;
         pos = me > ms ? me : ms + 1; /* the regexes never match empty; guard anyway */
     }
-    if (st == BITNET_OK && done < len) st = bpe_piece(v, text + done, len - done, sc, out, err);
+    if (st == BITNET_OK && done < len) st = fn(ctx, text, done, len - done, err);
     pcre2_match_data_free(md);
     return st;
+}
+
+typedef struct bpe_ctx {
+    const bitnet_vocab *v;
+    bpe_scratch *sc;
+    ids *out;
+} bpe_ctx;
+
+static bitnet_status bpe_piece_cb(void *ctx, const char *text, size_t off, size_t n, bitnet_error *err) {
+    bpe_ctx *c = (bpe_ctx *)ctx;
+    return bpe_piece(c->v, text + off, n, c->sc, c->out, err);
+}
+
+/* Pre-tokenize one raw fragment and tokenize each piece. */
+static bitnet_status bpe_raw(const bitnet_vocab *v, const char *text, size_t len, bpe_scratch *sc, ids *out,
+                             bitnet_error *err) {
+    bpe_ctx c = {v, sc, out};
+    return pretokenize(v, text, len, bpe_piece_cb, &c, err);
+}
+
+typedef struct ends_ctx {
+    size_t *a, n, cap;
+} ends_ctx;
+
+static bitnet_status push_end(void *ctx, const char *text, size_t off, size_t n, bitnet_error *err) {
+    (void)text;
+    ends_ctx *e = (ends_ctx *)ctx;
+    if (e->n == e->cap) {
+        size_t nc = e->cap ? e->cap * 2 : 16;
+        size_t *na = (size_t *)realloc(e->a, nc * sizeof *na);
+        if (!na) return bitnet_fail(err, BITNET_ERR_NOMEM, "pretokenize: out of memory");
+        e->a = na;
+        e->cap = nc;
+    }
+    e->a[e->n++] = off + n;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_pretokenize(const bitnet_vocab *v, const char *text, size_t len, size_t **ends, size_t *n_pieces,
+                                 bitnet_error *err) {
+    *ends = NULL;
+    *n_pieces = 0;
+    if (!text && len > 0) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "pretokenize: NULL text of length %zu", len);
+    ends_ctx e = {NULL, 0, 0};
+    bitnet_status st = BITNET_OK;
+    if (v->kind == VOCAB_BPE) st = pretokenize(v, text, len, push_end, &e, err);
+    else if (len > 0) st = push_end(&e, text, 0, len, err);
+    if (st == BITNET_OK && !e.a && !(e.a = (size_t *)malloc(sizeof(size_t)))) {
+        st = bitnet_fail(err, BITNET_ERR_NOMEM, "pretokenize: out of memory");
+    }
+    if (st != BITNET_OK) {
+        free(e.a);
+        return st;
+    }
+    *ends = e.a;
+    *n_pieces = e.n;
+    return BITNET_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1195,34 +1256,68 @@ size_t bitnet_token_to_piece(const bitnet_vocab *v, int32_t token, bool special,
     }
 }
 
+/* Appends one raw-text fragment of an SPM vocabulary to buf: "▁" left by byte tokens becomes a space (as
+ * NORMAL tokens print it), then the space the tokenizer prepended is dropped. */
+static size_t put_fragment(char *buf, size_t buf_size, size_t o, char *frag, size_t n, bool unprefix) {
+    if (n == 0) return o;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + 3 <= n && memcmp(frag + i, "\xE2\x96\x81", 3) == 0) {
+            frag[w++] = ' ';
+            i += 3;
+        } else {
+            frag[w++] = frag[i++];
+        }
+    }
+    const size_t skip = unprefix && w > 0 && frag[0] == ' ' ? 1 : 0;
+    return put(buf, buf_size, o, frag + skip, w - skip);
+}
+
 size_t bitnet_detokenize(const bitnet_vocab *v, const int32_t *tokens, size_t n_tokens, bool special, char *buf,
                          size_t buf_size) {
     size_t o = 0;
-    const bool unprefix = v->kind == VOCAB_SPM && v->add_space_prefix;
-    bool fragment_start = true; /* the next raw-text token starts a fragment (its leading space was added) */
-    for (size_t i = 0; i < n_tokens; i++) {
-        const int32_t t = tokens[i];
-        const int ty = t >= 0 && t < v->n ? v->type[t] : 0;
-        const bool sep = ty == BITNET_TOKEN_CONTROL || ty == BITNET_TOKEN_USER_DEFINED;
-        char small[64];
-        size_t pn = bitnet_token_to_piece(v, t, special, small, sizeof small);
-        const char *piece = small;
-        char *big = NULL;
-        if (pn > sizeof small) {
-            big = (char *)malloc(pn);
-            if (!big) return o; /* out of memory: the length so far (callers size buffers from it) */
-            bitnet_token_to_piece(v, t, special, big, pn);
-            piece = big;
+    if (v->kind != VOCAB_SPM) {
+        for (size_t i = 0; i < n_tokens; i++) {
+            const size_t pn = bitnet_token_to_piece(v, tokens[i], special, NULL, 0);
+            if (o < buf_size) bitnet_token_to_piece(v, tokens[i], special, buf + o, buf_size - o);
+            o += pn;
         }
-        size_t skip = 0;
-        if (unprefix && !sep && fragment_start && pn > 0) {
-            if (piece[0] == ' ') skip = 1;
-        }
-        if (!sep && pn > 0) fragment_start = false;
-        if (sep) fragment_start = true;
-        o = put(buf, buf_size, o, piece + skip, pn - skip);
-        free(big);
+        return o;
     }
+    /* SPM: raw-text fragments are collected, then mapped back (put_fragment) */
+    char *frag = NULL;
+    size_t fn = 0, fcap = 0;
+    bool oom = false;
+    for (size_t i = 0; i <= n_tokens && !oom; i++) {
+        const int32_t t = i < n_tokens ? tokens[i] : -1;
+        const int ty = t >= 0 && t < v->n ? v->type[t] : 0;
+        const bool sep = i == n_tokens || ty == BITNET_TOKEN_CONTROL || ty == BITNET_TOKEN_USER_DEFINED ||
+                         ty == BITNET_TOKEN_UNKNOWN;
+        if (sep) {
+            o = put_fragment(buf, buf_size, o, frag, fn, v->add_space_prefix);
+            fn = 0;
+            if (i < n_tokens) {
+                const size_t pn = bitnet_token_to_piece(v, t, special, NULL, 0);
+                if (o < buf_size) bitnet_token_to_piece(v, t, special, buf + o, buf_size - o);
+                o += pn;
+            }
+            continue;
+        }
+        const size_t pn = bitnet_token_to_piece(v, t, special, NULL, 0);
+        if (fn + pn > fcap) {
+            const size_t nc = 2 * (fn + pn) + 64;
+            char *nf = (char *)realloc(frag, nc);
+            if (!nf) {
+                oom = true; /* out of memory: the length so far */
+                break;
+            }
+            frag = nf;
+            fcap = nc;
+        }
+        bitnet_token_to_piece(v, t, special, frag + fn, pn);
+        fn += pn;
+    }
+    free(frag);
     return o;
 }
 

