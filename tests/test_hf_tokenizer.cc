@@ -296,6 +296,34 @@ TEST(HfTokenizer, SentencePieceStyleTokenizerJson) {
     EXPECT_EQ(v->chat_template, nullptr);
 }
 
+TEST(HfTokenizer, PostProcessorAndMetaspaceVariants) {
+    // Llama 3.1-style post-processor: Sequence[ByteLevel, TemplateProcessing] with <|end|> first → add BOS
+    const std::string seq = subst(bytelevel_json(llama3_pre()), R"("post_processor":{"type":"ByteLevel"})",
+                                  R"("post_processor":{"type":"Sequence","processors":[{"type":"ByteLevel"},
+        {"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<|end|>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}]}]})");
+    const std::string d1 = folder("postseq", {{"tokenizer.json", seq}});
+    HfVocab A;
+    std::string msg;
+    ASSERT_EQ(load(d1, &A, &msg), BITNET_OK) << msg;
+    EXPECT_EQ(A.v->add_bos, 1);
+    EXPECT_EQ(A.v->add_eos, 0);
+    EXPECT_EQ(A.v->bos_id, 5);  // the template's special token, when no config names one
+    // SentencePiece-style files of the newer layout: no normalizer, a Metaspace pre-tokenizer
+    for (const auto &c : std::vector<std::pair<std::string, int>>{{"first", 1}, {"always", 1}, {"never", 0}}) {
+        std::string j = subst(kSpmJson, R"("normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},
+                {"type":"Replace","pattern":{"String":" "},"content":"▁"}]},
+  "pre_tokenizer":null,)",
+                              R"("normalizer":null,"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":")" +
+                                  c.first + R"(","split":false},)");
+        ASSERT_NE(j.find("Metaspace"), std::string::npos);
+        const std::string d = folder("meta_" + c.first, {{"tokenizer.json", j}});
+        HfVocab H;
+        ASSERT_EQ(load(d, &H, &msg), BITNET_OK) << msg;
+        EXPECT_STREQ(H.v->model, "llama");
+        EXPECT_EQ(H.v->add_space_prefix, c.second) << c.first;
+    }
+}
+
 TEST(HfTokenizer, SentencePieceModelFile) {
     const std::string config = R"({"add_bos_token":true,"add_eos_token":false,
         "added_tokens_decoder":{"1":{"content":"<s>","special":true},"11":{"content":"<extra>","special":false},
