@@ -13,4 +13,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# Executables are linked statically. A dynamic binary run with `qemu-aarch64 -L /usr/aarch64-linux-gnu`
+# takes the loader from the cross toolchain's libc but, once Debian's multiarch libc6:arm64 is installed
+# (the :arm64 -dev packages pull it in), libc.so.6 from /lib/aarch64-linux-gnu: two glibc builds mixed in
+# one process, and the first pthread_create spins forever. A static binary carries its own libc.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
