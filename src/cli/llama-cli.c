@@ -1,8 +1,10 @@
 /* llama-cli.c — the text-generation tool bitnet.cpp users know: load a BitNet GGUF, evaluate a
  * prompt, sample tokens and print them as they come.
  *
- * stdout: the prompt's text followed by the generated text (each token's raw bytes, flushed per token;
- * byte tokens can be partial UTF-8, as bitnet.cpp prints them), then "\n\n" as llama.cpp's main does.
+ * stdout: the prompt's text followed by the generated text (each token's bytes, flushed per token, through
+ * tokenizer.h's UTF-8 stream: a character split over byte tokens is printed whole once complete, every byte
+ * is printed — the same bytes as bitnet.cpp, never a broken sequence mid-stream), then "\n\n" as llama.cpp's
+ * main does.
  * stderr: model and run information at the start, and a closing timing line:
  *   llama-cli: prompt <n> tokens in <ms> ms (<t/s> tokens/s) | generation <n> tokens in <ms> ms (<t/s> tokens/s)
  * Exit status: 0 on success; 1 on a bad flag, a missing or bad file, or a failed evaluation. */
@@ -225,20 +227,28 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static bitnet_utf8_stream g_stdout_utf8; /* zero = empty stream (bitnet_utf8_stream_init) */
+
 static void print_piece(const bitnet_vocab *v, int32_t id) {
-    char buf[256];
+    char buf[256], out[256 + 3];
     size_t n = bitnet_token_to_piece(v, id, false, buf, sizeof buf);
     if (n > sizeof buf) {
-        char *big = malloc(n);
+        char *big = malloc(2 * n + 3); /* the piece, then room for what the stream releases */
         if (big) {
             bitnet_token_to_piece(v, id, false, big, n);
-            fwrite(big, 1, n, stdout);
+            fwrite(big + n, 1, bitnet_utf8_stream_push(&g_stdout_utf8, big, n, big + n), stdout);
             free(big);
         }
     } else {
-        fwrite(buf, 1, n, stdout);
+        fwrite(out, 1, bitnet_utf8_stream_push(&g_stdout_utf8, buf, n, out), stdout);
     }
     fflush(stdout);
+}
+
+/* The bytes print_piece still holds (an incomplete UTF-8 sequence at the end), as they are. */
+static void print_pieces_end(void) {
+    char rest[4];
+    fwrite(rest, 1, bitnet_utf8_stream_flush(&g_stdout_utf8, rest), stdout);
 }
 
 static void print_ids(const char *what, const int32_t *ids, size_t n) {
@@ -370,6 +380,7 @@ int main(int argc, char **argv) {
         n_past++;
     }
     const double t_gen = now_ms() - t1;
+    print_pieces_end();
     fputs("\n\n", stdout);
     fflush(stdout);
 
