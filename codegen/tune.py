@@ -255,6 +255,9 @@ def tune_shape(bench: str, target: str, shape, cands: list, baseline: Tiles, bud
         keep = ranked[: max(2, (len(ranked) + 1) // 2)]
         if baseline not in keep:
             keep.append(baseline)
+        if len(keep) >= len(alive):
+            log(f"  stop: {len(alive)} finalists (with the baseline); the choice uses all their rounds")
+            break
         # cost model of the next round: setup per candidate + (reps + 1) repetitions of max(min_time, call)
         n_reps_next, min_time_next = reps, min_time * 2
         per_cand_setup = max(0.0, wall / len(alive) - (reps + 1) * max(min_time, results[ranked[0]].median))
@@ -269,24 +272,44 @@ def tune_shape(bench: str, target: str, shape, cands: list, baseline: Tiles, bud
     return res
 
 
+def scores(res: ShapeResult) -> dict:
+    """Last-round candidates -> geometric mean over every round of (its median / the baseline's median
+    in that round): each ratio compares two timings taken minutes apart at most, so a load change
+    between rounds cancels, and using every round of the finalists damps the noise of one round."""
+    last = res.rounds[-1]["results"]
+    out = {}
+    for t in last:
+        logs = [math.log(rd["results"][t].median / rd["results"][res.baseline].median) for rd in res.rounds
+                if t in rd["results"] and res.baseline in rd["results"] and rd["results"][res.baseline].median > 0
+                and rd["results"][t].median > 0]
+        out[t] = math.exp(sum(logs) / len(logs)) if logs else float("inf")
+    return out
+
+
 def choose(res: ShapeResult, min_gain: float, use_spec: bool) -> None:
-    """Pick the winner from the last round (or the specialized re-timing); see the module doc."""
-    results = res.spec if use_spec and res.spec else res.rounds[-1]["results"]
-    where = "specialized-kernel re-timing" if use_spec and res.spec else f"round {len(res.rounds)}"
-    best = min(results, key=lambda t: results[t].median)
-    b = results.get(res.baseline)
-    if b is None or best == res.baseline:
-        res.chosen, res.reason = best, f"fastest in the {where}"
-        return
-    gain = 1.0 - results[best].median / b.median
-    if gain > min_gain:
+    """Pick the winner (module doc): with specialized re-timing, its medians relative to the
+    baseline's; else the geometric-mean ratio to the baseline over the rounds (scores). A candidate
+    replaces the baseline only when it is faster by more than min_gain."""
+    if use_spec and res.spec and res.baseline in res.spec:
+        base = res.spec[res.baseline].median
+        sc = {t: m.median / base for t, m in res.spec.items()}
+        where = "specialized-kernel re-timing"
+    else:
+        sc = scores(res)
+        n = len(res.rounds)
+        where = f"{n} round{'s' if n > 1 else ''} (geometric mean of the ratios to the baseline)"
+    best = min(sc, key=lambda t: (sc[t], t != res.baseline))
+    gain = 1.0 - sc[best]
+    if best == res.baseline:
+        res.chosen, res.reason = best, f"the baseline ({res.baseline_origin}) was the fastest over {where}"
+    elif gain > min_gain:
         res.chosen = best
-        res.reason = (f"fastest in the {where}: {gain * 100:.1f} % below the baseline {fmt_tiles(res.baseline)} "
-                      f"({res.baseline_origin})")
+        res.reason = (f"{gain * 100:.1f} % faster than the baseline {fmt_tiles(res.baseline)} "
+                      f"({res.baseline_origin}) over {where}")
     else:
         res.chosen = res.baseline
         res.reason = (f"kept the baseline ({res.baseline_origin}): the fastest, {fmt_tiles(best)}, was only "
-                      f"{gain * 100:.1f} % faster in the {where} (threshold {min_gain * 100:.1f} %)")
+                      f"{gain * 100:.1f} % faster over {where} (threshold {min_gain * 100:.1f} %)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,11 +431,14 @@ def render_yaml(name: str, model: str, target: str, results: list, layout: dict 
     for r in results:
         c.append(f"# {shapesmod.fmt_shape(r.shape)}: chosen {fmt_tiles(r.chosen)} -- {r.reason}; "
                  f"{r.n_candidates} candidates, {len(r.rounds)} round(s)")
-        c.append("#   rank  tiles          median us      min us      max us    GB/s  round  kernel")
+        c.append("#   rank  tiles          median us      min us      max us    GB/s  round  x base  kernel")
         for i, (t, (ri, m)) in enumerate(r.final_ranking()[:top]):
             mark = " <- baseline" if t == r.baseline else ""
+            b = r.rounds[ri]["results"].get(r.baseline)
+            ratio = f"{m.median / b.median:6.3f}" if b and b.median > 0 else "     -"
             c.append(f"#   {i + 1:>4}  {fmt_tiles(t):<12} {m.median * 1e6:>10.1f} {m.min * 1e6:>11.1f} "
-                     f"{m.max * 1e6:>11.1f} {m.gbps:>7.2f} {ri + 1:>6}  {'spec' if m.specialized else 'generic'}{mark}")
+                     f"{m.max * 1e6:>11.1f} {m.gbps:>7.2f} {ri + 1:>6}  {ratio}  "
+                     f"{'spec' if m.specialized else 'generic'}{mark}")
         if r.spec:
             c.append("#   specialized kernels (built from the rendered candidates):")
             for t, m in sorted(r.spec.items(), key=lambda kv: kv[1].median):
@@ -588,8 +614,8 @@ def _tune(args) -> int:
     if args.specialize > 0:
         per_shape = {}
         for r in results:
-            last = r.rounds[-1]["results"]
-            top = sorted(last, key=lambda t: last[t].median)[: args.specialize]
+            sc = scores(r)
+            top = sorted(sc, key=lambda t: sc[t])[: args.specialize]
             if r.baseline not in top:
                 top.append(r.baseline)
             per_shape[r.shape] = top
@@ -597,8 +623,8 @@ def _tune(args) -> int:
         log(f"codegen tune: building specialized kernels of the top {args.specialize} per shape in {work}")
         spec_bench = build_specialized_bench(work, target, per_shape, args.jobs, log)
         for r in results:
-            reps = max(r.rounds[-1]["reps"], 5)
-            min_time = max(r.rounds[-1]["min_time"], 0.02)
+            reps = 5  # a few candidates once more, not bounded by --budget: keep it short
+            min_time = min(max(r.rounds[-1]["min_time"], 0.05), 0.5)
             meas, wall = run_bench(spec_bench, target, r.shape, per_shape[r.shape], threads, reps, min_time,
                                    max_time=max(2.0, 20 * min_time), seed=args.seed)
             r.spec = meas

@@ -2,7 +2,7 @@
  * (issue #4, "kernel benchmark"; the autotuner `python3 -m codegen tune` drives it).
  *
  * For every (target, M×K shape, tiles) it measures, through the public matmul host (bitnet_mul_mat
- * on a bitnet_threadpool, as the model runs it):
+ * on a bitnet_threadpool, calls back to back inside one pool task separated by the pool barrier):
  *   - GEMV (N = 1) time per call of the whole M×K product, with 1 and all threads, with the weights
  *     read from DRAM (cache-busting: the call rotates among enough identical copies of the packed
  *     weight that the copies together are ≥ 4× the last-level cache, so every call misses) and, when
@@ -21,9 +21,12 @@
  * or the scalar reference bitnet_ref_gemm when M·K is not a multiple of 128. A mismatch is exit 1.
  *
  * Timing: a warm-up repetition, then R repetitions; one repetition runs calls until at least
- * --min-time has passed and yields time/call; reported are the median, min, max and standard
- * deviation over the repetitions. A measurement stops adding repetitions after --max-time once it
- * has 3. 1 GB = 1e9 bytes, 1 GOP = 1e9 operations. Output: a text table (stdout), --json FILE.
+ * --min-time has passed, every call timed on its own, and yields its median call (robust against
+ * the stalls of a busy machine) and its mean; reported are the median, min, max and standard
+ * deviation over the repetitions of the medians (the mean is in the JSON). A measurement stops
+ * adding repetitions after --max-time once it has 3. The thread pool's own costs (an empty task,
+ * two barriers) are printed in the header. 1 GB = 1e9 bytes, 1 GOP = 1e9 operations. Output: a
+ * text table (stdout), --json FILE.
  *
  * Exit status: 0 done; 1 a kernel's output differs from the reference, or memory/threads failed;
  * 2 bad command line (the message names the flag and value). */
@@ -178,7 +181,17 @@ static void kb_usage(FILE *f) {
         "GOP/s = 2*M*K*N / time. LUT%% = time of the LUT constructor for the same N columns on one\n"
         "thread / time of the whole call (the host builds all LUTs on thread 0 before the barrier).\n"
         "Every product is checked bit for bit against the I2_S path (or bitnet_ref_gemm) first.\n"
-        "1 GB = 1e9 bytes. Times are medians of R repetitions; +-%% is the standard deviation.\n"
+        "\n"
+        "Timing: product calls run back to back inside one thread-pool task, each followed by the\n"
+        "pool barrier (as a graph executor runs consecutive products), unless --pool-run. Every call\n"
+        "is timed; a repetition (>= --min-time of calls, after one warm-up repetition) yields its\n"
+        "median call, and the table shows the median over repetitions with +-%% = their standard\n"
+        "deviation (JSON also has min, max and the mean = throughput including stalls). The header\n"
+        "prints the pool's own costs (an empty task, two barriers) to read small shapes against.\n"
+        "Cache-busting: a weight smaller than --bust-factor x LLC is copied until the copies fill\n"
+        "that much memory and successive calls rotate through them, so each call reads its weight\n"
+        "from DRAM; 'in-cache' repeats one copy (shown only when it fits in half the LLC).\n"
+        "1 GB = 1e9 bytes, 1 GOP = 1e9 operations.\n"
         "\n"
         "Exit status: 0 ok; 1 a kernel disagrees with the reference or an allocation failed; 2 bad usage.\n");
 }
@@ -1370,6 +1383,7 @@ int main(int argc, char **argv) {
            kb_isa("avx2") ? "yes" : "no", kb_isa("avx512f") ? "yes" : "no", load0[0], load0[1], load0[2]);
     printf("# timing: median of up to %d repetitions of >= %g s (after a warm-up), stop after %g s; ±%% = stddev\n",
            o.reps, o.min_time, o.max_time);
+    printf("#         each repetition's time is its median call; the JSON adds the mean (throughput with stalls)\n");
 
     /* Bandwidth. */
     kb_bw bw[KB_MAX_LIST];

@@ -25,7 +25,7 @@ B2_CFG = os.path.join(CONFIGS, "BitNet-b1.58-2B-4T.yaml")
 
 # A stand-in for bitnet-kernel-bench: parses the flags the tuner passes and writes the JSON the real
 # tool writes, with median GEMV time = a fixed function of the tiles (env FAKE_BENCH_MODE):
-#   bowl:     100 + |BM - 160| + |BK - 192| / 10 us (a unique minimum at 160/192/32)
+#   bowl:     100 + |BM - 160| + |BK - 192| / 10 + BM / 1000 us (no ties; the minimum at 160/192/32)
 #   flat:     100 us, except 99.5 us for BM 32 (a 0.5 % "win" the min-gain rule must ignore)
 #   mismatch: as bowl, but the kernel check of BM 64 reports a mismatch
 #   crash:    exit 1 without JSON
@@ -52,7 +52,7 @@ with open(os.environ["FAKE_BENCH_LOG"], "a") as f:
 def t_us(bm, bk, sm):
     if mode == "flat":
         return 99.5 if bm == 32 else 100.0
-    return 100.0 + abs(bm - 160) + abs(bk - 192) / 10.0
+    return 100.0 + abs(bm - 160) + abs(bk - 192) / 10.0 + bm / 1000.0
 ks = []
 for bm, bk, sm in tiles:
     us = t_us(bm, bk, sm)
@@ -164,7 +164,7 @@ class SearchWithFakeBench(unittest.TestCase):
         for shape in c.shapes:
             cands = tune.candidates("tl2", *shape)
             # the fake's unique minimum: BM closest to 160, BK closest to 192
-            want = min(cands, key=lambda t: abs(t[0] - 160) + abs(t[1] - 192) / 10.0)
+            want = min(cands, key=lambda t: abs(t[0] - 160) + abs(t[1] - 192) / 10.0 + t[0] / 1000.0)
             self.assertEqual(chosen[shape], want, shape)
         # ARM presets: the tl1 table of the source config, unchanged
         src = cfg.load_config(B2_CFG).table("tl1", "default")
@@ -174,9 +174,11 @@ class SearchWithFakeBench(unittest.TestCase):
         for key in ("# command:   python3 -m codegen tune --model configs/BitNet-b1.58-2B-4T.yaml --target tl2",
                     "# date:", "# machine:", "# objective:", "# search:", "# budget:"):
             self.assertIn(key, text)
-        self.assertRegex(text, r"# 2560x6912: chosen 160/192/32 -- fastest in the round \d+: [0-9.]+ % below the "
-                               r"baseline 256/96/32 \(BitNet-b1.58-2B-4T/default\); 56 candidates, \d+ round\(s\)")
-        self.assertRegex(text, r"#\s+1\s+160/192/32\s+100\.0\s+99\.0\s+101\.0")
+        # 2560x6912: baseline 256/96/32 costs 100 + 96 + 9.6 + 0.256 us in the fake, the best 100.16 us
+        self.assertRegex(text, r"# 2560x6912: chosen 160/192/32 -- 51\.3 % faster than the baseline 256/96/32 "
+                               r"\(BitNet-b1.58-2B-4T/default\) over \d+ rounds \(geometric mean of the ratios to "
+                               r"the baseline\); 56 candidates, \d+ round\(s\)")
+        self.assertRegex(text, r"#\s+1\s+160/192/32\s+100\.2\s+99\.2\s+101\.2\s+7\.99\s+\d+\s+0\.487  generic\n")
         # JSON: round 1 timed every candidate (plus the baseline), later rounds at most half (+ baseline)
         with open(os.path.splitext(out)[0] + ".tune.json") as f:
             doc = json.load(f)
