@@ -19,10 +19,18 @@ Steps (each prints one status line and logs to its own file in --log-dir):
                      configs/ and generated/ are never written. Log: codegen.log.
   3. cmake configure build/ (Ninja when installed), -DBITNET_GENERATED_DIR, -DBITNET_LUT_TABLE.
                      Log: cmake-configure.log.
-  4. cmake build     llama-cli, bitnet-dummy (and llama-bench when the project has it). Log: cmake-build.log.
+  4. cmake build     llama-cli, bitnet-dummy, bitnet-convert (and llama-bench when the project has it).
+                     Log: cmake-build.log.
   5. prepare model   `ggml-model-<quant>.gguf` in the model folder: nothing to do when a GGUF of that
-                     type is there (another file name gets a symlink). Converting between types and
-                     from Hugging Face checkpoints is not supported yet (issue #3). Log: prepare-model.log.
+                     type is there (another file name gets a symlink); a Hugging Face checkpoint is
+                     converted with utils/convert-hf-to-gguf-bitnet.py (the build's bitnet-convert;
+                     --quant-embd keeps the token embedding in F16). Converting a GGUF into another
+                     type is not supported. Log: prepare-model.log.
+
+Models: bitnet.cpp's list (KNOWN_HF_REPOS below, shown by --help: 1bitLLM bitnet_b1_58-large/3B,
+HF1BitLLM Llama3-8B-1.58-100B-tokens, tiiuae Falcon3-*-1.58bit and Falcon-E-*, microsoft
+BitNet-b1.58-2B-4T); any OWNER/NAME folder is accepted. The shapes always come from the folder's
+config.json or GGUF, never from a table of model names.
 
 Exit status: 0 when every step succeeded; 1 naming the failed step and its log; 2 for bad arguments.
 Design notes: ../shared/docs/design.md §4 (the flags and what users expect), docs/ARCHITECTURE.md.
@@ -45,10 +53,19 @@ sys.path.insert(0, ROOT)
 from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
 
 QUANT_TYPES = ("i2_s", "tl1", "tl2")
+# bitnet.cpp's setup_env.py list, for the help text and the no-download instructions only.
+KNOWN_HF_REPOS = (
+    "1bitLLM/bitnet_b1_58-large", "1bitLLM/bitnet_b1_58-3B", "HF1BitLLM/Llama3-8B-1.58-100B-tokens",
+    "tiiuae/Falcon3-1B-Instruct-1.58bit", "tiiuae/Falcon3-3B-Instruct-1.58bit", "tiiuae/Falcon3-7B-Instruct-1.58bit",
+    "tiiuae/Falcon3-10B-Instruct-1.58bit", "tiiuae/Falcon3-1B-1.58bit", "tiiuae/Falcon3-3B-1.58bit",
+    "tiiuae/Falcon3-7B-1.58bit", "tiiuae/Falcon3-10B-1.58bit", "tiiuae/Falcon-E-1B-Instruct",
+    "tiiuae/Falcon-E-3B-Instruct", "tiiuae/Falcon-E-1B-Base", "tiiuae/Falcon-E-3B-Base",
+    "microsoft/BitNet-b1.58-2B-4T",
+)
 TERNARY_TYPE_IDS = {"i2_s": 36, "tl1": 38, "tl2": 39}
 TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 36: "I2_S", 38: "TL1", 39: "TL2"}
-BITNET_ARCHS = ("bitnet", "bitnet-b1.58")
-TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "llama-bench")
+BITNET_ARCHS = ("bitnet", "bitnet-b1.58", "bitnet-25", "llama")
+TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
 N_STEPS = 5
 
 
@@ -106,11 +123,12 @@ def gguf_facts(path: str) -> dict:
 
 
 def hf_instructions(repo: str, folder: str, quant: str) -> str:
+    gguf_repo = f" (or the GGUF of https://huggingface.co/{repo}-gguf)" if repo.lower().endswith("2b-4t") else ""
     return (f"nothing can be downloaded here; {folder}/ has no model. Put the files there, then run this again:\n"
-            f"    {folder}/ggml-model-{quant}.gguf   a BitNet GGUF (e.g. fetched elsewhere from "
-            f"https://huggingface.co/{repo}), or\n"
-            f"    {folder}/config.json + {folder}/*.safetensors + tokenizer.model or tokenizer.json   "
-            f"the Hugging Face checkpoint (converting it to GGUF is not supported yet, issue #3)\n"
+            f"    {folder}/config.json + *.safetensors (or the shards and model.safetensors.index.json) + "
+            f"tokenizer.json or tokenizer.model + tokenizer_config.json   the Hugging Face checkpoint of "
+            f"https://huggingface.co/{repo} (fetched elsewhere; it is converted here), or\n"
+            f"    {folder}/ggml-model-{quant}.gguf   a BitNet GGUF{gguf_repo}\n"
             f"  To try the runtime without a download, make a random model of a known layout:\n"
             f"    python3 utils/generate-dummy-bitnet-model.py --model-size 125M --outtype {quant} "
             f"--outfile models/dummy-bitnet-125m.{quant}.gguf")
@@ -139,13 +157,21 @@ def find_model(args, r: Runner) -> dict:
         r.log("prepare-model.log", f"found {p}: architecture {f['arch']}, ternary types {f['ternary_types']}")
         if f["arch"] in BITNET_ARCHS and f["ternary_types"]:
             candidates.append(f)
+    # A GGUF already in the requested type wins; then a Hugging Face checkpoint (converted in step 5);
+    # then a GGUF of another type (step 5 says what to do with it).
+    same = [f for f in candidates if f["ternary_types"] == [TERNARY_TYPE_IDS[args.quant_type]]]
+    if same:
+        return {"folder": folder, "kind": "gguf", "gguf": same[0], "shape_source": same[0]["path"]}
+    config = os.path.join(folder, "config.json")
+    if os.path.isfile(config) and (glob.glob(os.path.join(folder, "*.safetensors")) or
+                                   os.path.isfile(os.path.join(folder, "model.safetensors.index.json"))):
+        r.log("prepare-model.log", f"Hugging Face checkpoint: {config}")
+        return {"folder": folder, "kind": "hf", "gguf": None, "shape_source": config}
     if candidates:
-        # Prefer a file already in the requested type.
-        same = [f for f in candidates if f["ternary_types"] == [TERNARY_TYPE_IDS[args.quant_type]]]
-        facts = (same or candidates)[0]
-        return {"folder": folder, "kind": "gguf", "gguf": facts, "shape_source": facts["path"]}
-    if os.path.isfile(os.path.join(folder, "config.json")) and glob.glob(os.path.join(folder, "*.safetensors")):
-        return {"folder": folder, "kind": "hf", "gguf": None, "shape_source": os.path.join(folder, "config.json")}
+        return {"folder": folder, "kind": "gguf", "gguf": candidates[0], "shape_source": candidates[0]["path"]}
+    if os.path.isfile(config) and glob.glob(os.path.join(folder, "*.bin")):
+        raise StepFailed(f"{folder} holds a PyTorch *.bin checkpoint: only safetensors checkpoints are converted "
+                         f"(save it with safetensors first)")
     if args.hf_repo:
         raise StepFailed(hf_instructions(args.hf_repo, folder, args.quant_type))
     if not os.path.isdir(folder):
@@ -280,23 +306,45 @@ def build_tools(args, r: Runner, build: str) -> str:
 # Step 5: prepare the model file
 # --------------------------------------------------------------------------------------------
 
+def convert_checkpoint(args, r: Runner, model: dict, target: str) -> str:
+    """Step 5 for a Hugging Face checkpoint: utils/convert-hf-to-gguf-bitnet.py into `target`."""
+    q = args.quant_type
+    cmd = [sys.executable, os.path.join(ROOT, "utils", "convert-hf-to-gguf-bitnet.py"), model["folder"],
+           "--outtype", q, "--outfile", target, "--build-dir", os.path.abspath(args.build_dir)]
+    if args.quant_embd:
+        cmd.append("--quant-embd")
+    if args.use_pretuned:
+        cmd.append("--use-pretuned")
+    t0 = time.time()
+    rc = r.run(cmd, "prepare-model.log")
+    if rc != 0:
+        last = [line for line in _tail(r.log_path("prepare-model.log"), 40).splitlines()
+                if "bitnet-convert:" in line or "convert-hf-to-gguf-bitnet:" in line]
+        why = last[-1].strip() if last else f"exit {rc}"
+        raise StepFailed(f"converting {model['folder']} to {q.upper()} failed: {why}")
+    facts = gguf_facts(target)
+    embd = " (token embedding F16)" if args.quant_embd else ""
+    return (f"{target}: converted from the Hugging Face checkpoint to {facts['arch']} {q.upper()}{embd} "
+            f"in {time.time() - t0:.0f} s")
+
+
 def prepare_model(args, r: Runner, model: dict) -> str:
     q = args.quant_type
     folder = model["folder"]
     target = os.path.join(folder, f"ggml-model-{q}.gguf")
     if model["kind"] == "hf":
-        raise StepFailed(f"{folder} is a Hugging Face checkpoint; converting it to GGUF is not supported yet "
-                         f"(issue #3). Put a BitNet GGUF there as ggml-model-{q}.gguf.")
+        return convert_checkpoint(args, r, model, target)
     facts = model["gguf"]
     have = facts["ternary_types"]
     have_text = "/".join(TYPE_NAMES.get(t, f"type {t}") for t in have)
     if args.quant_embd:
-        r.log("prepare-model.log", "--quant-embd: applies to conversion (not supported yet); the GGUF is used as is")
+        r.log("prepare-model.log", "--quant-embd: applies when a Hugging Face checkpoint is converted; the GGUF is "
+                                   "used as is")
     if have != [TERNARY_TYPE_IDS[q]]:
         hint = " Use -q i2_s with an I2_S file: the runtime converts I2_S to TL1/TL2 when it loads the model." \
             if TERNARY_TYPE_IDS["i2_s"] in have else ""
-        raise StepFailed(f"{facts['path']} holds {have_text} weights; converting it to {q.upper()} is not "
-                         f"supported yet.{hint}")
+        raise StepFailed(f"{facts['path']} holds {have_text} weights; converting a GGUF to {q.upper()} is not "
+                         f"supported yet (put the Hugging Face checkpoint in {folder} to convert from it).{hint}")
     if os.path.abspath(facts["path"]) == os.path.abspath(target):
         return f"{target}: already {q.upper()}, nothing to do"
     if os.path.lexists(target):
@@ -312,11 +360,13 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description="Set up the environment for running BitNet inference "
                                             "(kernel config, build, model file). Nothing is downloaded.")
     p.add_argument("--hf-repo", "-hr", help="Hugging Face repo id, e.g. 1bitLLM/bitnet_b1_58-large: the model is "
-                                            "expected in <model-dir>/<repo name>/")
+                                            "expected in <model-dir>/<repo name>/ (nothing is downloaded). "
+                                            "bitnet.cpp's models: " + ", ".join(KNOWN_HF_REPOS))
     p.add_argument("--model-dir", "-md", default="models", help="directory for models (default models)")
     p.add_argument("--log-dir", "-ld", default="logs", help="directory for the step logs (default logs)")
     p.add_argument("--quant-type", "-q", choices=QUANT_TYPES, default="i2_s", help="weight type (default i2_s)")
-    p.add_argument("--quant-embd", action="store_true", help="quantize token embeddings to F16 (conversion only)")
+    p.add_argument("--quant-embd", action="store_true",
+                   help="keep the token embedding in F16 when a Hugging Face checkpoint is converted")
     p.add_argument("--use-pretuned", "-p", action="store_true", help="prefer the pretuned tile tables")
     p.add_argument("--build-only", action="store_true", help="only codegen check and build (no model)")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="CMake build directory (default build/)")

@@ -263,7 +263,7 @@ class SetupEnv(TempDir):
         self.assertIn("-q i2_s", str(cm.exception))
         self.assertFalse(os.path.exists(os.path.join(folder, "ggml-model-tl2.gguf")))
 
-    def test_f32_gguf_and_hf_checkpoint_are_not_converted(self):
+    def test_f32_gguf_is_not_converted_and_a_broken_checkpoint_fails_step_5(self):
         mod, r = self._setup_module()
         folder = self.path("models", "f32")
         os.makedirs(folder)
@@ -274,17 +274,21 @@ class SetupEnv(TempDir):
             mod.prepare_model(args, r, model)
         self.assertIn("F32", str(cm.exception))
         self.assertIn("not supported yet", str(cm.exception))
+        # A Hugging Face folder is converted in step 5 (tests/scripts/test_setup_env_hf.py converts real
+        # ones); an empty safetensors file fails there with the converter's message, and no GGUF appears.
         hf = self.path("models", "hf")
         os.makedirs(hf)
         with open(os.path.join(hf, "config.json"), "w") as f:
             json.dump({"hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8}, f)
         open(os.path.join(hf, "model.safetensors"), "wb").close()
-        args = self._args(mod, "-md", hf)
+        args = self._args(mod, "-md", hf, "--build-dir", BUILD)
         model = mod.find_model(args, r)
         self.assertEqual(model["kind"], "hf")
+        self.assertEqual(model["shape_source"], os.path.join(hf, "config.json"))
         with self.assertRaises(mod.StepFailed) as cm:
             mod.prepare_model(args, r, model)
-        self.assertIn("issue #3", str(cm.exception))
+        self.assertIn("converting", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(hf, "ggml-model-i2_s.gguf")))
 
     def test_codegen_step_uses_covering_config_or_derives_into_build(self):
         mod, r = self._setup_module()

@@ -1,0 +1,143 @@
+"""setup_env.py with Hugging Face checkpoint folders of bitnet.cpp's models, made by
+utils/make-hf-checkpoint.py (small dimensions, the models' config.json style): step 1 finds the folder
+under --hf-repo's name, step 2 takes the shapes from its config.json (no table of model names) and
+derives a kernel config into the build directory when none covers them, step 5 converts it with
+utils/convert-hf-to-gguf-bitnet.py into <folder>/ggml-model-<quant>.gguf, --quant-embd keeping the token
+embedding in F16. The CMake steps are not run here (they would rebuild the test's own build): the
+conversion uses BITNET_BUILD_DIR's bitnet-convert. Skipped when that build has no bitnet-convert.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SETUP = os.path.join(REPO, "setup_env.py")
+MAKE = os.path.join(REPO, "utils", "make-hf-checkpoint.py")
+BUILD = os.environ.get("BITNET_BUILD_DIR") or os.path.join(REPO, "build")
+
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from codegen.gguf_reader import read_gguf  # noqa: E402
+
+# repo -> make-hf-checkpoint flags: each of bitnet.cpp's model families in its own config.json style
+MODELS = {
+    "1bitLLM/bitnet_b1_58-large": ["--arch", "bitnet", "--n-embd", "256", "--n-ff", "768", "--n-head", "4"],
+    "microsoft/BitNet-b1.58-2B-4T": ["--arch", "bitnet-b1.58", "--n-embd", "256", "--n-ff", "640", "--n-head", "4",
+                                     "--n-head-kv", "1", "--weights", "packed", "--shards", "2"],
+    "HF1BitLLM/Llama3-8B-1.58-100B-tokens": ["--arch", "llama", "--n-embd", "256", "--n-ff", "896", "--n-head", "4",
+                                             "--n-head-kv", "1", "--packing", "bitlinear"],
+    # head_dim given explicitly, as Falcon3's config.json does (here not hidden / heads: key_length is written)
+    "tiiuae/Falcon3-1B-Instruct-1.58bit": ["--arch", "llama", "--n-embd", "256", "--n-ff", "1024", "--n-head", "4",
+                                           "--n-head-kv", "1", "--head-dim", "128"],
+    "tiiuae/Falcon-E-1B-Instruct": ["--arch", "llama", "--n-embd", "256", "--n-ff", "512", "--n-head", "4",
+                                    "--tied", "--weights", "latent"],
+}
+
+
+def have_tools() -> bool:
+    return all(os.access(os.path.join(BUILD, "bin", t), os.X_OK) for t in ("bitnet-convert", "bitnet-dummy"))
+
+
+def load_setup():
+    spec = importlib.util.spec_from_file_location("setup_env_hf_under_test", SETUP)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@unittest.skipUnless(have_tools(), f"{BUILD}/bin has no bitnet-convert / bitnet-dummy")
+class SetupEnvConvertsCheckpoints(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="bitnet-setup-hf-")
+        cls.models = os.path.join(cls.tmp, "models")
+        env = dict(os.environ, BITNET_BUILD_DIR=BUILD)
+        for repo, flags in MODELS.items():
+            out = os.path.join(cls.models, repo.split("/")[1])
+            r = subprocess.run([sys.executable, MAKE, out, "--tokenizer", "builtin", "--n-layer", "1", *flags],
+                               capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                raise AssertionError(f"make-hf-checkpoint {repo}: {r.stderr}")
+        cls.mod = load_setup()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def steps(self, repo: str, *extra: str, codegen: bool = True):
+        """Steps 1, 2 (unless codegen=False) and 5 of setup_env for one repo; returns (model, codegen result,
+        step-5 text, log)."""
+        mod = self.mod
+        logs = os.path.join(self.tmp, "logs-" + repo.split("/")[1])
+        os.makedirs(logs, exist_ok=True)
+        r = mod.Runner(logs)
+        args = mod.parse_args(["--hf-repo", repo, "-md", self.models, "-ld", logs, "--build-dir", BUILD, *extra])
+        model = mod.find_model(args, r)
+        cfg = mod.choose_config(args, r, model, os.path.join(self.tmp, "build-" + repo.split("/")[1])) if codegen else None
+        text = mod.prepare_model(args, r, model)
+        with open(os.path.join(logs, "prepare-model.log"), encoding="utf-8") as f:
+            log = f.read()
+        return model, cfg, text, log
+
+    def test_every_model_family_converts(self):
+        want_arch = {"1bitLLM/bitnet_b1_58-large": "bitnet", "microsoft/BitNet-b1.58-2B-4T": "bitnet-b1.58"}
+        for repo in MODELS:
+            with self.subTest(repo=repo):
+                model, cfg, text, log = self.steps(repo, "-q", "i2_s")
+                folder = os.path.join(self.models, repo.split("/")[1])
+                self.assertEqual(model["kind"], "hf")
+                self.assertEqual(model["shape_source"], os.path.join(folder, "config.json"))
+                out = os.path.join(folder, "ggml-model-i2_s.gguf")
+                self.assertIn("converted", text)
+                self.assertIn("convert-hf-to-gguf-bitnet.py", log)
+                g = read_gguf(out)
+                self.assertEqual(g.kv["general.architecture"], want_arch.get(repo, "llama"))
+                self.assertEqual({t.type for t in g.tensors if ".attn_q." in t.name}, {36})
+                # shapes from config.json: nothing covers these small layouts, so a config is derived
+                if cfg["generated_dir"] != os.path.join(REPO, "generated"):
+                    self.assertIn("derived", cfg["text"])
+                # a second run finds the converted file and has nothing to do
+                _, _, again, _ = self.steps(repo, "-q", "i2_s", codegen=False)
+                self.assertIn("nothing to do", again)
+
+    def test_quant_embd_keeps_the_embedding_f16(self):
+        repo = "tiiuae/Falcon3-1B-Instruct-1.58bit"
+        folder = os.path.join(self.models, repo.split("/")[1])
+        _, _, text, _ = self.steps(repo, "-q", "tl2", codegen=False)
+        embd = {t.name: t.type_name for t in read_gguf(os.path.join(folder, "ggml-model-tl2.gguf")).tensors}
+        self.assertEqual(embd["token_embd.weight"], "F32")
+        self.assertEqual(embd["blk.0.attn_q.weight"], "TL2")
+        os.remove(os.path.join(folder, "ggml-model-tl2.gguf"))
+        _, _, text, _ = self.steps(repo, "-q", "tl2", "--quant-embd", codegen=False)
+        self.assertIn("F16", text)
+        g = read_gguf(os.path.join(folder, "ggml-model-tl2.gguf"))
+        embd = {t.name: t.type_name for t in g.tensors}
+        self.assertEqual(embd["token_embd.weight"], "F16")
+        self.assertEqual(g.kv["llama.attention.key_length"], 128)  # head_dim, from config.json
+        self.assertEqual(g.kv["llama.rope.dimension_count"], 128)
+
+    def test_conversion_errors_fail_step_5(self):
+        repo = "tiiuae/Falcon-E-1B-Instruct"
+        folder = os.path.join(self.models, "Falcon-E-broken")
+        shutil.copytree(os.path.join(self.models, repo.split("/")[1]), folder)
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            c = json.load(f)
+        c["architectures"] = ["FalconForCausalLM"]
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(c, f)
+        with self.assertRaises(self.mod.StepFailed) as cm:
+            self.steps("tiiuae/Falcon-E-broken", codegen=False)
+        self.assertIn("FalconForCausalLM", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(folder, "ggml-model-i2_s.gguf")))
+
+
+if __name__ == "__main__":
+    unittest.main()
