@@ -1,19 +1,43 @@
 /* llama-cli.c — the text-generation tool bitnet.cpp users know: load a BitNet GGUF, evaluate a
- * prompt, sample tokens and print them as they come.
+ * prompt, sample tokens and print them as they come; with -cnv, a multi-turn chat.
  *
+ * Text generation (default):
  * stdout: the prompt's text followed by the generated text (each token's bytes, flushed per token, through
  * tokenizer.h's UTF-8 stream: a character split over byte tokens is printed whole once complete, every byte
  * is printed — the same bytes as bitnet.cpp, never a broken sequence mid-stream), then "\n\n" as llama.cpp's
  * main does.
  * stderr: model and run information at the start, and a closing timing line:
  *   llama-cli: prompt <n> tokens in <ms> ms (<t/s> tokens/s) | generation <n> tokens in <ms> ms (<t/s> tokens/s)
- * Exit status: 0 on success; 1 on a bad flag, a missing or bad file, or a failed evaluation. */
+ * Exit status: 0 on success; 1 on a bad flag, a missing or bad file, or a failed evaluation.
+ *
+ * Chat (-cnv / --conversation), as bitnet.cpp's llama-cli -cnv:
+ * - The template comes from the model's tokenizer.chat_template (chat.h: bitnet, llama3, falcon3) or
+ *   from --chat-template NAME; an unknown or missing template is an error listing the known names.
+ * - -p (or -f) is the system prompt, evaluated before the first turn. User turns are read from stdin,
+ *   one line each (a line ending in '\' continues on the next line; blank lines are skipped).
+ * - stdout: the marker "> " before each input line is read (as llama.cpp; not before a continued
+ *   line), then the reply as it is generated (UTF-8 sequences are never split), then "\n". At end of
+ *   input one more "\n".
+ * - A reply ends at an end-of-generation token (EOS/EOT; not printed), after -n tokens (-1: no limit),
+ *   or on Ctrl-C (SIGINT) during the reply; Ctrl-C while waiting for input ends the chat.
+ * - The KV cache is kept across turns: each turn evaluates only what is new — the closing text of the
+ *   previous reply, the user message and the assistant header (chat.h increments); no old turn is ever
+ *   evaluated again. With --print-token-ids, stderr shows per turn:
+ *     chat turn <t>: n_past <p>, prompt ids: <ids evaluated at positions p, p+1, ...>
+ *     chat turn <t>: generated ids: <ids> (stop: <why>)
+ *   (turn 0 is the system prompt).
+ * - When the context (-c) cannot hold the next turn, or fills up during a reply, a message says so and
+ *   the chat ends: old turns are not dropped (that would mean evaluating them again).
+ * - Exit status: 0 when the input ends (EOF, Ctrl-D); 3 when the chat ended because the context was
+ *   full; 130 after Ctrl-C at the prompt; 1 on errors (bad flag, model, template, failed evaluation). */
+#include "chat.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +66,10 @@ static const char *k_usage =
     "      --ignore-eos         keep generating after the end-of-sequence token\n"
     "      --print-token-ids    print the prompt and generated token ids on stderr\n"
     "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
-    "  -cnv, --conversation     chat mode: not supported yet\n"
+    "  -cnv, --conversation     chat: -p is the system prompt, user turns are read from stdin\n"
+    "                           (one per line; Ctrl-D ends); -n limits each reply\n"
+    "      --chat-template NAME bitnet|llama3|falcon3: chat template when the model's\n"
+    "                           tokenizer.chat_template is missing or not a known one\n"
     "  -h, --help               this text\n";
 
 typedef struct options {
@@ -61,6 +88,8 @@ typedef struct options {
     const char *lut_table;
     int ignore_eos;
     int print_ids;
+    int conversation;
+    const char *chat_template;
 } options;
 
 #if defined(__GNUC__)
@@ -115,8 +144,8 @@ static int parse_args(int argc, char **argv, options *o) {
             return 2;
         }
         if (IS("-cnv", "--conversation")) {
-            fprintf(stderr, "llama-cli: error: %s (chat mode) is not supported yet\n", a);
-            return 1;
+            o->conversation = 1;
+            continue;
         }
         if (IS("--ignore-eos", NULL)) {
             o->ignore_eos = 1;
@@ -129,7 +158,8 @@ static int parse_args(int argc, char **argv, options *o) {
         /* every other flag takes a value */
         const char *known[] = {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
                                "--threads", "-c", "--ctx-size", "-b", "--batch-size", "--temp", "--top-k", "--top-p",
-                               "-s", "--seed", "--kernel", "--lut-table", "-ngl", "--n-gpu-layers"};
+                               "-s", "--seed", "--kernel", "--lut-table", "-ngl", "--n-gpu-layers",
+                               "--chat-template"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= strcmp(a, known[k]) == 0;
         if (!is_known) {
@@ -178,6 +208,11 @@ static int parse_args(int argc, char **argv, options *o) {
             o->lut_table = v;
         } else if (IS("-ngl", "--n-gpu-layers")) {
             if (parse_long(a, v, -1, INT_MAX, &l)) return 1;
+        } else if (IS("--chat-template", NULL)) {
+            if (bitnet_chat_family_parse(v) == BITNET_CHAT_UNKNOWN) {
+                return fail("--chat-template expects one of %s, got '%s'", bitnet_chat_known_names(), v);
+            }
+            o->chat_template = v;
         }
 #undef IS
     }
@@ -257,6 +292,373 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
     fprintf(stderr, "\n");
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Chat (-cnv)
+ * ------------------------------------------------------------------------------------------- */
+
+enum { CHAT_EXIT_CONTEXT_FULL = 3, CHAT_EXIT_INTERRUPTED = 130 };
+
+static volatile sig_atomic_t g_interrupted = 0;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+typedef struct chat {
+    const options *o;
+    bitnet_context *ctx;
+    const bitnet_vocab *vocab;
+    bitnet_sampler *smp;
+    bitnet_chat_template tmpl;
+    bitnet_chat_message *msgs; /* contents owned (malloc'ed) */
+    size_t n_msgs, cap_msgs;
+    size_t n_done;      /* messages whose text is in the cache */
+    bool reply_open;    /* msgs[n_done-1] is a generated reply whose closing text is not in the cache */
+    int32_t pending;    /* last generated token, printed but not evaluated yet (-1: none) */
+    int32_t n_past;     /* positions in the cache */
+    int turn;
+    size_t n_prompt_tokens, n_gen_tokens;
+    double t_prompt, t_gen;
+} chat;
+
+static int chat_add(chat *c, const char *role, char *content) {
+    if (c->n_msgs == c->cap_msgs) {
+        const size_t cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
+        bitnet_chat_message *m = realloc(c->msgs, cap * sizeof *m);
+        if (!m) return 1;
+        c->msgs = m;
+        c->cap_msgs = cap;
+    }
+    c->msgs[c->n_msgs].role = role;
+    c->msgs[c->n_msgs].content = content;
+    c->n_msgs++;
+    return 0;
+}
+
+static void chat_free(chat *c) {
+    for (size_t i = 0; i < c->n_msgs; i++) free((char *)c->msgs[i].content);
+    free(c->msgs);
+}
+
+/* Evaluates what the cache does not hold yet: the pending token, the closing text of the last reply,
+ * the new messages and (add_gen) the assistant header. 0, or an exit status. */
+static int chat_eval(chat *c, bool add_gen) {
+    bitnet_error err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (bitnet_chat_format_increment(&c->tmpl, c->msgs, c->n_done, c->n_msgs, add_gen, c->reply_open, &text, &len,
+                                     &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: chat template: %s\n", err.msg);
+        return 1;
+    }
+    const bool first = c->n_past == 0 && c->pending < 0;
+    bitnet_status st = bitnet_tokenize(c->vocab, text, len, first, true, &ids, &n_ids, &err);
+    free(text);
+    if (st != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: cannot tokenize the chat turn: %s\n", err.msg);
+        return 1;
+    }
+    if (c->pending >= 0) { /* the last token of a reply cut by -n comes first */
+        int32_t *nb = realloc(ids, (n_ids + 1) * sizeof *nb);
+        if (!nb) {
+            free(ids);
+            fprintf(stderr, "llama-cli: error: out of memory\n");
+            return 1;
+        }
+        ids = nb;
+        memmove(ids + 1, ids, n_ids * sizeof *ids);
+        ids[0] = c->pending;
+        n_ids++;
+    }
+    if (c->o->print_ids) {
+        fprintf(stderr, "chat turn %d: n_past %d, prompt ids:", c->turn, c->n_past);
+        for (size_t i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    int rc = 0;
+    if (n_ids > 0) {
+        if ((size_t)c->n_past + n_ids > (size_t)c->o->n_ctx) {
+            fprintf(stderr,
+                    "llama-cli: the context is full: turn %d needs %zu more tokens, %d of the %ld (-c) are in use; "
+                    "the chat ends here (start again with a larger -c)\n",
+                    c->turn, n_ids, c->n_past, c->o->n_ctx);
+            rc = CHAT_EXIT_CONTEXT_FULL;
+        } else {
+            const double t0 = now_ms();
+            if (bitnet_decode(c->ctx, ids, (int32_t)n_ids, c->n_past, false, &err) != BITNET_OK) {
+                fprintf(stderr, "llama-cli: error: evaluation failed: %s\n", err.msg);
+                rc = 1;
+            } else {
+                c->t_prompt += now_ms() - t0;
+                c->n_prompt_tokens += n_ids;
+                c->n_past += (int32_t)n_ids;
+            }
+        }
+    }
+    free(ids);
+    if (rc == 0) {
+        c->n_done = c->n_msgs;
+        c->reply_open = false;
+        c->pending = -1;
+    }
+    return rc;
+}
+
+/* Samples and prints one reply; adds it to the conversation. 0, or an exit status. */
+static int chat_reply(chat *c) {
+    const options *o = c->o;
+    bitnet_error err = {{0}};
+    int32_t *gen = NULL;
+    size_t n_gen = 0, cap_gen = 0;
+    char *reply = NULL;
+    size_t n_reply = 0, cap_reply = 0;
+    bitnet_utf8_stream u;
+    bitnet_utf8_stream_init(&u);
+    const char *why = "n_predict";
+    int32_t eog = -1;
+    int rc = 0;
+    const double t0 = now_ms();
+    g_interrupted = 0;
+    while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
+        if (g_interrupted) {
+            why = "interrupted";
+            break;
+        }
+        const int32_t id = bitnet_sampler_sample(c->smp, bitnet_get_logits(c->ctx));
+        if (bitnet_vocab_is_eog(c->vocab, id) && !o->ignore_eos) {
+            why = "end-of-generation token";
+            eog = id;
+            break;
+        }
+        char piece[256], shown[256 + 3];
+        size_t np = bitnet_token_to_piece(c->vocab, id, false, piece, sizeof piece);
+        char *big = NULL;
+        const char *pp = piece;
+        char *out = shown;
+        if (np > sizeof piece) { /* the piece, then room for what the stream releases */
+            big = malloc(2 * np + 3);
+            if (big) bitnet_token_to_piece(c->vocab, id, false, big, np);
+            else np = 0;
+            pp = big;
+            out = big ? big + np : shown;
+        }
+        if (n_gen == cap_gen) {
+            cap_gen = cap_gen ? 2 * cap_gen : 64;
+            int32_t *ng = realloc(gen, cap_gen * sizeof *ng);
+            if (!ng) {
+                free(big);
+                rc = 1;
+                break;
+            }
+            gen = ng;
+        }
+        if (n_reply + np + 1 > cap_reply) {
+            size_t cap = cap_reply ? 2 * cap_reply : 256;
+            while (cap < n_reply + np + 1) cap *= 2;
+            char *nr = realloc(reply, cap);
+            if (!nr) {
+                free(big);
+                rc = 1;
+                break;
+            }
+            reply = nr;
+            cap_reply = cap;
+        }
+        gen[n_gen++] = id;
+        memcpy(reply + n_reply, pp, np);
+        n_reply += np;
+        fwrite(out, 1, bitnet_utf8_stream_push(&u, pp, np, out), stdout);
+        fflush(stdout);
+        free(big);
+        if (o->n_predict >= 0 && n_gen == (size_t)o->n_predict) {
+            c->pending = id;
+            break;
+        }
+        if (c->n_past >= o->n_ctx) {
+            c->pending = id;
+            why = "context full";
+            rc = CHAT_EXIT_CONTEXT_FULL;
+            break;
+        }
+        if (bitnet_decode(c->ctx, &id, 1, c->n_past, false, &err) != BITNET_OK) {
+            fprintf(stderr, "\nllama-cli: error: evaluation failed: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        c->n_past++;
+    }
+    char rest[4];
+    fwrite(rest, 1, bitnet_utf8_stream_flush(&u, rest), stdout);
+    fputs("\n", stdout);
+    fflush(stdout);
+    c->t_gen += now_ms() - t0;
+    c->n_gen_tokens += n_gen;
+    if (rc == 1 && !reply) fprintf(stderr, "llama-cli: error: out of memory\n");
+    if (o->print_ids) {
+        fprintf(stderr, "chat turn %d: generated ids:", c->turn);
+        for (size_t i = 0; i < n_gen; i++) fprintf(stderr, " %d", gen[i]);
+        if (eog >= 0) fprintf(stderr, " (stop: %s %d)\n", why, eog);
+        else fprintf(stderr, " (stop: %s)\n", why);
+    }
+    free(gen);
+    if (rc == CHAT_EXIT_CONTEXT_FULL) {
+        fprintf(stderr, "llama-cli: the context is full (%ld tokens, -c): the reply is cut here and the chat ends "
+                        "(start again with a larger -c)\n", o->n_ctx);
+    }
+    if (rc == 1) {
+        free(reply);
+        return rc;
+    }
+    if (!reply) reply = calloc(1, 1);
+    else reply[n_reply] = '\0';
+    if (!reply || chat_add(c, "assistant", reply)) {
+        free(reply);
+        fprintf(stderr, "llama-cli: error: out of memory\n");
+        return 1;
+    }
+    c->n_done = c->n_msgs;
+    c->reply_open = true;
+    return rc;
+}
+
+/* One user turn from stdin: a line (without its newline); a line ending in '\\' continues on the next.
+ * Returns the malloc'ed text, or NULL at end of input (*interrupted set on Ctrl-C). */
+static char *read_turn(bool *interrupted) {
+    char *text = NULL, *line = NULL;
+    size_t n_text = 0, cap_line = 0;
+    *interrupted = false;
+    for (;;) {
+        errno = 0;
+        ssize_t r = getline(&line, &cap_line, stdin);
+        if (r < 0) {
+            if (g_interrupted) *interrupted = true;
+            if (*interrupted || n_text == 0) {
+                free(text);
+                text = NULL;
+            }
+            break;
+        }
+        size_t n = (size_t)r;
+        if (n > 0 && line[n - 1] == '\n') n--;
+        if (n > 0 && line[n - 1] == '\r') n--;
+        bool more = n > 0 && line[n - 1] == '\\';
+        if (more) line[n - 1] = '\n'; /* the continuation becomes a newline of the message */
+        char *nt = realloc(text, n_text + n + 1);
+        if (!nt) {
+            free(text);
+            text = NULL;
+            break;
+        }
+        text = nt;
+        memcpy(text + n_text, line, n);
+        n_text += n;
+        text[n_text] = '\0';
+        if (!more) break;
+    }
+    free(line);
+    return text;
+}
+
+static bool blank(const char *s) {
+    for (; *s; s++) {
+        if (!(*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) return false;
+    }
+    return true;
+}
+
+/* The chat loop; returns the exit status. */
+static int run_chat(const options *o, const bitnet_model *model, bitnet_context *ctx, bitnet_sampler *smp,
+                    const char *system_prompt) {
+    const bitnet_vocab *vocab = bitnet_model_vocab(model);
+    bitnet_chat_family family = BITNET_CHAT_UNKNOWN;
+    const char *from = "--chat-template";
+    if (o->chat_template) {
+        family = bitnet_chat_family_parse(o->chat_template);
+    } else {
+        bitnet_error err = {{0}};
+        const char *ct = bitnet_vocab_chat_template(vocab);
+        if (bitnet_chat_family_of(ct, ct ? strlen(ct) : 0, o->model, &family, &err) != BITNET_OK) {
+            fprintf(stderr, "llama-cli: error: %s; choose a template with --chat-template NAME\n", err.msg);
+            return 1;
+        }
+        from = "tokenizer.chat_template";
+    }
+    chat c = {0};
+    c.o = o;
+    c.ctx = ctx;
+    c.vocab = vocab;
+    c.smp = smp;
+    c.pending = -1;
+    bitnet_chat_template_init(&c.tmpl, family, vocab);
+    fprintf(stderr, "llama-cli: chat template %s (from %s); type a message and press Enter, Ctrl-D to end\n",
+            bitnet_chat_family_name(family), from);
+    const char *missing = bitnet_chat_missing_marker(&c.tmpl, vocab);
+    if (missing) {
+        fprintf(stderr, "llama-cli: warning: '%s' of the %s template is not a token of this vocabulary; it is "
+                        "tokenized as plain text\n", missing, bitnet_chat_family_name(family));
+    }
+
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C interrupts a blocking read of the next turn */
+    const bool have_handler = sigaction(SIGINT, &sa, &old_sa) == 0;
+
+    int rc = 0;
+    if (system_prompt && system_prompt[0]) {
+        char *sp = strdup(system_prompt);
+        if (!sp || chat_add(&c, "system", sp)) {
+            free(sp);
+            fprintf(stderr, "llama-cli: error: out of memory\n");
+            rc = 1;
+        } else {
+            rc = chat_eval(&c, false);
+        }
+    }
+    while (rc == 0) {
+        fputs("> ", stdout);
+        fflush(stdout);
+        bool interrupted;
+        char *text = read_turn(&interrupted);
+        if (!text) {
+            fputs("\n", stdout);
+            fflush(stdout);
+            if (interrupted) rc = CHAT_EXIT_INTERRUPTED;
+            else if (ferror(stdin) && !feof(stdin)) {
+                fprintf(stderr, "llama-cli: error: cannot read the next turn from stdin: %s\n", strerror(errno));
+                rc = 1;
+            }
+            break;
+        }
+        if (blank(text)) {
+            free(text);
+            continue;
+        }
+        if (chat_add(&c, "user", text)) {
+            free(text);
+            fprintf(stderr, "llama-cli: error: out of memory\n");
+            rc = 1;
+            break;
+        }
+        c.turn++;
+        rc = chat_eval(&c, true);
+        if (rc == 0) rc = chat_reply(&c);
+    }
+    if (have_handler) sigaction(SIGINT, &old_sa, NULL);
+    fprintf(stderr,
+            "llama-cli: chat: %d turns, n_past %d | prompt %zu tokens in %.2f ms (%.2f tokens/s) | generation %zu "
+            "tokens in %.2f ms (%.2f tokens/s)\n",
+            c.turn, c.n_past, c.n_prompt_tokens, c.t_prompt,
+            c.t_prompt > 0 ? (double)c.n_prompt_tokens * 1e3 / c.t_prompt : 0.0, c.n_gen_tokens, c.t_gen,
+            c.t_gen > 0 ? (double)c.n_gen_tokens * 1e3 / c.t_gen : 0.0);
+    chat_free(&c);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o = {
         .n_predict = 128,
@@ -330,6 +732,10 @@ int main(int argc, char **argv) {
         goto done;
     }
     smp_ok = 1;
+    if (o.conversation) {
+        rc = run_chat(&o, model, ctx, &smp, prompt);
+        goto done;
+    }
     if (bitnet_tokenize(vocab, prompt, prompt_len, true, true, &prompt_ids, &n_prompt, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: cannot tokenize the prompt: %s\n", err.msg);
         goto done;
