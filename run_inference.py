@@ -5,9 +5,17 @@ run_inference.py takes.
     python3 run_inference.py -m models/dummy-bitnet-125m.i2_s.gguf -p "The quick brown fox" -n 32 -temp 0
 
 Flags (bitnet.cpp's names): -m/--model, -n/--n-predict, -p/--prompt, -t/--threads, -c/--ctx-size,
--temp/--temperature, -cnv/--conversation; plus -s/--seed and --build-dir (this project's).
-Exit status: llama-cli's, passed through; 1 when the model file or llama-cli is missing; 2 for bad
-arguments.
+-temp/--temperature, -cnv/--conversation; plus -s/--seed, --chat-template and --build-dir (this
+project's).
+
+Chat (-cnv), as in bitnet.cpp: -p is the system prompt; user turns are read from this script's stdin,
+one per line, until end of input (Ctrl-D); -n limits each reply. The chat template comes from the
+model's tokenizer.chat_template, or from --chat-template bitnet|llama3|falcon3. Ctrl-C is left to
+llama-cli (it stops the current reply; at the prompt it ends the chat).
+
+Exit status: llama-cli's, passed through (in chat mode 0 at end of input, 3 when the context -c filled
+up and the chat ended, 130 after Ctrl-C at the prompt); 1 when the model file or llama-cli is missing;
+2 for bad arguments.
 """
 from __future__ import annotations
 
@@ -43,7 +51,10 @@ def parse_args(argv):
     p.add_argument("-temp", "--temperature", type=float, default=0.8,
                    help="sampling temperature (default 0.8; 0 = greedy)")
     p.add_argument("-s", "--seed", type=int, default=None, help="sampling seed (default: llama-cli's)")
-    p.add_argument("-cnv", "--conversation", action="store_true", help="chat mode (passed to llama-cli)")
+    p.add_argument("-cnv", "--conversation", action="store_true",
+                   help="chat: -p is the system prompt, user turns come from stdin (passed to llama-cli)")
+    p.add_argument("--chat-template", choices=("bitnet", "llama3", "falcon3"), default=None,
+                   help="chat template to use when the model's tokenizer.chat_template is missing or unknown")
     p.add_argument("--build-dir", default=None, help="where bin/llama-cli is (default build/, env BITNET_BUILD_DIR)")
     a = p.parse_args(argv)
     if a.n_predict < -1:
@@ -69,12 +80,31 @@ def main(argv=None) -> int:
            "-c", str(a.ctx_size), "--temp", str(a.temperature)]
     if a.seed is not None:
         cmd += ["--seed", str(a.seed)]
+    if a.chat_template:
+        cmd += ["--chat-template", a.chat_template]
     if a.conversation:
         cmd.append("-cnv")
+        return run_chat(cmd)
     try:
         rc = subprocess.call(cmd)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+    return 128 - rc if rc < 0 else rc
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_chat(cmd) -> int:
+    """Run llama-cli -cnv with this process's stdin/stdout; Ctrl-C belongs to llama-cli (it stops a reply
+    and returns to the prompt), so this process ignores SIGINT while it waits. Returns the exit status."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        p = subprocess.Popen(cmd, preexec_fn=_default_sigint)
+        rc = p.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
     return 128 - rc if rc < 0 else rc
 
 
