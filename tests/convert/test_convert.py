@@ -261,6 +261,26 @@ class BuiltinVocabulary(unittest.TestCase):
                 if not CROSS:  # TL2 under qemu is the scalar LUT kernel: slow and already covered above
                     self.assertEqual(greedy_ids(self.converted(arch, "tl2"), "auto"), want)
 
+    def test_tiles_the_kernels_were_not_built_for_are_refused(self):
+        """A TL2 file packed with legal tiles other than those of the built kernel table for its shapes is
+        refused at load, naming the tensor and both tile sets (src/model.c); the converter's own choice,
+        the built table's tiles, loads (test_kernel_paths_agree)."""
+        arch = "bitnet-b1.58"
+        g = read_gguf(self.converted(arch, "tl2"))
+        args = []
+        for M, K, BM, BK, bm in file_tiles(g):
+            other_bk = 192 if BK != 192 and (K % 192) % 32 == 0 else 96
+            args += ["--tiles", f"{M},{K},{32 if BM != 32 else 64},{other_bk},{bm}"]
+        out = os.path.join(self.tmp, "other-tiles.gguf")
+        r = convert(os.path.join(self.tmp, arch), out, "tl2", "--quant-embd", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotEqual(file_tiles(g), file_tiles(read_gguf(out)))
+        r = run(PREFIX + [tool("llama-cli"), "-m", out, "-p", "x", "-n", "1", "-t", THREADS, "--kernel", "tl2"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"tensor 'blk\.\d+\.\w+\.weight' \(TL2, M = \d+, K = \d+\) was packed with tiles")
+        # the I2_S path reads the codes whatever tiles they were packed with
+        self.assertEqual(greedy_ids(out, "i2_s"), greedy_ids(self.converted(arch, "i2_s"), "i2_s"))
+
     def test_f32_vs_i2s_logits(self):
         """F32 (dense float) vs I2_S (int8 activations) logits, relative L2 error <= 6%.
 
