@@ -9,8 +9,9 @@ For each (M, K) shape the legal tile space (codegen/targets.py rules) is pruned 
 plus the tiles the runtime uses today (the covering configs/ table, else the derive rule: the
 "baseline"). Each candidate is timed by build/bin/bitnet-kernel-bench: median GEMV (N = 1) time of the
 whole product through bitnet_mul_mat with --threads threads, weights read from DRAM (the bench rotates
-among copies of the weight ≥ 4× the last-level cache), which is what token generation does. The
-generic SIMD kernel takes runtime tiles, so no candidate needs a rebuild.
+among copies of the weight ≥ 16× the last-level cache), which is what token generation does. Every
+candidate runs on the generic SIMD kernel (runtime tiles, so no candidate needs a rebuild; also the
+baseline, whose specialized kernel the build usually has, so like is compared with like).
 
 Search (successive halving under --budget seconds, split over the shapes): round 1 times every
 candidate briefly; each later round keeps the faster half (and always the baseline), doubles the
@@ -156,8 +157,12 @@ class Measurement:
 
 
 def run_bench(bench: str, target: str, shape, tiles_list, threads, reps: int, min_time: float,
-              max_time: float, seed: int = 1, extra=()) -> tuple[dict, float]:
+              max_time: float, seed: int = 1, extra=(), generic: bool = True) -> tuple[dict, float]:
     """Time every tiles of tiles_list for one shape with one bench process.
+
+    generic: run every candidate on the generic SIMD kernel (--generic), also tiles that have a
+    specialized kernel in the bench's build (the baseline's usually has), so the search compares
+    like with like; False for the specialized re-timing.
 
     Returns ({tiles: Measurement}, wall seconds). The objective `median` is the sum over `threads` of
     the median GEMV time at that thread count. Raises TuneError(EXIT_BENCH) when the bench fails,
@@ -169,7 +174,7 @@ def run_bench(bench: str, target: str, shape, tiles_list, threads, reps: int, mi
         cmd = [bench, "--target", target, "--shape", f"{m}x{k}", "--threads", ",".join(map(str, threads)),
                "--batch", "none", "--no-i2s", "--no-bw", "--no-cache", "--no-lut", "--reps", str(reps),
                "--min-time", f"{min_time:g}", "--max-time", f"{max_time:g}", "--seed", str(seed),
-               "--json", jpath, "--quiet", *extra]
+               "--json", jpath, "--quiet", *(["--generic"] if generic else []), *extra]
         for t in tiles_list:
             cmd += ["--tiles", ",".join(map(str, t))]
         t0 = time.monotonic()
@@ -423,7 +428,7 @@ def render_yaml(name: str, model: str, target: str, results: list, layout: dict 
          f"# checkout:  {prov['git']}",
          f"# bench:     {prov['bench']}",
          f"# objective: median GEMV (N = 1) time of the whole product through bitnet_mul_mat, {prov['threads']} "
-         f"thread(s), weights read from DRAM (the bench rotates among copies >= 4x LLC); generic SIMD kernel "
+         f"thread(s), weights read from DRAM (the bench rotates among copies >= 16x LLC); generic SIMD kernel "
          f"(runtime tiles){'; top candidates re-timed as specialized kernels' if prov.get('specialized') else ''}",
          f"# search:    {prov['search']}",
          f"# budget:    {prov['budget']}; load average at start {prov['load_start']}, at end {prov['load_end']}",
@@ -626,7 +631,7 @@ def _tune(args) -> int:
             reps = 5  # a few candidates once more, not bounded by --budget: keep it short
             min_time = min(max(r.rounds[-1]["min_time"], 0.05), 0.5)
             meas, wall = run_bench(spec_bench, target, r.shape, per_shape[r.shape], threads, reps, min_time,
-                                   max_time=max(2.0, 20 * min_time), seed=args.seed)
+                                   max_time=max(2.0, 20 * min_time), seed=args.seed, generic=False)
             r.spec = meas
             log(f"  {shapesmod.fmt_shape(r.shape)} specialized: " + ", ".join(
                 f"{fmt_tiles(t)} {m.median * 1e6:.1f} us{'' if m.specialized else ' (NOT specialized)'}"

@@ -48,7 +48,8 @@ while i < len(a):
     elif a[i] in ("--target", "--batch", "--min-time", "--max-time", "--seed"): i += 1
     i += 1
 with open(os.environ["FAKE_BENCH_LOG"], "a") as f:
-    f.write(json.dumps({"shape": shape, "tiles": tiles, "threads": threads, "reps": reps}) + "\n")
+    f.write(json.dumps({"shape": shape, "tiles": tiles, "threads": threads, "reps": reps,
+                        "generic": "--generic" in a}) + "\n")
 def t_us(bm, bk, sm):
     if mode == "flat":
         return 99.5 if bm == 32 else 100.0
@@ -194,6 +195,7 @@ class SearchWithFakeBench(unittest.TestCase):
         cl = calls(self.log)
         self.assertTrue(cl)
         self.assertTrue(all(c["threads"] == [1] for c in cl))
+        self.assertTrue(all(c["generic"] for c in cl))  # like with like: the baseline's kernel is generic too
 
     @unittest.skipUnless(NATIVE == "tl2", "the stand-in bench speaks TL2")
     def test_noise_sized_gain_keeps_the_baseline(self):
