@@ -420,6 +420,7 @@ static int chat_reply(chat *c) {
     const char *why = "n_predict";
     int32_t eog = -1;
     int rc = 0;
+    bool oom = false;
     const double t0 = now_ms();
     g_interrupted = 0;
     while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
@@ -440,20 +441,24 @@ static int chat_reply(chat *c) {
         char *out = shown;
         if (np > sizeof piece) { /* the piece, then room for what the stream releases */
             big = malloc(2 * np + 3);
-            if (big) bitnet_token_to_piece(c->vocab, id, false, big, np);
-            else np = 0;
+            if (!big) {
+                oom = true;
+                break;
+            }
+            bitnet_token_to_piece(c->vocab, id, false, big, np);
             pp = big;
-            out = big ? big + np : shown;
+            out = big + np;
         }
         if (n_gen == cap_gen) {
-            cap_gen = cap_gen ? 2 * cap_gen : 64;
-            int32_t *ng = realloc(gen, cap_gen * sizeof *ng);
+            const size_t cap = cap_gen ? 2 * cap_gen : 64;
+            int32_t *ng = realloc(gen, cap * sizeof *ng);
             if (!ng) {
                 free(big);
-                rc = 1;
+                oom = true;
                 break;
             }
             gen = ng;
+            cap_gen = cap;
         }
         if (n_reply + np + 1 > cap_reply) {
             size_t cap = cap_reply ? 2 * cap_reply : 256;
@@ -461,7 +466,7 @@ static int chat_reply(chat *c) {
             char *nr = realloc(reply, cap);
             if (!nr) {
                 free(big);
-                rc = 1;
+                oom = true;
                 break;
             }
             reply = nr;
@@ -496,7 +501,10 @@ static int chat_reply(chat *c) {
     fflush(stdout);
     c->t_gen += now_ms() - t0;
     c->n_gen_tokens += n_gen;
-    if (rc == 1 && !reply) fprintf(stderr, "llama-cli: error: out of memory\n");
+    if (oom) {
+        fprintf(stderr, "llama-cli: error: out of memory\n");
+        rc = 1;
+    }
     if (o->print_ids) {
         fprintf(stderr, "chat turn %d: generated ids:", c->turn);
         for (size_t i = 0; i < n_gen; i++) fprintf(stderr, " %d", gen[i]);
