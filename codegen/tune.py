@@ -16,11 +16,14 @@ baseline, whose specialized kernel the build usually has, so like is compared wi
 Search (successive halving under --budget seconds, split over the shapes): round 1 times every
 candidate briefly; each later round keeps the faster half (and always the baseline), doubles the
 time per repetition and reverses the order (so a load change on a busy machine does not favour one
-end of the list), until one candidate is left or the next round would not fit the budget. The last
-round's medians decide; a candidate replaces the baseline only when it is faster by more than
---min-gain (default 2 %), so measurement noise does not churn tables. With --specialize N the last
-round's best N per shape are also rendered as specialized kernels into a scratch build under
-build/tuned/ and re-timed there (that is the code a config generates).
+end of the list), until one candidate is left or the next round would not fit the budget. The finalists
+are ranked by the geometric mean over all rounds of their median divided by the baseline's median
+in the same round; a candidate replaces the baseline only when that is below 1 - --min-gain
+(default 2 %), so measurement noise does not churn tables. --budget is an upper bound: the search
+ends earlier when only finalists are left. With --specialize N the last
+round's best N per shape (and the baseline) are also rendered as specialized kernels into a scratch
+build next to --out and re-timed there (that is the code a config generates); that re-timing counts
+as one more round and the winner must be one of them.
 
 Output: a config YAML (codegen/config.py schema) whose `default` table of the target is the chosen
 tiles, with provenance in its comments (CPU, date, command, load, per shape the top candidates'
@@ -277,32 +280,33 @@ def tune_shape(bench: str, target: str, shape, cands: list, baseline: Tiles, bud
     return res
 
 
-def scores(res: ShapeResult) -> dict:
-    """Last-round candidates -> geometric mean over every round of (its median / the baseline's median
-    in that round): each ratio compares two timings taken minutes apart at most, so a load change
-    between rounds cancels, and using every round of the finalists damps the noise of one round."""
-    last = res.rounds[-1]["results"]
+def scores(res: ShapeResult, with_spec: bool = False) -> dict:
+    """Candidates of the last round (or, with_spec, of the specialized re-timing) -> geometric mean
+    over every round of (its median / the baseline's median in that round): each ratio compares two
+    timings taken minutes apart at most, so a load change between rounds cancels, and using every
+    round of the finalists damps the noise of one round. with_spec counts the specialized re-timing
+    as one more round."""
+    rounds = [rd["results"] for rd in res.rounds]
+    if with_spec and res.spec:
+        rounds.append(res.spec)
+    pool = res.spec if with_spec and res.spec else res.rounds[-1]["results"]
     out = {}
-    for t in last:
-        logs = [math.log(rd["results"][t].median / rd["results"][res.baseline].median) for rd in res.rounds
-                if t in rd["results"] and res.baseline in rd["results"] and rd["results"][res.baseline].median > 0
-                and rd["results"][t].median > 0]
+    for t in pool:
+        logs = [math.log(rd[t].median / rd[res.baseline].median) for rd in rounds
+                if t in rd and res.baseline in rd and rd[res.baseline].median > 0 and rd[t].median > 0]
         out[t] = math.exp(sum(logs) / len(logs)) if logs else float("inf")
     return out
 
 
 def choose(res: ShapeResult, min_gain: float, use_spec: bool) -> None:
-    """Pick the winner (module doc): with specialized re-timing, its medians relative to the
-    baseline's; else the geometric-mean ratio to the baseline over the rounds (scores). A candidate
-    replaces the baseline only when it is faster by more than min_gain."""
-    if use_spec and res.spec and res.baseline in res.spec:
-        base = res.spec[res.baseline].median
-        sc = {t: m.median / base for t, m in res.spec.items()}
-        where = "specialized-kernel re-timing"
-    else:
-        sc = scores(res)
-        n = len(res.rounds)
-        where = f"{n} round{'s' if n > 1 else ''} (geometric mean of the ratios to the baseline)"
+    """Pick the winner (module doc): the lowest geometric-mean ratio to the baseline over the rounds
+    (scores), among the re-timed specialized kernels when use_spec (their round counts as one more).
+    A candidate replaces the baseline only when it is faster by more than min_gain."""
+    with_spec = bool(use_spec and res.spec and res.baseline in res.spec)
+    sc = scores(res, with_spec)
+    n = len(res.rounds) + with_spec
+    where = (f"{n} round{'s' if n > 1 else ''}{' (the last: specialized kernels)' if with_spec else ''}, "
+             f"geometric mean of the ratios to the baseline")
     best = min(sc, key=lambda t: (sc[t], t != res.baseline))
     gain = 1.0 - sc[best]
     if best == res.baseline:

@@ -138,6 +138,48 @@ class Baseline(unittest.TestCase):
         self.assertEqual((t, origin), ((d["block_m"], d["block_k"], d["simd_m"]), "derive rule"))
 
 
+def _meas(t, us):
+    return tune.Measurement(t, us * 1e-6, us * 1e-6, us * 1e-6, 0.0, 3, 1.0, "k", False)
+
+
+class Choice(unittest.TestCase):
+    A, B, BASE = (320, 96, 32), (320, 240, 32), (160, 96, 32)
+
+    def result(self, rounds, spec=None):
+        r = tune.ShapeResult(shape=(640, 2560), baseline=self.BASE, baseline_origin="cfg/default", n_candidates=3)
+        r.rounds = [{"reps": 3, "min_time": 0.01, "wall": 1.0, "results": {t: _meas(t, us) for t, us in rd.items()}}
+                    for rd in rounds]
+        r.spec = {t: _meas(t, us) for t, us in (spec or {}).items()}
+        return r
+
+    def test_every_round_counts_not_just_the_last(self):
+        # A is 8 % faster in five rounds; B wins only the specialized re-timing, by 1 %
+        rounds = [{self.A: 92.0, self.B: 96.0, self.BASE: 100.0}] * 5
+        r = self.result(rounds, spec={self.A: 95.0, self.B: 94.0, self.BASE: 100.0})
+        tune.choose(r, 0.02, use_spec=True)
+        self.assertEqual(r.chosen, self.A)
+        self.assertIn("over 6 rounds (the last: specialized kernels)", r.reason)
+        sc = tune.scores(r, with_spec=True)
+        self.assertAlmostEqual(sc[self.A], (0.92 ** 5 * 0.95) ** (1 / 6))
+        self.assertAlmostEqual(sc[self.BASE], 1.0)
+        # a load change between rounds cancels: the same ratios at twice the times score the same
+        slow = [{t: 2 * us for t, us in rd.items()} for rd in rounds]
+        r2 = self.result(rounds[:2] + slow[2:])
+        self.assertAlmostEqual(tune.scores(r2)[self.A], 0.92)
+
+    def test_min_gain_and_baseline_wins(self):
+        r = self.result([{self.A: 99.0, self.BASE: 100.0}])
+        tune.choose(r, 0.02, use_spec=False)
+        self.assertEqual(r.chosen, self.BASE)
+        self.assertIn("kept the baseline (cfg/default): the fastest, 320/96/32, was only 1.0 % faster", r.reason)
+        tune.choose(r, 0.005, use_spec=False)
+        self.assertEqual(r.chosen, self.A)
+        r = self.result([{self.A: 101.0, self.BASE: 100.0}])
+        tune.choose(r, 0.0, use_spec=False)
+        self.assertEqual(r.chosen, self.BASE)
+        self.assertIn("the baseline (cfg/default) was the fastest", r.reason)
+
+
 @unittest.skipUnless(NATIVE, "no LUT target on this architecture")
 class SearchWithFakeBench(unittest.TestCase):
     def setUp(self):
@@ -177,8 +219,8 @@ class SearchWithFakeBench(unittest.TestCase):
             self.assertIn(key, text)
         # 2560x6912: baseline 256/96/32 costs 100 + 96 + 9.6 + 0.256 us in the fake, the best 100.16 us
         self.assertRegex(text, r"# 2560x6912: chosen 160/192/32 -- 51\.3 % faster than the baseline 256/96/32 "
-                               r"\(BitNet-b1.58-2B-4T/default\) over \d+ rounds \(geometric mean of the ratios to "
-                               r"the baseline\); 56 candidates, \d+ round\(s\)")
+                               r"\(BitNet-b1.58-2B-4T/default\) over \d+ rounds, geometric mean of the ratios to "
+                               r"the baseline; 56 candidates, \d+ round\(s\)")
         self.assertRegex(text, r"#\s+1\s+160/192/32\s+100\.2\s+99\.2\s+101\.2\s+7\.99\s+\d+\s+0\.487  generic\n")
         # JSON: round 1 timed every candidate (plus the baseline), later rounds at most half (+ baseline)
         with open(os.path.splitext(out)[0] + ".tune.json") as f:
