@@ -30,6 +30,7 @@ Exit status: 0 written; 1 the conversion failed (the message names the file, ten
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -132,6 +133,13 @@ def main(argv=None) -> int:
             raise UserError(f"{out_dir}: the output directory does not exist")
         if a.vocab_only:
             cmd = [find_tool("bitnet-vocab", bdir), model, "--out", outfile]
+            try:
+                with open(os.path.join(model, "config.json"), encoding="utf-8") as f:
+                    n_vocab = json.load(f).get("vocab_size")
+            except (OSError, ValueError) as e:
+                raise UserError(f"{model}/config.json: {e}") from None
+            if isinstance(n_vocab, int) and not isinstance(n_vocab, bool) and n_vocab > 0:
+                cmd += ["--n-vocab", str(n_vocab)]  # padded as the full conversion pads it
             if a.model_name:
                 cmd += ["--name", a.model_name]
             if a.quiet:
