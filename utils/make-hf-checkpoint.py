@@ -482,8 +482,9 @@ def parse_args(argv):
             p.error(f"--{name.replace('_', '-')} must be positive")
     if a.weights == "packed" and (a.n_embd % 4 or a.n_ff % 4):
         p.error("--weights packed needs n_embd and n_ff to be multiples of 4")
-    if a.weights == "plain" and a.arch != "llama":
-        p.error("--weights plain only makes sense for --arch llama (the bitnet models ternarize latent weights)")
+    if a.weights in ("plain", "ternary") and a.arch != "llama":
+        p.error(f"--weights {a.weights} only makes sense for --arch llama (the bitnet models ternarize latent "
+                f"weights in their forward pass, so stored values are never used as they are)")
     if a.vocab_size < 259:
         p.error("--vocab-size must be at least 259")
     return a

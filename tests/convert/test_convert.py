@@ -281,6 +281,31 @@ class BuiltinVocabulary(unittest.TestCase):
         # the I2_S path reads the codes whatever tiles they were packed with
         self.assertEqual(greedy_ids(out, "i2_s"), greedy_ids(self.converted(arch, "i2_s"), "i2_s"))
 
+    def test_other_weight_encodings(self):
+        """transformers' BitLinear packing (y = w.x / weight_scale, Llama3-8B-1.58 / Falcon3) and a dequantized
+        checkpoint (values w x scale, no quantization_config): the same ternary values; the scale is
+        1 / weight_scale (within one float32 ulp of the dummy's) or the stored magnitude (exact)."""
+        for weights, extra in (("packed", ["--packing", "bitlinear"]), ("ternary", [])):
+            with self.subTest(weights=weights):
+                d = os.path.join(self.tmp, f"llama-{weights}")
+                make_checkpoint(d, "llama", "--tokenizer", "builtin", "--vocab-size", str(self.VOCAB),
+                                "--weights", weights, *extra)
+                out = os.path.join(self.tmp, f"llama-{weights}.gguf")
+                r = convert(d, out, "i2_s", "--quant-embd")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                _, got = tensors(out)
+                _, want = tensors(self.converted("llama", "i2_s"))
+                for name, (ti, data) in got.items():
+                    if ti.type not in TERNARY:
+                        continue
+                    n = ti.ne[0] * ti.ne[1] // 4
+                    self.assertEqual(data[:n], want[name][1][:n], name)
+                    a, b = struct.unpack_from("<f", data, n)[0], struct.unpack_from("<f", want[name][1], n)[0]
+                    if weights == "ternary":
+                        self.assertEqual(a, b, name)
+                    else:
+                        self.assertLessEqual(abs(a - b), b * 2.0 ** -23, name)
+
     def test_f32_vs_i2s_logits(self):
         """F32 (dense float) vs I2_S (int8 activations) logits, relative L2 error <= 6%.
 
