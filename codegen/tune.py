@@ -238,7 +238,7 @@ class ShapeResult:
 
 
 def tune_shape(bench: str, target: str, shape, cands: list, baseline: Tiles, budget: float, threads,
-               seed: int, log) -> ShapeResult:
+               seed: int, log, extra=()) -> ShapeResult:
     """Successive halving over cands (baseline always included) within `budget` seconds (module doc)."""
     res = ShapeResult(shape=shape, baseline=baseline, baseline_origin="", n_candidates=len(cands))
     alive = list(cands)
@@ -250,7 +250,7 @@ def tune_shape(bench: str, target: str, shape, cands: list, baseline: Tiles, bud
     while True:
         todo = list(reversed(alive)) if order_rev else list(alive)
         results, wall = run_bench(bench, target, shape, todo, threads, reps, min_time, max_time=max(2.0, 20 * min_time),
-                                  seed=seed)
+                                  seed=seed, extra=extra)
         spent += wall
         res.rounds.append({"reps": reps, "min_time": min_time, "wall": wall, "results": results})
         ranked = sorted(alive, key=lambda t: results[t].median)
@@ -591,6 +591,10 @@ def _tune(args) -> int:
     if src_cfg is not None and all(c.name != src_cfg.name for c in configs):
         configs = configs + [src_cfg]
     bench = find_bench(args.bench)
+    try:
+        bench_args = shlex.split(args.bench_args or "")
+    except ValueError as e:
+        raise TuneError(f"codegen tune: --bench-args {args.bench_args!r}: {e}") from None
 
     plan = []
     for s in shapes:
@@ -616,7 +620,7 @@ def _tune(args) -> int:
         shape_budget = max(0.0, remaining * weight)
         log(f"codegen tune: {shapesmod.fmt_shape(s)}: {len(cands)} candidates, baseline {fmt_tiles(base)} ({origin}), "
             f"budget {shape_budget:.1f} s")
-        r = tune_shape(bench, target, s, cands, base, shape_budget, threads, args.seed, log)
+        r = tune_shape(bench, target, s, cands, base, shape_budget, threads, args.seed, log, extra=bench_args)
         r.baseline_origin = origin
         results.append(r)
 
@@ -635,7 +639,8 @@ def _tune(args) -> int:
             reps = 5  # a few candidates once more, not bounded by --budget: keep it short
             min_time = min(max(r.rounds[-1]["min_time"], 0.05), 0.5)
             meas, wall = run_bench(spec_bench, target, r.shape, per_shape[r.shape], threads, reps, min_time,
-                                   max_time=max(2.0, 20 * min_time), seed=args.seed, generic=False)
+                                   max_time=max(2.0, 20 * min_time), seed=args.seed, generic=False,
+                                   extra=bench_args)
             r.spec = meas
             log(f"  {shapesmod.fmt_shape(r.shape)} specialized: " + ", ".join(
                 f"{fmt_tiles(t)} {m.median * 1e6:.1f} us{'' if m.specialized else ' (NOT specialized)'}"
@@ -732,6 +737,8 @@ def command_line(args) -> str:
                                ("--seed", args.seed, 1)):
         if val is not None and val != default:
             parts += [flag, str(val)]
+    if args.bench_args:
+        parts += ["--bench-args", args.bench_args]
     if args.out:
         parts += ["--out", display_path(os.path.abspath(args.out))]
     return " ".join(shlex.quote(p) for p in parts)
@@ -762,6 +769,8 @@ def add_parser(sub) -> None:
     sp.add_argument("--threads", metavar="LIST",
                     help="thread counts to time; the objective is the sum of their medians (default: all CPUs)")
     sp.add_argument("--bench", metavar="PATH", help=f"{BENCH_NAME} binary (default $BITNET_BUILD_DIR/bin or build/bin)")
+    sp.add_argument("--bench-args", metavar="ARGS",
+                    help="extra flags for every bench call, e.g. \"--llc-mib 96 --bust-factor 32\" (see its --help)")
     sp.add_argument("--configs", nargs="+", metavar="PATH", help="configs holding the baseline tiles (default configs/)")
     sp.add_argument("--max-block-m", type=int, default=DEFAULT_MAX_BLOCK_M, metavar="N",
                     help="largest block_m tried (default %(default)d)")

@@ -340,8 +340,9 @@ class RealBench(unittest.TestCase):
         """The real tool on bitnetcpp-tiny's shapes: a proposal that validates and lists real timings."""
         d = tempdir(self)
         out = os.path.join(d, "tiny-tuned.yaml")
+        # --llc-mib 1: the copies for cache-busting total 16 MiB, not 512 (CI memory and time)
         r = run_cli("tune", "--model", TINY_CFG, "--target", NATIVE, "--budget", "2", "--threads", "1",
-                    "--out", out)
+                    "--bench-args", "--llc-mib 1", "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
         v = run_cli("validate", out)
         self.assertEqual(v.returncode, 0, v.stderr)
@@ -368,6 +369,7 @@ class RealBench(unittest.TestCase):
         text = read(out)
         self.assertRegex(text, r"# machine:   .+; \d+ online CPUs; ")
         self.assertRegex(text, re.escape("# bench:     ") + r"\S*bitnet-kernel-bench")
+        self.assertIn("--bench-args '--llc-mib 1'", text)
 
 
 if __name__ == "__main__":
