@@ -422,9 +422,9 @@ static int chat_reply(chat *c) {
     int rc = 0;
     bool oom = false;
     const double t0 = now_ms();
-    g_interrupted = 0;
     while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
-        if (g_interrupted) {
+        if (g_interrupted) { /* Ctrl-C since the turn was read (also while its prompt was evaluated) */
+            g_interrupted = 0;
             why = "interrupted";
             break;
         }
@@ -538,6 +538,7 @@ static char *read_turn(bool *interrupted) {
     char *text = NULL, *line = NULL;
     size_t n_text = 0, cap_line = 0;
     *interrupted = false;
+    g_interrupted = 0; /* only a Ctrl-C at the prompt ends the chat */
     for (;;) {
         errno = 0;
         ssize_t r = getline(&line, &cap_line, stdin);
