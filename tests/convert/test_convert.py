@@ -58,9 +58,7 @@ ARCHS = {
 DIMS = ["--n-embd", "256", "--n-ff", "512", "--n-layer", "2", "--n-head", "4", "--ctx", "512"]
 TOKENS = "1,450,439,293,110,289,307,122"  # ids of the built-in vocabulary (bitnetcpp-tiny's prompt)
 TERNARY = (36, 38, 39)
-# Under the emulator one thread: qemu runs the threadpool's spinning barriers very slowly when the host's
-# cores are busy, and thread counts are not what these tests are about (test_model covers them).
-THREADS = "1" if CROSS else "2"
+THREADS = "2"
 
 
 def tool(name: str) -> str:
