@@ -1,5 +1,6 @@
-/* model.c — architecture "bitnet" (formats.md "Architecture `bitnet`"): loading and validating a GGUF
- * file, preparing the ternary weights for one kernel path, the F16 KV cache and the forward pass.
+/* model.c — architectures "bitnet", "bitnet-b1.58" (alias "bitnet-25") and "llama" (the graphs and
+ * their sources: model.h): loading and validating a GGUF file, preparing the ternary weights for one
+ * kernel path, the F16 KV cache and the forward pass.
  *
  * Layout of this file, top to bottom:
  *   1. small float helpers (F16 table, dot products with a fixed summation order, RMSNorm)
@@ -173,6 +174,13 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
 /* SiLU (Elfwing et al. 2018): x · sigmoid(x) = x / (1 + e^-x). */
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* Squared ReLU (So et al. 2021, "Primer"; BitNet b1.58 2B4T's "relu2"), as ggml's relu then sqr:
+ * r = x > 0 ? x : 0, then r · r (NaN → 0). */
+static inline float relu2(float x) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return r * r;
+}
+
 static void *alloc64(size_t bytes) {
     if (bytes == 0) bytes = 64;
     if (bytes > SIZE_MAX - 63) return NULL;
@@ -207,10 +215,10 @@ typedef struct weight {
 
 typedef struct layer {
     float *attn_norm;      /* [n_embd] */
-    float *attn_sub_norm;  /* [n_embd] */
+    float *attn_sub_norm;  /* [q_dim]; NULL without sub-norms ("llama") */
     float *ffn_norm;       /* [n_embd] */
-    float *ffn_sub_norm;   /* [n_ff] */
-    weight wq, wk, wv, wo; /* [n_embd → n_embd], [n_embd → kv_dim] ×2, [n_embd → n_embd] */
+    float *ffn_sub_norm;   /* [n_ff]; NULL without sub-norms */
+    weight wq, wk, wv, wo; /* [n_embd → q_dim], [n_embd → kv_dim] ×2, [q_dim → n_embd] */
     weight w_gate, w_up;   /* [n_embd → n_ff] */
     weight w_down;         /* [n_ff → n_embd] */
 } layer;
@@ -221,6 +229,7 @@ struct bitnet_model {
     bitnet_gguf *gguf;
     bitnet_vocab *vocab;
     bitnet_hparams hp;
+    int32_t q_dim;                          /* n_head · n_embd_head (= n_embd unless key_length says otherwise) */
     int32_t kv_dim;                         /* n_head_kv · n_embd_head */
     bitnet_kernel_path path;
     const bitnet_gguf_tensor_info *embd;    /* token_embd.weight [n_embd, n_vocab] */
@@ -295,6 +304,22 @@ static bitnet_status get_pos_float_key(loader *ld, const char *suffix, bool requ
     return BITNET_OK;
 }
 
+/* The graph facts of each architecture name (sources: model.h). */
+typedef struct arch_info {
+    const char *name;
+    bitnet_arch id;
+    bitnet_ffn_act act;
+    bitnet_rope_type rope;
+    bool sub_norms;
+} arch_info;
+
+static const arch_info k_archs[] = {
+    {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true},
+    {"bitnet-b1.58", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true},
+    {"bitnet-25", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true},
+    {"llama", BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false},
+};
+
 static bitnet_status load_hparams(loader *ld, bitnet_hparams *hp) {
     bitnet_status st;
     memset(hp, 0, sizeof *hp);
@@ -303,15 +328,24 @@ static bitnet_status load_hparams(loader *ld, bitnet_hparams *hp) {
     size_t len;
     if ((st = key_present(ld, "general.architecture")) != BITNET_OK) return st;
     if ((st = bitnet_gguf_get_str(ld->g, "general.architecture", &s, &len, ld->err)) != BITNET_OK) return st;
-    if (len != strlen("bitnet") || memcmp(s, "bitnet", len) != 0) {
+    const arch_info *ai = NULL;
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0] && !ai; i++) {
+        if (len == strlen(k_archs[i].name) && memcmp(s, k_archs[i].name, len) == 0) ai = &k_archs[i];
+    }
+    if (!ai) {
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                           "%s: unsupported architecture '%.*s' (general.architecture); this build runs 'bitnet'",
+                           "%s: unsupported architecture '%.*s' (general.architecture); this build runs 'bitnet', "
+                           "'bitnet-b1.58', 'bitnet-25' and 'llama'",
                            ld->path, (int)(len > 64 ? 64 : len), s);
     }
     memcpy(ld->arch, s, len);
     ld->arch[len] = '\0';
     memcpy(hp->arch, s, len);
     hp->arch[len] = '\0';
+    hp->arch_id = ai->id;
+    hp->ffn_act = ai->act;
+    hp->rope_type = ai->rope;
+    hp->sub_norms = ai->sub_norms;
 
     if ((st = get_int_key(ld, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) != BITNET_OK) return st;
     if ((st = get_int_key(ld, "context_length", true, 0, 1, MAX_CTX, &hp->n_ctx_train)) != BITNET_OK) return st;
@@ -356,15 +390,40 @@ static bitnet_status load_hparams(loader *ld, bitnet_hparams *hp) {
         }
     }
 
-    if (hp->n_embd % hp->n_head != 0) {
-        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
-                           "%s: %s.embedding_length = %d is not a multiple of %s.attention.head_count = %d",
-                           ld->path, ld->arch, hp->n_embd, ld->arch, hp->n_head);
+    /* head size: attention.key_length (llama.cpp's n_embd_head_k), default n_embd / n_head;
+     * attention.value_length must be the same (one head size for Q, K and V) */
+    bool have_kl = false;
+    {
+        char kl_key[128];
+        snprintf(kl_key, sizeof kl_key, "%s.attention.key_length", ld->arch);
+        have_kl = bitnet_gguf_find_kv(ld->g, kl_key) >= 0;
     }
-    hp->n_embd_head = hp->n_embd / hp->n_head;
+    if (have_kl) {
+        if ((st = get_int_key(ld, "attention.key_length", true, 0, 2, MAX_DIM, &hp->n_embd_head)) != BITNET_OK)
+            return st;
+    } else {
+        if (hp->n_embd % hp->n_head != 0) {
+            return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
+                               "%s: %s.embedding_length = %d is not a multiple of %s.attention.head_count = %d",
+                               ld->path, ld->arch, hp->n_embd, ld->arch, hp->n_head);
+        }
+        hp->n_embd_head = hp->n_embd / hp->n_head;
+    }
     if (hp->n_embd_head % 2 != 0) {
-        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: head dimension n_embd / n_head = %d must be even (RoPE pairs)",
-                           ld->path, hp->n_embd_head);
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: head dimension %s = %d must be even (RoPE pairs)",
+                           ld->path, have_kl ? "attention.key_length" : "n_embd / n_head", hp->n_embd_head);
+    }
+    int32_t vlen = hp->n_embd_head;
+    if ((st = get_int_key(ld, "attention.value_length", false, hp->n_embd_head, 1, MAX_DIM, &vlen)) != BITNET_OK)
+        return st;
+    if (vlen != hp->n_embd_head) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: %s.attention.value_length = %d differs from the key head size %d (not supported)",
+                           ld->path, ld->arch, vlen, hp->n_embd_head);
+    }
+    if ((int64_t)hp->n_head * hp->n_embd_head > MAX_DIM) {
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: %s.attention.head_count · head size = %d · %d is too large",
+                           ld->path, ld->arch, hp->n_head, hp->n_embd_head);
     }
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0) {
         return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
@@ -585,6 +644,36 @@ static const char *isa_of(const char *impl_name) {
 
 static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file);
 
+/* The tiles `table` lists for (M, K) ({0, 0, 0} when it has none). */
+static bitnet_tiles built_tiles(const bitnet_lut_table *table, int64_t M, int64_t K) {
+    const bitnet_tiles none = {0, 0, 0};
+    for (size_t k = 0; table && k < table->n_entries; k++) {
+        if (table->entries[k].M == M && table->entries[k].K == K) return table->entries[k].tiles;
+    }
+    return none;
+}
+
+/* A TL1/TL2 file's recorded tiles must be ones this build has kernels for (issue #3: "loading a
+ * TL1/TL2 file whose tiles do not match the built kernels is an error"): when any built tile table
+ * (configs/, the same list on every ISA) has the shape (M, K) of `type`, the file's tiles must equal
+ * one of its entries; *first is set to the first such table for the message. A shape no table lists
+ * runs on the generic kernel, which takes any legal tiles. */
+static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, const bitnet_lut_table **first) {
+    bool listed = false;
+    for (size_t i = 0; i < bitnet_lut_n_tables; i++) {
+        const bitnet_lut_table *tab = &bitnet_lut_tables[i];
+        if (tab->type != type) continue;
+        for (size_t k = 0; k < tab->n_entries; k++) {
+            const bitnet_lut_table_entry *e = &tab->entries[k];
+            if (e->M != M || e->K != K) continue;
+            if (e->tiles.BM == t.BM && e->tiles.BK == t.BK && e->tiles.bm == t.bm) return true;
+            if (!listed) *first = tab;
+            listed = true;
+        }
+    }
+    return !listed;
+}
+
 /* Hand every ternary weight to the LUT host for the model's path, with tiles:
  *  - stored tiles (TL1/TL2 files): the file's bitnet.lut.<name>.tiles key, else the built-in table
  *    that covers the model (bitnet.cpp files record no tiles); neither → refused;
@@ -647,6 +736,20 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
                 if (stored == target) {
                     tiles = stored_tiles; /* no repacking */
                     tiles_from_file = tiles_from_file || have_key;
+                    const bitnet_lut_table *built = NULL;
+                    if (have_key && !tiles_match_built(target, w->M, w->K, stored_tiles, &built)) {
+                        const bitnet_tiles bt = built_tiles(built, w->M, w->K);
+                        st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                                         "%s: tensor '%s' (%s, M = %lld, K = %lld) was packed with tiles BM %d BK %d "
+                                         "bm %d (key 'bitnet.lut.%s.tiles'), but the kernels built for this shape "
+                                         "(table %s/%s) use BM %d BK %d bm %d: convert the model again for this "
+                                         "build, rebuild the kernels for the file's tiles, or run another path "
+                                         "(--kernel i2_s)",
+                                         ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M,
+                                         (long long)w->K, stored_tiles.BM, stored_tiles.BK, stored_tiles.bm,
+                                         w->t.name, built->config, built->table, bt.BM, bt.BK, bt.bm);
+                        break;
+                    }
                 } else {
                     tiles = bitnet_lut_tiles_for(target, w->M, w->K, target_table, table_name);
                     bitnet_error terr;
@@ -733,6 +836,58 @@ static size_t dense_row_bytes(int type, int64_t n) {
     return b;
 }
 
+/* Every tensor of the file must be one the graph uses: an ignored tensor (a bias, an extra norm, a
+ * frequency-factor table) would silently change the model's meaning, so it is refused by name, as
+ * llama.cpp refuses files with tensors its architecture does not create. Known names: token_embd,
+ * output, output_norm, blk.N.{attn_norm, ffn_norm, the 7 projections, their optional .scale} and, with
+ * sub-norms, blk.N.{attn_sub_norm, ffn_sub_norm}; N < block_count. */
+static bool tensor_known(const char *name, const bitnet_hparams *hp) {
+    static const char *const global[] = {"token_embd.weight", "output.weight", "output_norm.weight"};
+    static const char *const proj[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    for (size_t i = 0; i < sizeof global / sizeof global[0]; i++) {
+        if (strcmp(name, global[i]) == 0) return true;
+    }
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const char *p = name + 4;
+    long l = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 8) {
+        l = l * 10 + (*p++ - '0');
+        digits++;
+    }
+    if (digits == 0 || (digits > 1 && name[4] == '0') || *p != '.' || l >= hp->n_layer) return false;
+    p++;
+    const char *rest = p;
+    if (strcmp(rest, "attn_norm.weight") == 0 || strcmp(rest, "ffn_norm.weight") == 0) return true;
+    if (hp->sub_norms && (strcmp(rest, "attn_sub_norm.weight") == 0 || strcmp(rest, "ffn_sub_norm.weight") == 0))
+        return true;
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        const size_t n = strlen(proj[i]);
+        if (strncmp(rest, proj[i], n) == 0 && (strcmp(rest + n, ".weight") == 0 || strcmp(rest + n, ".scale") == 0))
+            return true;
+    }
+    return false;
+}
+
+static bitnet_status check_all_tensors_known(loader *ld, const bitnet_hparams *hp) {
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(ld->g); i++) {
+        const char *name = bitnet_gguf_tensor(ld->g, i)->name;
+        if (tensor_known(name, hp)) continue;
+        if (strcmp(name, "rope_freqs.weight") == 0) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                               "%s: tensor 'rope_freqs.weight' (RoPE frequency factors, Llama 3.1 style scaling) is "
+                               "not supported",
+                               ld->path);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' is not part of architecture '%s'%s (an ignored tensor would change the "
+                           "model's meaning)",
+                           ld->path, name, hp->arch,
+                           !hp->sub_norms && strstr(name, "sub_norm") ? " (this graph has no sub-norms)" : "");
+    }
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
                                 bitnet_error *err) {
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
@@ -757,6 +912,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     ld.g = m->gguf;
     if ((st = load_hparams(&ld, &m->hp)) != BITNET_OK) goto fail;
     bitnet_hparams *hp = &m->hp;
+    m->q_dim = hp->n_head * hp->n_embd_head;
     m->kv_dim = hp->n_head_kv * hp->n_embd_head;
     m->path = resolve_path(params->path);
 
@@ -773,6 +929,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     if ((st = find_tensor(&ld, "token_embd.weight", 2, hp->n_embd, hp->n_vocab, true, &m->embd)) != BITNET_OK)
         goto fail;
     if ((st = find_tensor(&ld, "output.weight", 2, hp->n_embd, hp->n_vocab, false, &m->head)) != BITNET_OK) goto fail;
+    hp->tied_output = m->head == NULL;
     if (!m->head) m->head = m->embd;
     const bitnet_gguf_tensor_info *dense2[2] = {m->embd, m->head};
     for (int i = 0; i < 2; i++) {
@@ -802,14 +959,17 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)l), name)
         if ((st = load_vector(&ld, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm)) != BITNET_OK) goto fail;
-        if ((st = load_vector(&ld, NAME("attn_sub_norm.weight"), hp->n_embd, &L->attn_sub_norm)) != BITNET_OK)
+        if (hp->sub_norms &&
+            (st = load_vector(&ld, NAME("attn_sub_norm.weight"), m->q_dim, &L->attn_sub_norm)) != BITNET_OK)
             goto fail;
         if ((st = load_vector(&ld, NAME("ffn_norm.weight"), hp->n_embd, &L->ffn_norm)) != BITNET_OK) goto fail;
-        if ((st = load_vector(&ld, NAME("ffn_sub_norm.weight"), hp->n_ff, &L->ffn_sub_norm)) != BITNET_OK) goto fail;
-        if ((st = load_weight(&ld, NAME("attn_q.weight"), hp->n_embd, hp->n_embd, &L->wq)) != BITNET_OK) goto fail;
+        if (hp->sub_norms &&
+            (st = load_vector(&ld, NAME("ffn_sub_norm.weight"), hp->n_ff, &L->ffn_sub_norm)) != BITNET_OK)
+            goto fail;
+        if ((st = load_weight(&ld, NAME("attn_q.weight"), hp->n_embd, m->q_dim, &L->wq)) != BITNET_OK) goto fail;
         if ((st = load_weight(&ld, NAME("attn_k.weight"), hp->n_embd, m->kv_dim, &L->wk)) != BITNET_OK) goto fail;
         if ((st = load_weight(&ld, NAME("attn_v.weight"), hp->n_embd, m->kv_dim, &L->wv)) != BITNET_OK) goto fail;
-        if ((st = load_weight(&ld, NAME("attn_output.weight"), hp->n_embd, hp->n_embd, &L->wo)) != BITNET_OK)
+        if ((st = load_weight(&ld, NAME("attn_output.weight"), m->q_dim, hp->n_embd, &L->wo)) != BITNET_OK)
             goto fail;
         if ((st = load_weight(&ld, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &L->w_gate)) != BITNET_OK)
             goto fail;
@@ -819,6 +979,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
 #undef NAME
     }
 
+    if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
     if ((st = prepare_lut_weights(&ld, m, table_name)) != BITNET_OK) goto fail;
 
     for (int64_t i = 0; i < bitnet_gguf_n_tensors(m->gguf); i++) {
@@ -882,9 +1043,9 @@ struct bitnet_context {
     /* activations of one batch of up to n_batch tokens, row t = token t */
     float *x;        /* (n_batch, n_embd) residual stream */
     float *xb;       /* (n_batch, n_embd) normed input of a projection */
-    float *q;        /* (n_batch, n_embd) queries */
+    float *q;        /* (n_batch, q_dim) queries */
     float *k, *v;    /* (n_batch, kv_dim) keys, values of this batch */
-    float *att;      /* (n_batch, n_embd) attention output, heads concatenated */
+    float *att;      /* (n_batch, q_dim) attention output, heads concatenated */
     float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
 
@@ -969,6 +1130,7 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
     if (st != BITNET_OK) goto fail;
 
     const size_t B = (size_t)n_batch, D = (size_t)hp->n_embd, F = (size_t)hp->n_ff, KV = (size_t)m->kv_dim;
+    const size_t QD = (size_t)m->q_dim;
     const size_t hd = (size_t)hp->n_embd_head, T = (size_t)n_threads, C = (size_t)n_ctx;
     size_t cache_elems;
     if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 2) {
@@ -978,10 +1140,10 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
     }
     c->x = malloc(B * D * sizeof(float));
     c->xb = malloc(B * D * sizeof(float));
-    c->q = malloc(B * D * sizeof(float));
+    c->q = malloc(B * QD * sizeof(float));
     c->k = malloc(B * KV * sizeof(float));
     c->v = malloc(B * KV * sizeof(float));
-    c->att = malloc(B * D * sizeof(float));
+    c->att = malloc(B * QD * sizeof(float));
     c->proj = malloc(B * D * sizeof(float));
     c->hb = malloc(B * F * sizeof(float));
     c->hb2 = malloc(B * F * sizeof(float));
@@ -1102,13 +1264,17 @@ static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64
     }
 }
 
-/* Rotate the halves of one head (NEOX style): pair (i, i + d/2) by the angle of pair i. v: (d) */
-static void rope_head(float *v, const float *cos_p, const float *sin_p, int32_t d) {
+/* Rotate one head v (d) by the angles of its pairs (model.h "RoPE"): NEOX style pair i is
+ * (i, i + d/2), NORM style pair i is (2i, 2i + 1); pair i turns by the angle in cos_p[i], sin_p[i]. */
+static void rope_head(float *v, const float *cos_p, const float *sin_p, int32_t d, bitnet_rope_type type) {
     const int32_t half = d / 2;
+    const int32_t stride = type == BITNET_ROPE_NORM ? 2 : 1; /* index of x0 = stride·i */
+    const int32_t off = type == BITNET_ROPE_NORM ? 1 : half; /* x1 = x0 + off */
     for (int32_t i = 0; i < half; i++) {
-        const float x0 = v[i], x1 = v[i + half];
-        v[i] = x0 * cos_p[i] - x1 * sin_p[i];
-        v[i + half] = x0 * sin_p[i] + x1 * cos_p[i];
+        float *p0 = v + stride * i, *p1 = p0 + off;
+        const float x0 = *p0, x1 = *p1;
+        *p0 = x0 * cos_p[i] - x1 * sin_p[i];
+        *p1 = x0 * sin_p[i] + x1 * cos_p[i];
     }
 }
 
@@ -1148,7 +1314,7 @@ static void forward_task(void *arg, int ith, int nth) {
     bitnet_context *c = J->c;
     const bitnet_model *m = c->m;
     const bitnet_hparams *hp = &m->hp;
-    const int64_t n = J->n, D = hp->n_embd, F = hp->n_ff, KV = m->kv_dim, hd = hp->n_embd_head;
+    const int64_t n = J->n, D = hp->n_embd, F = hp->n_ff, KV = m->kv_dim, QD = m->q_dim, hd = hp->n_embd_head;
     const int64_t half = hd / 2;
     int64_t t0, t1; /* this thread's tokens for per-token steps */
     bitnet_split_range(n, ith, nth, &t0, &t1);
@@ -1167,7 +1333,7 @@ static void forward_task(void *arg, int ith, int nth) {
         for (int64_t t = t0; t < t1; t++) rmsnorm(c->xb + t * D, c->x + t * D, L->attn_norm, D, hp->rms_eps);
         sync_threads(c);
 
-        /* projections: q = Wq·xb (n, D), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
+        /* projections: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
         matmul(c, &L->wq, c->xb, c->q, n, ith, nth);
         matmul(c, &L->wk, c->xb, c->k, n, ith, nth);
         matmul(c, &L->wv, c->xb, c->v, n, ith, nth);
@@ -1176,8 +1342,9 @@ static void forward_task(void *arg, int ith, int nth) {
         for (int64_t t = t0; t < t1; t++) {
             const int64_t pos = J->pos0 + t;
             const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
-            for (int32_t h = 0; h < hp->n_head; h++) rope_head(c->q + t * D + h * hd, cs, sn, (int32_t)hd);
-            for (int32_t h = 0; h < hp->n_head_kv; h++) rope_head(c->k + t * KV + h * hd, cs, sn, (int32_t)hd);
+            for (int32_t h = 0; h < hp->n_head; h++) rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
+            for (int32_t h = 0; h < hp->n_head_kv; h++)
+                rope_head(c->k + t * KV + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
             uint16_t *kc = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KV; /* (KV) */
             uint16_t *vc = c->vcache + (size_t)l * KV * c->n_ctx + (size_t)pos;   /* stride n_ctx */
             for (int64_t i = 0; i < KV; i++) {
@@ -1187,18 +1354,21 @@ static void forward_task(void *arg, int ith, int nth) {
         }
         sync_threads(c);
 
-        /* attention per (token, head) over positions 0..pos0+t                  att (n, D) */
+        /* attention per (token, head) over positions 0..pos0+t                  att (n, QD) */
         int64_t a0, a1;
         bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
         for (int64_t a = a0; a < a1; a++) {
             const int64_t t = a / hp->n_head, h = a % hp->n_head;
-            attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * D + h * hd, c->att + t * D + h * hd, ith);
+            attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * QD + h * hd, c->att + t * QD + h * hd, ith);
         }
         sync_threads(c);
 
-        /* sub-norm, output projection: proj = Wo·(rmsnorm(att) · attn_sub_norm)  proj (n, D) */
-        for (int64_t t = t0; t < t1; t++) rmsnorm(c->att + t * D, c->att + t * D, L->attn_sub_norm, D, hp->rms_eps);
-        sync_threads(c);
+        /* bitnet graphs: att = rmsnorm(att) · attn_sub_norm; output projection proj = Wo·att     proj (n, D) */
+        if (hp->sub_norms) {
+            for (int64_t t = t0; t < t1; t++)
+                rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm, QD, hp->rms_eps);
+            sync_threads(c);
+        }
         matmul(c, &L->wo, c->att, c->proj, n, ith, nth);
 
         /* residual, FFN norm: x += proj; xb = rmsnorm(x) · ffn_norm              xb (n, D) */
@@ -1212,12 +1382,17 @@ static void forward_task(void *arg, int ith, int nth) {
         matmul(c, &L->w_gate, c->xb, c->hb, n, ith, nth);
         matmul(c, &L->w_up, c->xb, c->hb2, n, ith, nth);
 
-        /* hb = rmsnorm(silu(hb) ⊙ hb2) · ffn_sub_norm                          hb (n, F) */
+        /* hb = act(hb) ⊙ hb2 (act: silu, or relu² for bitnet-b1.58); bitnet graphs then
+         * hb = rmsnorm(hb) · ffn_sub_norm                                          hb (n, F) */
         for (int64_t t = t0; t < t1; t++) {
             float *g = c->hb + t * F;
             const float *u = c->hb2 + t * F;
-            for (int64_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
-            rmsnorm(g, g, L->ffn_sub_norm, F, hp->rms_eps);
+            if (hp->ffn_act == BITNET_ACT_RELU2) {
+                for (int64_t i = 0; i < F; i++) g[i] = relu2(g[i]) * u[i];
+            } else {
+                for (int64_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
+            }
+            if (hp->sub_norms) rmsnorm(g, g, L->ffn_sub_norm, F, hp->rms_eps);
         }
         sync_threads(c);
 

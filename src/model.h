@@ -132,7 +132,13 @@ typedef struct bitnet_model bitnet_model;
  *  - a missing required key or tensor → BITNET_ERR_FORMAT naming it;
  *  - a tensor whose ne disagrees with the hparams → BITNET_ERR_FORMAT naming tensor, actual and
  *    expected ne; an unsupported tensor type → BITNET_ERR_UNSUPPORTED naming tensor and type;
- *  - TL paths: a shape without legal tiles → BITNET_ERR_UNSUPPORTED naming tensor, M and K.
+ *  - a tensor the graph does not use (a bias, sub-norms in a "llama" file, a layer beyond block_count,
+ *    rope_freqs.weight) → BITNET_ERR_UNSUPPORTED naming it (ignoring it would change the model);
+ *  - TL paths: a shape without legal tiles → BITNET_ERR_UNSUPPORTED naming tensor, M and K;
+ *  - a TL1/TL2 tensor run on its own path whose recorded tiles (bitnet.lut.<tensor>.tiles) differ from
+ *    every built tile table (configs/) that lists its shape → BITNET_ERR_UNSUPPORTED naming the tensor,
+ *    both tile sets and the table (the issue's "tiles do not match the built kernels"); the I2_S path and
+ *    the other TL path repack such a file and run it. Shapes no table lists take any legal tiles.
  * Ternary tensors are repacked for the chosen path through bitnet_lut_transform_tensor: a TL1/TL2
  * file's tiles come from its bitnet.lut.<tensor>.tiles keys (LAYOUTS.md §7), else from the built-in
  * table covering the model; target tiles from the preferred covering table, else per shape

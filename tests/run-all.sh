@@ -37,6 +37,7 @@ done
 # ---- packages ---------------------------------------------------------------------------------
 PACKAGES="cmake ninja-build gcc g++ python3 python3-yaml python3-jinja2 googletest"
 case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user" ;; esac
+PACKAGES="$PACKAGES python3-numpy" # tests/reference: the numpy reference forward pass
 PACKAGES="$PACKAGES libpcre2-dev libjson-c-dev" # tokenizer regexes, Hugging Face JSON files
 case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES libpcre2-dev:arm64 libjson-c-dev:arm64" ;; esac
 if [ "$INSTALL" = 1 ]; then

@@ -1,7 +1,9 @@
-// test_model.cc — the bitnet model end to end: bitnet.cpp compatibility (its own tiny model and its
-// greedy ids), a golden greedy decode of a seeded dummy model that every kernel path, thread count,
-// batch size and ISA must reproduce bit for bit, error handling of the loader and of bitnet_decode,
-// and llama-cli (output text, exit codes).
+// test_model.cc — the model end to end: bitnet.cpp compatibility (its own tiny model and its greedy
+// ids), a golden greedy decode of a seeded dummy model that every kernel path, thread count, batch
+// size and ISA must reproduce bit for bit (architecture bitnet, and since issue #3 bitnet-b1.58 and
+// llama), the architectures' hyperparameters and tensor sets, error handling of the loader and of
+// bitnet_decode, and llama-cli (output text, exit codes). Logits against the independent reference
+// forward pass of every architecture: tests/reference/.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -133,6 +135,8 @@ std::string TmpDir() {
 
 struct Edit {
     std::string set_arch;                    // new general.architecture
+    std::string rename_from, rename_to;      // key prefix, e.g. "bitnet-b1.58." → "bitnet-25."
+    std::vector<std::pair<std::string, uint32_t>> set_u32; // keys set (replaced or added) as uint32
     std::string drop_key, drop_tensor;
     std::string reshape_tensor;              // new ne for this tensor (data truncated / zero-padded)
     std::vector<int64_t> new_ne;
@@ -148,29 +152,38 @@ void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
     for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
         const char *key = bitnet_gguf_kv_key(g, i);
         if (e.drop_key == key || std::strcmp(key, "general.alignment") == 0) continue;
+        bool replaced = false;
+        for (auto &kv : e.set_u32) replaced = replaced || kv.first == key;
+        if (replaced) continue;
+        std::string renamed = key;
+        if (!e.rename_from.empty() && renamed.compare(0, e.rename_from.size(), e.rename_from) == 0) {
+            renamed = e.rename_to + renamed.substr(e.rename_from.size());
+        }
+        const std::string src_key = key;
+        key = renamed.c_str();
         const char *s;
         size_t len;
         switch (bitnet_gguf_kv_type(g, i)) {
         case BITNET_GGUF_UINT32: {
             uint32_t v;
-            ASSERT_EQ(bitnet_gguf_get_u32(g, key, &v, &err), BITNET_OK) << err.msg;
+            ASSERT_EQ(bitnet_gguf_get_u32(g, src_key.c_str(), &v, &err), BITNET_OK) << err.msg;
             bitnet_gguf_set_u32(w, key, v);
             break;
         }
         case BITNET_GGUF_INT32: {
             int64_t v;
-            ASSERT_EQ(bitnet_gguf_get_i64(g, key, &v, &err), BITNET_OK) << err.msg;
+            ASSERT_EQ(bitnet_gguf_get_i64(g, src_key.c_str(), &v, &err), BITNET_OK) << err.msg;
             bitnet_gguf_set_i32(w, key, (int32_t)v);
             break;
         }
         case BITNET_GGUF_FLOAT32: {
             float v;
-            ASSERT_EQ(bitnet_gguf_get_f32(g, key, &v, &err), BITNET_OK) << err.msg;
+            ASSERT_EQ(bitnet_gguf_get_f32(g, src_key.c_str(), &v, &err), BITNET_OK) << err.msg;
             bitnet_gguf_set_f32(w, key, v);
             break;
         }
         case BITNET_GGUF_STRING: {
-            ASSERT_EQ(bitnet_gguf_get_str(g, key, &s, &len, &err), BITNET_OK) << err.msg;
+            ASSERT_EQ(bitnet_gguf_get_str(g, src_key.c_str(), &s, &len, &err), BITNET_OK) << err.msg;
             std::string v(s, len);
             if (!e.set_arch.empty() && std::strcmp(key, "general.architecture") == 0) v = e.set_arch;
             bitnet_gguf_set_str(w, key, v.c_str());
@@ -180,11 +193,11 @@ void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
             bitnet_gguf_type et;
             uint64_t n;
             const void *data;
-            ASSERT_EQ(bitnet_gguf_get_arr(g, key, &et, &n, &data, &err), BITNET_OK) << err.msg;
+            ASSERT_EQ(bitnet_gguf_get_arr(g, src_key.c_str(), &et, &n, &data, &err), BITNET_OK) << err.msg;
             if (et == BITNET_GGUF_STRING) {
                 std::vector<std::string> strs;
                 for (uint64_t j = 0; j < n; j++) {
-                    ASSERT_EQ(bitnet_gguf_get_arr_str(g, key, j, &s, &len, &err), BITNET_OK) << err.msg;
+                    ASSERT_EQ(bitnet_gguf_get_arr_str(g, src_key.c_str(), j, &s, &len, &err), BITNET_OK) << err.msg;
                     strs.emplace_back(s, len);
                 }
                 std::vector<const char *> ptrs;
@@ -199,6 +212,7 @@ void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
             FAIL() << "CopyGguf: key " << key << " has a type this helper does not copy";
         }
     }
+    for (auto &kv : e.set_u32) bitnet_gguf_set_u32(w, kv.first.c_str(), kv.second);
     struct Item {
         const bitnet_gguf_tensor_info *ti;
         std::vector<int64_t> ne;
@@ -784,14 +798,16 @@ TEST(ProjectionScale, ZeroScalesLeaveOnlyTheEmbedding) {
 // Errors: each a clear message naming the thing, no crash
 // =============================================================================================
 
+// ("llama" was the unknown name of issue #2; it is supported since issue #3, see test_archs.cc)
 TEST(ModelErrors, UnknownArchitecture) {
-    const std::string path = TmpDir() + "/arch-llama.gguf";
+    const std::string path = TmpDir() + "/arch-mamba.gguf";
     Edit e;
-    e.set_arch = "llama";
+    e.set_arch = "mamba";
     CopyGguf(kTinyI2S, path, e);
     std::string msg = LoadError(path, BITNET_PATH_I2S, BITNET_ERR_UNSUPPORTED);
-    EXPECT_NE(msg.find("'llama'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'mamba'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("architecture"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'bitnet-b1.58'"), std::string::npos) << msg; // lists what this build runs
 }
 
 TEST(ModelErrors, MissingKey) {
@@ -910,6 +926,364 @@ TEST(DecodeErrors, ContextOverflowAndBadTokens) {
 }
 
 // =============================================================================================
+// Architectures bitnet-b1.58 (alias bitnet-25) and llama (model.h): dummy files, golden greedy ids
+// on every path, hyperparameters, and the loader's refusals. Their logits against the independent
+// reference forward pass: tests/reference/test_reference.py (ctest reference_logits).
+// =============================================================================================
+
+// The golden models of the two new architectures: the tiny layout (hidden 256, FFN 768, 2 layers,
+// 4 heads), GQA with 2 KV heads (so attn_k/attn_v are 128x256), built-in 512-token vocabulary.
+//  - bitnet-b1.58: relu² FFN, sub-norms, RoPE NEOX, theta 500000 (2B-4T's), tied head;
+//  - llama: silu FFN, no sub-norms, RoPE NORM, theta 500000, separate output.weight.
+bitnet_dummy_params ArchParams(bitnet_dummy_arch arch, bitnet_dummy_outtype outtype, uint64_t seed) {
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(outtype, seed);
+    p.arch = arch;
+    p.n_head_kv = 2;
+    p.rope_freq_base = 500000.0f;
+    p.output_separate = arch == BITNET_DUMMY_ARCH_LLAMA;
+    return p;
+}
+
+// Writes the model as I2_S, TL1 and TL2 files; TL files get the tiles of the built-in table for the
+// shapes it lists (256x256, 768x256, 256x768; configs/bitnetcpp-tiny.yaml) and the default rule for
+// 128x256, so the runtime's "tiles must match the built kernels" rule accepts them.
+std::vector<std::string> WriteArchFiles(bitnet_dummy_arch arch, uint64_t seed, const std::string &stem) {
+    std::vector<std::string> paths;
+    const bitnet_dummy_outtype outs[3] = {BITNET_DUMMY_I2_S, BITNET_DUMMY_TL1, BITNET_DUMMY_TL2};
+    const char *names[3] = {"i2_s", "tl1", "tl2"};
+    for (int i = 0; i < 3; i++) {
+        bitnet_dummy_params p = ArchParams(arch, outs[i], seed);
+        std::vector<bitnet_dummy_shape_tiles> tiles;
+        if (i > 0) {
+            const int type = i == 1 ? BITNET_TYPE_TL1 : BITNET_TYPE_TL2;
+            const int64_t shapes[3][2] = {{256, 256}, {768, 256}, {256, 768}};
+            const bitnet_lut_table *tab = bitnet_lut_find_table(type, shapes, 3, "default");
+            for (size_t k = 0; tab && k < tab->n_entries; k++) {
+                tiles.push_back({tab->entries[k].M, tab->entries[k].K, tab->entries[k].tiles});
+            }
+            p.tiles = tiles.data();
+            p.n_tiles = tiles.size();
+        }
+        paths.push_back(TmpDir() + "/" + stem + "-" + names[i] + ".gguf");
+        bitnet_error err{};
+        EXPECT_EQ(bitnet_dummy_write(&p, paths.back().c_str(), &err), BITNET_OK) << err.msg;
+    }
+    return paths;
+}
+
+// Pinned from this implementation (x86-64 native and AArch64 under qemu compute the same bits).
+const std::vector<int32_t> kB158GoldenIds = {230, 340, 392, 446, 426, 1, 421, 368, 302, 314, 392, 117, 92, 359, 379, 397};
+const uint64_t kB158GoldenHash = 0xe59a92200526a217ULL;
+const std::vector<int32_t> kLlamaGoldenIds = {427, 142, 365, 322, 223, 395, 184, 402, 379, 245, 175, 482, 307, 501, 347, 217};
+const uint64_t kLlamaGoldenHash = 0xcc473190b76c1e2aULL;
+
+void CheckArchGolden(bitnet_dummy_arch arch, const std::vector<int32_t> &want_ids, uint64_t want_hash) {
+    const std::string stem = std::string("golden-") + bitnet_dummy_arch_name(arch);
+    const std::vector<std::string> files = WriteArchFiles(arch, 4321, stem);
+    // the I2_S file on every path, each TL file on its own path (no repacking); one thread each
+    const std::vector<std::pair<int, bitnet_kernel_path>> runs = {
+        {0, BITNET_PATH_I2S}, {0, BITNET_PATH_TL1}, {0, BITNET_PATH_TL2}, {1, BITNET_PATH_TL1}, {2, BITNET_PATH_TL2}};
+    GreedyRun ref;
+    for (const auto &run : runs) {
+        ModelPtr m = Load(files[run.first], run.second);
+        ASSERT_TRUE(m) << files[run.first];
+        const std::string what = files[run.first] + " on " + bitnet_kernel_path_name(run.second) + " (" +
+                                 bitnet_model_kernel_summary(m.get()) + ")";
+        GreedyRun r = Greedy(m.get(), kGoldenPrompt, 16, 1);
+        if (ref.ids.empty()) {
+            ref = r;
+            std::string s;
+            for (int32_t id : r.ids) s += std::to_string(id) + ", ";
+            std::printf("[ info ] %s golden ids: %s hash 0x%016llx\n", bitnet_dummy_arch_name(arch), s.c_str(),
+                        (unsigned long long)LogitsHash(r));
+            EXPECT_EQ(r.ids, want_ids) << what;
+            EXPECT_EQ(LogitsHash(r), want_hash) << what;
+        } else {
+            ExpectSameRun(ref, r, what);
+        }
+    }
+    // the native path with 2 threads and the prompt in batches of 3 changes nothing
+    ModelPtr m = Load(files[0], BITNET_PATH_AUTO);
+    ASSERT_TRUE(m);
+    ExpectSameRun(ref, Greedy(m.get(), kGoldenPrompt, 16, 2, 3), "native path, 2 threads, batch 3");
+}
+
+TEST(ArchGolden, BitnetB158AllPathsThreadsAndBatches) { CheckArchGolden(BITNET_DUMMY_ARCH_BITNET_B158, kB158GoldenIds, kB158GoldenHash); }
+TEST(ArchGolden, LlamaAllPathsThreadsAndBatches) { CheckArchGolden(BITNET_DUMMY_ARCH_LLAMA, kLlamaGoldenIds, kLlamaGoldenHash); }
+
+// Hyperparameters and graph facts per architecture name, from the keys only.
+TEST(Archs, HyperparametersFromKeys) {
+    struct Case {
+        bitnet_dummy_arch arch;
+        bitnet_arch id;
+        bitnet_ffn_act act;
+        bitnet_rope_type rope;
+        bool sub_norms, tied;
+    } cases[] = {
+        {BITNET_DUMMY_ARCH_BITNET, BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true, true},
+        {BITNET_DUMMY_ARCH_BITNET_B158, BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, true},
+        {BITNET_DUMMY_ARCH_BITNET_25, BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, true},
+        {BITNET_DUMMY_ARCH_LLAMA, BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false, false},
+    };
+    for (const Case &c : cases) {
+        bitnet_dummy_params p = ArchParams(c.arch, BITNET_DUMMY_I2_S, 9);
+        p.rope_freq_base = 1000042.0f; // Falcon3's theta
+        const std::string path = TmpDir() + "/hp-" + bitnet_dummy_arch_name(c.arch) + ".gguf";
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+        ModelPtr m = Load(path, BITNET_PATH_I2S);
+        ASSERT_TRUE(m);
+        const bitnet_hparams *hp = bitnet_model_hparams(m.get());
+        EXPECT_STREQ(hp->arch, bitnet_dummy_arch_name(c.arch));
+        EXPECT_EQ(hp->arch_id, c.id);
+        EXPECT_EQ(hp->ffn_act, c.act);
+        EXPECT_EQ(hp->rope_type, c.rope);
+        EXPECT_EQ(hp->sub_norms, c.sub_norms);
+        EXPECT_EQ(hp->tied_output, c.tied);
+        EXPECT_EQ(hp->n_head, 4);
+        EXPECT_EQ(hp->n_head_kv, 2);
+        EXPECT_EQ(hp->n_embd_head, 64);
+        EXPECT_EQ(hp->rope_freq_base, 1000042.0f);
+        EXPECT_EQ(hp->n_vocab, 512);
+        // 14 ternary weights; llama has 4 norm vectors fewer, one output.weight more
+        EXPECT_STREQ(bitnet_model_kernel_summary(m.get()), "I2_S reference path: 14 ternary weights");
+    }
+}
+
+// attention.key_length: a head size other than n_embd / n_head (4 heads of 128 on n_embd 256, as in
+// Falcon3-style configs with head_dim). Q is 512x256, attn_output 256x512.
+TEST(Archs, HeadSizeFromKeyLength) {
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_LLAMA, BITNET_DUMMY_I2_S, 5);
+    p.n_embd_head = 128;
+    const std::string path = TmpDir() + "/keylength.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+    ModelPtr m = Load(path, BITNET_PATH_I2S);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(bitnet_model_hparams(m.get())->n_embd_head, 128);
+    GreedyRun a = Greedy(m.get(), kGoldenPrompt, 4, 1), b = Greedy(m.get(), kGoldenPrompt, 4, 2, 2);
+    ExpectSameRun(a, b, "key_length model, threads 1 vs 2, batch 2");
+    // value_length must equal key_length
+    const std::string bad = TmpDir() + "/valuelength.gguf";
+    Edit e;
+    e.set_u32 = {{"llama.attention.value_length", 64}};
+    CopyGguf(path, bad, e);
+    std::string msg = LoadError(bad, BITNET_PATH_I2S, BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(msg.find("llama.attention.value_length = 64"), std::string::npos) << msg;
+    // partial RoPE is refused
+    const std::string partial = TmpDir() + "/partial-rope.gguf";
+    Edit e2;
+    e2.set_u32 = {{"llama.rope.dimension_count", 64}};
+    CopyGguf(path, partial, e2);
+    msg = LoadError(partial, BITNET_PATH_I2S, BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(msg.find("llama.rope.dimension_count = 64"), std::string::npos) << msg;
+}
+
+// "bitnet-25" is the same graph as "bitnet-b1.58"; "llama" files without llama.vocab_size take the size
+// from tokenizer.ggml.tokens (older llama.cpp converters omit the key).
+TEST(Archs, Bitnet25AliasAndOptionalVocabSize) {
+    const std::string base = TmpDir() + "/alias-b158.gguf";
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET_B158, BITNET_DUMMY_I2_S, 6);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, base.c_str(), &err), BITNET_OK) << err.msg;
+    const std::string alias = TmpDir() + "/alias-b25.gguf";
+    Edit e;
+    e.set_arch = "bitnet-25";
+    e.rename_from = "bitnet-b1.58.";
+    e.rename_to = "bitnet-25.";
+    CopyGguf(base, alias, e);
+    ModelPtr a = Load(base, BITNET_PATH_I2S), b = Load(alias, BITNET_PATH_I2S);
+    ASSERT_TRUE(a && b);
+    EXPECT_STREQ(bitnet_model_hparams(b.get())->arch, "bitnet-25");
+    ExpectSameRun(Greedy(a.get(), kGoldenPrompt, 4, 1), Greedy(b.get(), kGoldenPrompt, 4, 1), "bitnet-25 alias");
+
+    const std::string llama = TmpDir() + "/novocab-llama.gguf";
+    p = ArchParams(BITNET_DUMMY_ARCH_LLAMA, BITNET_DUMMY_I2_S, 6);
+    ASSERT_EQ(bitnet_dummy_write(&p, llama.c_str(), &err), BITNET_OK) << err.msg;
+    const std::string novocab = TmpDir() + "/novocab-llama2.gguf";
+    Edit e2;
+    e2.drop_key = "llama.vocab_size";
+    CopyGguf(llama, novocab, e2);
+    ModelPtr c = Load(llama, BITNET_PATH_I2S), d = Load(novocab, BITNET_PATH_I2S);
+    ASSERT_TRUE(c && d);
+    EXPECT_EQ(bitnet_model_hparams(d.get())->n_vocab, 512);
+    ExpectSameRun(Greedy(c.get(), kGoldenPrompt, 4, 1), Greedy(d.get(), kGoldenPrompt, 4, 1), "without vocab_size");
+}
+
+// A missing required tensor of each architecture is named; a tensor the graph does not use (a bias,
+// sub-norms in a llama file, Llama 3.1's rope_freqs) is refused by name instead of being ignored.
+TEST(Archs, MissingAndUnknownTensorsAreNamed) {
+    const std::string b158 = TmpDir() + "/err-b158.gguf", llama = TmpDir() + "/err-llama.gguf";
+    bitnet_error err{};
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET_B158, BITNET_DUMMY_I2_S, 8);
+    ASSERT_EQ(bitnet_dummy_write(&p, b158.c_str(), &err), BITNET_OK) << err.msg;
+    p = ArchParams(BITNET_DUMMY_ARCH_LLAMA, BITNET_DUMMY_I2_S, 8);
+    ASSERT_EQ(bitnet_dummy_write(&p, llama.c_str(), &err), BITNET_OK) << err.msg;
+
+    struct Case {
+        std::string src;
+        Edit e;
+        bitnet_status want;
+        std::vector<std::string> needles;
+    };
+    std::vector<Case> cases;
+    {
+        Case c{b158, {}, BITNET_ERR_FORMAT, {"missing required tensor 'blk.1.ffn_sub_norm.weight'"}};
+        c.e.drop_tensor = "blk.1.ffn_sub_norm.weight";
+        cases.push_back(c);
+    }
+    {
+        Case c{llama, {}, BITNET_ERR_FORMAT, {"missing required tensor 'blk.0.attn_q.weight'"}};
+        c.e.drop_tensor = "blk.0.attn_q.weight";
+        cases.push_back(c);
+    }
+    {
+        Case c{llama, {}, BITNET_ERR_UNSUPPORTED, {"'rope_freqs.weight'", "not supported"}};
+        c.e.add_f32 = {{"rope_freqs.weight", 1.0f}};
+        cases.push_back(c);
+    }
+    {
+        Case c{b158, {}, BITNET_ERR_UNSUPPORTED, {"'blk.0.attn_q.bias'", "'bitnet-b1.58'"}};
+        c.e.add_f32 = {{"blk.0.attn_q.bias", 0.5f}};
+        cases.push_back(c);
+    }
+    {
+        // a bitnet-b1.58 file relabelled "llama": its sub-norms are not part of the llama graph
+        Case c{b158, {}, BITNET_ERR_UNSUPPORTED, {"'blk.0.", "sub_norm.weight'", "'llama'", "no sub-norms"}};
+        c.e.set_arch = "llama";
+        c.e.rename_from = "bitnet-b1.58.";
+        c.e.rename_to = "llama.";
+        cases.push_back(c);
+    }
+    {
+        // and a llama file relabelled "bitnet-b1.58" lacks them
+        Case c{llama, {}, BITNET_ERR_FORMAT, {"missing required tensor 'blk.0.attn_sub_norm.weight'"}};
+        c.e.set_arch = "bitnet-b1.58";
+        c.e.rename_from = "llama.";
+        c.e.rename_to = "bitnet-b1.58.";
+        cases.push_back(c);
+    }
+    {
+        Case c{llama, {}, BITNET_ERR_UNSUPPORTED, {"'blk.2.attn_norm.weight'"}}; // a layer beyond block_count
+        c.e.add_f32 = {{"blk.2.attn_norm.weight", 1.0f}};
+        cases.push_back(c);
+    }
+    int i = 0;
+    for (const Case &c : cases) {
+        const std::string dst = TmpDir() + "/err-case-" + std::to_string(i++) + ".gguf";
+        CopyGguf(c.src, dst, c.e);
+        const std::string msg = LoadError(dst, BITNET_PATH_I2S, c.want);
+        for (const std::string &n : c.needles) EXPECT_NE(msg.find(n), std::string::npos) << n << " in: " << msg;
+    }
+}
+
+// A TL file whose recorded tiles differ from the built kernels' (the tables of configs/) for a shape
+// those tables list is refused on its own path, naming both tile sets; the I2_S and the other TL path
+// repack it and run (same ids as the matching file).
+TEST(Archs, TlFileWithTilesOtherThanTheBuiltKernelsIsRefused) {
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(BITNET_DUMMY_TL2, 1234);
+    const bitnet_dummy_shape_tiles t = {256, 256, {128, 96, 32}}; // the table has BM 256 for 256x256
+    p.tiles = &t;
+    p.n_tiles = 1;
+    const std::string path = TmpDir() + "/tl2-other-tiles.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+    const std::string msg = LoadError(path, BITNET_PATH_TL2, BITNET_ERR_UNSUPPORTED);
+    for (const char *n : {"BM 128 BK 96 bm 32", "BM 256 BK 96 bm 32", "bitnetcpp-tiny/default", "M = 256, K = 256",
+                          "bitnet.lut.blk.0."}) {
+        EXPECT_NE(msg.find(n), std::string::npos) << n << " in: " << msg;
+    }
+    for (bitnet_kernel_path kp : {BITNET_PATH_I2S, BITNET_PATH_TL1}) {
+        ModelPtr m = Load(path, kp);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(Greedy(m.get(), kGoldenPrompt, 16, 1).ids, kGoldenIds) << bitnet_kernel_path_name(kp);
+    }
+}
+
+// The dummy writer's key and tensor sets per architecture (dummy_model.h), which converters match.
+TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
+    struct Case {
+        bitnet_dummy_arch arch;
+        std::vector<std::string> keys, layer0;
+        bool output;
+    } cases[] = {
+        {BITNET_DUMMY_ARCH_BITNET_B158,
+         {"general.architecture", "general.name", "bitnet-b1.58.block_count", "bitnet-b1.58.context_length",
+          "bitnet-b1.58.embedding_length", "bitnet-b1.58.feed_forward_length", "bitnet-b1.58.attention.head_count",
+          "bitnet-b1.58.attention.head_count_kv", "bitnet-b1.58.rope.freq_base",
+          "bitnet-b1.58.attention.layer_norm_rms_epsilon", "general.file_type", "bitnet-b1.58.vocab_size",
+          "bitnet-b1.58.rope.dimension_count", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+          "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
+          "tokenizer.ggml.eos_token_id", "general.quantization_version"},
+         {"attn_norm", "ffn_down", "ffn_sub_norm", "ffn_gate", "ffn_up", "ffn_norm", "attn_sub_norm", "attn_k",
+          "attn_output", "attn_q", "attn_v"},
+         false},
+        {BITNET_DUMMY_ARCH_LLAMA,
+         {"general.architecture", "general.name", "llama.block_count", "llama.context_length", "llama.embedding_length",
+          "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
+          "llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon", "general.file_type", "llama.vocab_size",
+          "llama.rope.dimension_count", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+          "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
+          "tokenizer.ggml.eos_token_id", "general.quantization_version"},
+         {"attn_norm", "ffn_down", "ffn_gate", "ffn_up", "ffn_norm", "attn_k", "attn_output", "attn_q", "attn_v"},
+         true},
+    };
+    for (const Case &c : cases) {
+        bitnet_dummy_params p = ArchParams(c.arch, BITNET_DUMMY_I2_S, 3);
+        const std::string path = TmpDir() + "/keys-" + bitnet_dummy_arch_name(c.arch) + ".gguf";
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+        bitnet_gguf *g = nullptr;
+        ASSERT_EQ(bitnet_gguf_open(path.c_str(), &g, &err), BITNET_OK) << err.msg;
+        std::vector<std::string> keys;
+        for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
+            if (std::strcmp(bitnet_gguf_kv_key(g, i), "general.alignment") != 0) keys.push_back(bitnet_gguf_kv_key(g, i));
+        }
+        EXPECT_EQ(keys, c.keys) << bitnet_dummy_arch_name(c.arch);
+        uint32_t dims = 0;
+        const std::string rd = std::string(bitnet_dummy_arch_name(c.arch)) + ".rope.dimension_count";
+        ASSERT_EQ(bitnet_gguf_get_u32(g, rd.c_str(), &dims, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(dims, 64u);
+        std::vector<std::string> names;
+        for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) names.push_back(bitnet_gguf_tensor(g, i)->name);
+        std::vector<std::string> want;
+        if (c.output) want.push_back("output.weight");
+        want.push_back("token_embd.weight");
+        for (int l = 0; l < 2; l++) {
+            for (const std::string &n : c.layer0) want.push_back("blk." + std::to_string(l) + "." + n + ".weight");
+        }
+        want.push_back("output_norm.weight");
+        EXPECT_EQ(names, want) << bitnet_dummy_arch_name(c.arch);
+        const bitnet_gguf_tensor_info *k = bitnet_gguf_find_tensor(g, "blk.0.attn_k.weight");
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(k->ne[0], 256);
+        EXPECT_EQ(k->ne[1], 128); // 2 KV heads of 64
+        if (c.output) {
+            const bitnet_gguf_tensor_info *o = bitnet_gguf_find_tensor(g, "output.weight");
+            ASSERT_NE(o, nullptr);
+            EXPECT_EQ(o->type, BITNET_TYPE_F16);
+            EXPECT_EQ(o->ne[1], 512);
+        }
+        bitnet_gguf_close(g);
+    }
+    // the bitnet key set does not take a head size; an unknown arch value is refused
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET, BITNET_DUMMY_I2_S, 3);
+    p.n_embd_head = 128;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_dummy_write(&p, (TmpDir() + "/x.gguf").c_str(), &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("n_embd_head = 128"), std::string::npos) << err.msg;
+    p.n_embd_head = 0;
+    p.arch = (bitnet_dummy_arch)9;
+    EXPECT_EQ(bitnet_dummy_write(&p, (TmpDir() + "/x.gguf").c_str(), &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("arch 9"), std::string::npos) << err.msg;
+    bitnet_dummy_arch a;
+    EXPECT_TRUE(bitnet_dummy_arch_parse("bitnet-b1.58", &a));
+    EXPECT_EQ(a, BITNET_DUMMY_ARCH_BITNET_B158);
+    EXPECT_FALSE(bitnet_dummy_arch_parse("Llama", &a));
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET_25), "bitnet-25");
+}
+
+// =============================================================================================
 // llama-cli (host builds; the cross build checks it through ctest entries under qemu)
 // =============================================================================================
 
@@ -994,7 +1368,6 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {"-p hi", "no model given"},
         {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
         {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},
-        {m + " -cnv", "not supported yet"},
     };
     for (const Case &c : cases) {
         std::string err;

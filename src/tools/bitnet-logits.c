@@ -1,0 +1,404 @@
+/* bitnet-logits — evaluate a prompt with a BitNet GGUF model and write the logits of every position:
+ * the full matrix to a file (for the reference-forward-pass tests and for comparisons with other
+ * engines) and/or the top-k of each position to stdout.
+ *
+ *   bitnet-logits -m MODEL (-p TEXT | --tokens 1,2,3) [--out FILE] [--top-k K] [-t N] [-b N]
+ *                 [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--no-bos]
+ *
+ * FILE: raw IEEE-754 binary32, little endian, row-major [n_tokens][n_vocab] (row t = the logits after
+ * token t, i.e. the prediction of token t+1), nothing else. FILE.json: a header describing it —
+ *   {"format": "bitnet-logits", "version": 1, "model": ..., "arch": ..., "n_vocab": V, "n_tokens": T,
+ *    "tokens": [...], "prompt": TEXT or null, "add_bos": bool, "kernel_path": "I2_S"|"TL1"|"TL2",
+ *    "kernel_summary": ..., "threads": N, "batch": B, "dtype": "f32", "byte_order": "little",
+ *    "shape": [T, V], "data_file": basename of FILE}.
+ * Both are written to FILE.tmp / FILE.json.tmp first and renamed when complete, so a failure never
+ * leaves a truncated file under the final name.
+ * stdout (when --top-k is given, or when --out is not): one line per position,
+ *   pos=<t> token=<id> top: <id>=<logit> <id>=<logit> ...   (logits with %.6f, best first, ties by id)
+ * stderr: one line about the model and the kernels; error messages.
+ * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
+ * Exit status: 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
+ * command line (the message names the flag and the value). */
+#include "model.h"
+#include "tokenizer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *k_usage =
+    "usage: bitnet-logits -m MODEL (-p TEXT | --tokens IDS) [options]\n"
+    "\n"
+    "Evaluates a prompt and writes the logits of every position.\n"
+    "\n"
+    "  -m, --model FILE       model (GGUF)\n"
+    "  -p, --prompt TEXT      prompt text, tokenized with the model's vocabulary (BOS added as the\n"
+    "                         vocabulary asks, special-token texts parsed)\n"
+    "      --tokens IDS       token ids instead of text, separated by commas or spaces (e.g. 1,450,439)\n"
+    "      --no-bos           with -p: do not add BOS\n"
+    "      --out FILE         write all logits: FILE (f32 little endian [n_tokens][n_vocab]) + FILE.json\n"
+    "      --top-k K          print the K best tokens of every position on stdout (default 5 without --out)\n"
+    "  -t, --threads N        threads (default: the number of online CPUs)\n"
+    "  -b, --batch-size N     tokens per forward pass (default 512)\n"
+    "      --kernel K         auto|i2_s|tl1|tl2 (default auto)\n"
+    "      --lut-table T      default|pretuned: preferred tile table\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Exit status: 0 success, 1 model/evaluation/output error, 2 bad command line.\n";
+
+static int usage_error(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "bitnet-logits: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n(run bitnet-logits --help for usage)\n");
+    return 2;
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* "1,2,3" or "1 2 3" (any mix of commas and white space) → ids. false on anything else. */
+static bool parse_ids(const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    const char *p = s;
+    for (;;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX ||
+            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n')) {
+            free(v);
+            return false;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                return false;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *ids = v;
+    *n = k;
+    return true;
+}
+
+/* s as a JSON string (quotes included): ", \ and control characters escaped; valid UTF-8 sequences
+ * kept; a byte that does not start a valid sequence becomes U+FFFD, so the header is valid JSON. */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+            p++;
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+            p++;
+        } else if (c < 0x80) {
+            fputc(c, f);
+            p++;
+        } else {
+            int len = (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+            bool ok = len > 0;
+            for (int i = 1; ok && i < len; i++) ok = (p[i] & 0xC0) == 0x80;
+            /* no overlong 3/4-byte forms, no surrogates, nothing above U+10FFFF */
+            if (ok && len == 3) ok = !(c == 0xE0 && p[1] < 0xA0) && !(c == 0xED && p[1] >= 0xA0);
+            if (ok && len == 4) ok = !(c == 0xF0 && p[1] < 0x90) && !(c == 0xF4 && p[1] >= 0x90);
+            if (ok) {
+                fwrite(p, 1, (size_t)len, f);
+                p += len;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+/* The k best (logit, id) of one row, best first; equal logits by ascending id. */
+static void top_k(const float *l, int32_t n, int32_t k, int32_t *ids) {
+    int32_t m = 0; /* ids[0..m) sorted */
+    for (int32_t i = 0; i < n; i++) {
+        if (m == k && !(l[i] > l[ids[m - 1]])) continue;
+        int32_t j = m < k ? m++ : k - 1;
+        while (j > 0 && l[i] > l[ids[j - 1]]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = i;
+    }
+}
+
+typedef struct options {
+    const char *model, *prompt, *tokens, *out, *lut_table;
+    long top_k, n_threads, n_batch;
+    bool have_top_k, no_bos;
+    bitnet_kernel_path kernel;
+} options;
+
+static int parse_args(int argc, char **argv, options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(k_usage, stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "--no-bos")) {
+            o->no_bos = true;
+            continue;
+        }
+        static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "--tokens", "--out", "--top-k",
+                                                 "-t", "--threads", "-b", "--batch-size", "--kernel", "--lut-table"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
+        if (!known) return usage_error("unknown argument '%s'%s", a, "");
+        if (i + 1 >= argc) return usage_error("%s needs a value%s", a, "");
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            o->prompt = v;
+        } else if (!strcmp(a, "--tokens")) {
+            o->tokens = v;
+        } else if (!strcmp(a, "--out")) {
+            if (!*v) return usage_error("--out needs a file name%s%s", "", "");
+            o->out = v;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!parse_long(v, 1, 1 << 24, &o->top_k)) return usage_error("--top-k expects an integer >= 1, got '%s'%s", v, "");
+            o->have_top_k = true;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_long(v, 1, 1024, &o->n_threads)) return usage_error("%s expects an integer in [1, 1024], got '%s'", a, v);
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            if (!parse_long(v, 1, 1 << 24, &o->n_batch)) return usage_error("%s expects an integer >= 1, got '%s'", a, v);
+        } else if (!strcmp(a, "--kernel")) {
+            if (!strcmp(v, "auto")) o->kernel = BITNET_PATH_AUTO;
+            else if (!strcmp(v, "i2_s")) o->kernel = BITNET_PATH_I2S;
+            else if (!strcmp(v, "tl1")) o->kernel = BITNET_PATH_TL1;
+            else if (!strcmp(v, "tl2")) o->kernel = BITNET_PATH_TL2;
+            else return usage_error("--kernel expects auto, i2_s, tl1 or tl2, got '%s'%s", v, "");
+        } else { /* --lut-table */
+            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
+                return usage_error("--lut-table expects default or pretuned, got '%s'%s", v, "");
+            o->lut_table = v;
+        }
+    }
+    if (!o->model) return usage_error("no model given (-m FILE)%s%s", "", "");
+    if (!o->prompt == !o->tokens) return usage_error("give exactly one of -p TEXT and --tokens IDS%s%s", "", "");
+    if (o->no_bos && !o->prompt) return usage_error("--no-bos only applies to -p%s%s", "", "");
+    return 0;
+}
+
+/* Write the JSON header of the logits file. false on an I/O error. */
+static bool write_header(const char *path, const options *o, const bitnet_model *m, const int32_t *ids, size_t n,
+                         bool add_bos, long n_threads, long n_batch) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    const bitnet_hparams *hp = bitnet_model_hparams(m);
+    const char *base = strrchr(o->out, '/');
+    base = base ? base + 1 : o->out;
+    fprintf(f, "{\n  \"format\": \"bitnet-logits\",\n  \"version\": 1,\n  \"model\": ");
+    json_string(f, o->model);
+    fprintf(f, ",\n  \"arch\": ");
+    json_string(f, hp->arch);
+    fprintf(f, ",\n  \"n_vocab\": %d,\n  \"n_tokens\": %zu,\n  \"tokens\": [", hp->n_vocab, n);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
+    fprintf(f, "],\n  \"prompt\": ");
+    if (o->prompt) json_string(f, o->prompt);
+    else fputs("null", f);
+    fprintf(f, ",\n  \"add_bos\": %s,\n  \"kernel_path\": ", add_bos ? "true" : "false");
+    json_string(f, bitnet_kernel_path_name(bitnet_model_path(m)));
+    fprintf(f, ",\n  \"kernel_summary\": ");
+    json_string(f, bitnet_model_kernel_summary(m));
+    fprintf(f, ",\n  \"threads\": %ld,\n  \"batch\": %ld,\n  \"dtype\": \"f32\",\n  \"byte_order\": \"little\",\n"
+               "  \"shape\": [%zu, %d],\n  \"data_file\": ",
+            n_threads, n_batch, n, hp->n_vocab);
+    json_string(f, base);
+    fprintf(f, "\n}\n");
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    o.kernel = BITNET_PATH_AUTO;
+    o.n_batch = 512;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o.n_threads = ncpu > 0 ? (ncpu > 1024 ? 1024 : ncpu) : 1;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    {
+        const uint16_t one = 1;
+        uint8_t lo;
+        memcpy(&lo, &one, 1);
+        if (lo != 1) {
+            fprintf(stderr, "bitnet-logits: big-endian hosts are not supported (GGUF and the output are little endian)\n");
+            return 1;
+        }
+    }
+
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (o.tokens && (!parse_ids(o.tokens, &ids, &n) || n == 0)) {
+        free(ids);
+        return usage_error("--tokens expects non-negative integers separated by commas or spaces, got '%s'%s",
+                           o.tokens, "");
+    }
+
+    bitnet_error err = {{0}};
+    bitnet_model *m = NULL;
+    bitnet_context *c = NULL;
+    char *tmp_data = NULL, *tmp_json = NULL, *json_path = NULL;
+    FILE *out = NULL;
+    int32_t *top = NULL;
+    rc = 1;
+
+    const bitnet_model_params mp = {o.kernel, o.lut_table};
+    if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
+        fprintf(stderr, "bitnet-logits: %s\n", err.msg);
+        goto done;
+    }
+    const bitnet_hparams *hp = bitnet_model_hparams(m);
+    bool add_bos = false;
+    if (o.prompt) {
+        add_bos = !o.no_bos && bitnet_vocab_add_bos(bitnet_model_vocab(m));
+        if (bitnet_tokenize(bitnet_model_vocab(m), o.prompt, strlen(o.prompt), !o.no_bos, true, &ids, &n, &err) !=
+            BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: tokenizing the prompt: %s\n", err.msg);
+            goto done;
+        }
+        if (n == 0) {
+            fprintf(stderr, "bitnet-logits: the prompt gives no tokens (empty text and no BOS)\n");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= hp->n_vocab) {
+            fprintf(stderr, "bitnet-logits: token id %d at index %zu is out of range [0, %d) for %s\n", ids[i], i,
+                    hp->n_vocab, o.model);
+            goto done;
+        }
+    }
+    if (n > (size_t)INT32_MAX / 2) {
+        fprintf(stderr, "bitnet-logits: %zu tokens is too many\n", n);
+        goto done;
+    }
+    fprintf(stderr, "bitnet-logits: %s: arch %s, n_vocab %d, %zu tokens; %s path: %s\n", o.model, hp->arch,
+            hp->n_vocab, n, bitnet_kernel_path_name(bitnet_model_path(m)), bitnet_model_kernel_summary(m));
+
+    const int32_t n_batch = (int32_t)(o.n_batch < (long)n ? o.n_batch : (long)n);
+    if (bitnet_context_create(m, (int32_t)n, n_batch, (int32_t)o.n_threads, &c, &err) != BITNET_OK) {
+        fprintf(stderr, "bitnet-logits: %s\n", err.msg);
+        goto done;
+    }
+
+    if (o.out) {
+        const size_t len = strlen(o.out);
+        tmp_data = malloc(len + 5);
+        json_path = malloc(len + 6);
+        tmp_json = malloc(len + 10);
+        if (!tmp_data || !json_path || !tmp_json) {
+            fprintf(stderr, "bitnet-logits: out of memory\n");
+            goto done;
+        }
+        snprintf(tmp_data, len + 5, "%s.tmp", o.out);
+        snprintf(json_path, len + 6, "%s.json", o.out);
+        snprintf(tmp_json, len + 10, "%s.json.tmp", o.out);
+        out = fopen(tmp_data, "wb");
+        if (!out) {
+            fprintf(stderr, "bitnet-logits: cannot create %s: %s\n", tmp_data, strerror(errno));
+            goto done;
+        }
+    }
+    const long k = o.have_top_k ? o.top_k : (o.out ? 0 : 5);
+    const int32_t kk = (int32_t)(k < hp->n_vocab ? k : hp->n_vocab);
+    if (kk > 0) {
+        top = malloc((size_t)kk * sizeof *top);
+        if (!top) {
+            fprintf(stderr, "bitnet-logits: out of memory\n");
+            goto done;
+        }
+    }
+
+    /* Evaluate in chunks of n_batch tokens, keeping every position's logits; each chunk's rows are
+     * written before the next, so memory stays at n_batch rows. */
+    for (size_t start = 0; start < n; start += (size_t)n_batch) {
+        const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
+        if (bitnet_decode(c, ids + start, cnt, (int32_t)start, true, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: evaluating tokens %zu..%zu: %s\n", start, start + (size_t)cnt - 1, err.msg);
+            goto done;
+        }
+        for (int32_t j = 0; j < cnt; j++) {
+            const float *l = bitnet_get_logits_ith(c, j);
+            if (!l) {
+                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
+                goto done;
+            }
+            if (out && fwrite(l, sizeof(float), (size_t)hp->n_vocab, out) != (size_t)hp->n_vocab) {
+                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+                goto done;
+            }
+            if (kk > 0) {
+                top_k(l, hp->n_vocab, kk, top);
+                printf("pos=%zu token=%d top:", start + (size_t)j, ids[start + (size_t)j]);
+                for (int32_t r = 0; r < kk; r++) printf(" %d=%.6f", top[r], (double)l[top[r]]);
+                printf("\n");
+            }
+        }
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "bitnet-logits: writing stdout: %s\n", strerror(errno));
+        goto done;
+    }
+    if (out) {
+        const int close_rc = fclose(out);
+        out = NULL;
+        if (close_rc != 0) {
+            fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+            goto done;
+        }
+        if (!write_header(tmp_json, &o, m, ids, n, add_bos, o.n_threads, n_batch)) {
+            fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_json, strerror(errno));
+            goto done;
+        }
+        if (rename(tmp_data, o.out) != 0 || rename(tmp_json, json_path) != 0) {
+            fprintf(stderr, "bitnet-logits: renaming to %s / %s: %s\n", o.out, json_path, strerror(errno));
+            goto done;
+        }
+        fprintf(stderr, "bitnet-logits: wrote %s (%zu x %d f32) and %s\n", o.out, n, hp->n_vocab, json_path);
+    }
+    rc = 0;
+
+done:
+    if (out) fclose(out);
+    if (rc != 0 && tmp_data) remove(tmp_data);
+    if (rc != 0 && tmp_json) remove(tmp_json);
+    free(top);
+    free(tmp_data);
+    free(tmp_json);
+    free(json_path);
+    free(ids);
+    bitnet_context_free(c);
+    bitnet_model_free(m);
+    return rc;
+}

@@ -1,0 +1,386 @@
+#!/usr/bin/python3
+"""bitnet_ref — an independent reference forward pass for the runtime's architectures.
+
+Written from the published descriptions of the graphs (sources below), not from src/model.c: it shares
+nothing with the C runtime but the file format. Its own small GGUF reader decodes F32, F16, BF16, Q8_0
+and I2_S tensors; all arithmetic is float64 numpy (Debian python3-numpy).
+
+Graphs (general.architecture):
+  bitnet        BitNet b1.58 (Ma et al. 2024, arXiv:2402.17764) as bitnet.cpp runs 1bitLLM's models:
+                attention and FFN sub-norms (RMSNorm before attn_output and before ffn_down), FFN
+                silu(gate) * up, RoPE NEOX (pairs i, i + d/2). formats.md "Architecture bitnet".
+  bitnet-b1.58  BitNet b1.58 2B4T (arXiv:2504.12285; Hugging Face transformers' BitNet model:
+  bitnet-25     "hidden_act": "relu2", attn_sub_norm before o_proj, ffn_sub_norm before down_proj,
+                rotate_half RoPE = NEOX): as bitnet with FFN relu(gate)^2 * up.
+  llama         LLaMA (Touvron et al. 2023) with ternary projections: no sub-norms, silu(gate) * up,
+                RoPE NORM (pairs 2i, 2i + 1: llama.cpp-style converters permute the Q/K rows).
+All: RMSNorm (Zhang & Sennrich 2019) y = x / sqrt(mean(x^2) + eps) * w; causal softmax attention with
+scale 1/sqrt(d), GQA (query head h reads key/value head h // (n_head / n_head_kv)); RoPE angle of pair i
+at position p: p * freq_scale * base^(-2i/d) (Su et al. 2021); logits = head . RMSNorm(x) with head =
+output.weight, or token_embd when the file has none.
+
+Options that reproduce documented roundings of the runtime (so each kernel path can be compared with
+its own definition, see tests/reference/test_reference.py):
+  act_quant  each projection input quantized per token as docs/LAYOUTS.md section 1 defines for the
+             ternary paths: s = 127 / max(max|x|, 1e-5) in float32, q = clamp(round_half_even(x*s),
+             -127, 127), the projection sees q / s;
+  f16        q, k, v and the softmax probabilities rounded to IEEE binary16 (the F16 KV cache and
+             ggml's attention rounding), and the head input rounded to the head's format (binary16
+             for an F16 head, Q8_0 blocks for a Q8_0 head).
+
+Command line (also writes the same file format as build/bin/bitnet-logits):
+  bitnet_ref.py MODEL --tokens 1,2,3 [--act-quant] [--f16] [--out FILE] [--top-k K]
+"""
+
+import argparse
+import json
+import math
+import struct
+import sys
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError("the reference forward pass needs numpy: apt-get install python3-numpy "
+                      "(tests/run-all.sh and .ci/run install it)") from e
+
+# ---- GGUF reader (GGUF v2/v3, little endian) -----------------------------------------------------
+
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+T_F32, T_F16, T_Q8_0, T_BF16, T_I2_S, T_TL1, T_TL2 = 0, 1, 8, 30, 36, 38, 39
+
+
+class GGUFError(Exception):
+    pass
+
+
+class Reader:
+    def __init__(self, data, path):
+        self.d, self.o, self.path = data, 0, path
+
+    def take(self, n):
+        if n < 0 or self.o + n > len(self.d):
+            raise GGUFError(f"{self.path}: truncated at byte {self.o} (need {n} more)")
+        b = self.d[self.o:self.o + n]
+        self.o += n
+        return b
+
+    def scalar(self, fmt):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self):
+        n = self.scalar("<Q")
+        return bytes(self.take(n)).decode("utf-8", errors="surrogateescape")
+
+    def value(self, t):
+        if t in _SCALAR:
+            return self.scalar(_SCALAR[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et, n = self.scalar("<I"), self.scalar("<Q")
+            return [self.value(et) for _ in range(n)]
+        raise GGUFError(f"{self.path}: unknown GGUF value type {t}")
+
+
+class GGUF:
+    """kv: dict of key -> value; tensors: dict of name -> (type, ne list, bytes)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            data = memoryview(f.read())
+        r = Reader(data, path)
+        if bytes(r.take(4)) != b"GGUF":
+            raise GGUFError(f"{path}: not a GGUF file")
+        version = r.scalar("<I")
+        if version not in (2, 3):
+            raise GGUFError(f"{path}: GGUF version {version}")
+        n_tensors, n_kv = r.scalar("<Q"), r.scalar("<Q")
+        self.kv = {}
+        for _ in range(n_kv):
+            key = r.string()
+            self.kv[key] = r.value(r.scalar("<I"))
+        infos = []
+        for _ in range(n_tensors):
+            name = r.string()
+            nd = r.scalar("<I")
+            ne = [r.scalar("<Q") for _ in range(nd)]
+            infos.append((name, ne, r.scalar("<I"), r.scalar("<Q")))
+        align = self.kv.get("general.alignment", 32)
+        start = (r.o + align - 1) // align * align
+        self.tensors = {}
+        for name, ne, t, off in infos:
+            n = _nbytes(t, ne, path, name)
+            if start + off + n > len(data):
+                raise GGUFError(f"{path}: tensor {name} runs past the end of the file")
+            self.tensors[name] = (t, ne, data[start + off:start + off + n])
+
+    def matrix(self, name):
+        """Tensor as float64 numpy array of shape (ne[1], ne[0]) (rows = outputs), or (ne[0],)."""
+        t, ne, b = self.tensors[name]
+        if len(ne) == 1 or (len(ne) == 2 and ne[1] == 1 and t in (T_F32, T_F16, T_BF16)):
+            return _dense(t, b, ne[0], name).reshape(ne[0])
+        k, m = ne[0], ne[1]
+        if t == T_I2_S:
+            return _i2s(b, m, k, name)
+        if t in (T_TL1, T_TL2):
+            raise GGUFError(f"{name}: the reference reads I2_S, F32, F16, BF16 or Q8_0 files, not TL1/TL2")
+        return _dense(t, b, m * k, name).reshape(m, k)
+
+
+def _nbytes(t, ne, path, name):
+    n = 1
+    for x in ne:
+        n *= x
+    if t == T_F32:
+        return 4 * n
+    if t in (T_F16, T_BF16):
+        return 2 * n
+    if t == T_Q8_0:
+        return n // 32 * 34
+    if t in (T_I2_S, T_TL1):
+        return n // 4 + 32
+    if t == T_TL2:
+        k, m = ne[0], ne[1]
+        body = (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8
+        return (body + 31) // 32 * 32 + 32
+    raise GGUFError(f"{path}: tensor {name} has type id {t}, which the reference does not read")
+
+
+def _dense(t, b, n, name):
+    if t == T_F32:
+        return np.frombuffer(b, dtype="<f4", count=n).astype(np.float64)
+    if t == T_F16:
+        return np.frombuffer(b, dtype="<f2", count=n).astype(np.float64)
+    if t == T_BF16:
+        u = np.frombuffer(b, dtype="<u2", count=n).astype(np.uint32) << 16
+        return u.view(np.float32).astype(np.float64)
+    if t == T_Q8_0:
+        blk = np.frombuffer(b, dtype=np.uint8, count=n // 32 * 34).reshape(-1, 34)
+        d = blk[:, :2].copy().view("<f2").astype(np.float64)
+        q = blk[:, 2:].copy().view(np.int8).astype(np.float64)
+        return (q * d).reshape(n)
+    raise GGUFError(f"{name}: type id {t} is not a dense type")
+
+
+def _i2s(b, m, k, name):
+    """I2_S (formats.md): blocks of 128 weights over the flattened tensor, byte p of a block holds
+    weights p (bits 7:6), p+32 (5:4), p+64 (3:2), p+96 (1:0); code 0, 1, 2 = -1, 0, +1; scale float32
+    at byte m*k/4."""
+    n = m * k
+    if n % 128:
+        raise GGUFError(f"{name}: I2_S needs M*K % 128 == 0")
+    raw = np.frombuffer(b, dtype=np.uint8, count=n // 4).reshape(-1, 32)
+    codes = np.stack([(raw >> 6) & 3, (raw >> 4) & 3, (raw >> 2) & 3, raw & 3], axis=1).reshape(n)
+    if np.any(codes == 3):
+        raise GGUFError(f"{name}: I2_S code 3 (not a ternary weight)")
+    scale = struct.unpack_from("<f", b, n // 4)[0]
+    return ((codes.astype(np.float64) - 1.0) * scale).reshape(m, k)
+
+
+# ---- the graph --------------------------------------------------------------------------------------
+
+ARCHS = {  # name: (FFN activation, RoPE style, sub-norms)
+    "bitnet": ("silu", "neox", True),
+    "bitnet-b1.58": ("relu2", "neox", True),
+    "bitnet-25": ("relu2", "neox", True),
+    "llama": ("silu", "norm", False),
+}
+PROJ = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+TERNARY = (T_I2_S, T_TL1, T_TL2)
+
+
+def f16(x):
+    return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def act_quant(x):
+    """docs/LAYOUTS.md section 1, in float32 as specified; returns the dequantized q / s."""
+    xf = np.asarray(x, dtype=np.float32)
+    amax = np.float32(np.max(np.abs(xf))) if xf.size else np.float32(0)
+    s = np.float32(127.0) / np.maximum(amax, np.float32(1e-5))
+    q = np.clip(np.rint(xf * s), -127, 127)
+    return q.astype(np.float64) / np.float64(s)
+
+
+def q8_0_round(x):
+    """ggml's Q8_0 quantization of a row (blocks of 32: d = amax/127, q = round-half-away(x/d), stored
+    d in binary16), dequantized."""
+    xf = np.asarray(x, dtype=np.float32).reshape(-1, 32)
+    amax = np.max(np.abs(xf), axis=1)
+    d = amax / np.float32(127)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+    v = xf * inv[:, None]
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return (q.astype(np.float64) * f16(d)[:, None]).reshape(-1)
+
+
+class Model:
+    def __init__(self, path):
+        g = GGUF(path)
+        self.path = path
+        kv = g.kv
+        arch = kv.get("general.architecture")
+        if arch not in ARCHS:
+            raise GGUFError(f"{path}: architecture {arch!r} is not one the reference knows ({', '.join(ARCHS)})")
+        self.arch = arch
+        self.act, self.rope, self.sub_norms = ARCHS[arch]
+
+        def key(s, default=None):
+            v = kv.get(f"{arch}.{s}", default)
+            if v is None:
+                raise GGUFError(f"{path}: missing key {arch}.{s}")
+            return v
+
+        self.n_layer = key("block_count")
+        self.n_embd = key("embedding_length")
+        self.n_head = key("attention.head_count")
+        self.n_head_kv = key("attention.head_count_kv", self.n_head)
+        self.d = key("attention.key_length", self.n_embd // self.n_head)
+        self.eps = key("attention.layer_norm_rms_epsilon")
+        self.base = key("rope.freq_base", 10000.0)
+        self.freq_scale = 1.0
+        if kv.get(f"{arch}.rope.scaling.type", "linear") == "linear":
+            factor = kv.get(f"{arch}.rope.scaling.factor", 0.0)
+            if factor:
+                self.freq_scale = 1.0 / factor
+        self.embd = g.matrix("token_embd.weight")
+        self.head_name = "output.weight" if "output.weight" in g.tensors else "token_embd.weight"
+        self.head = g.matrix(self.head_name)
+        self.head_type = g.tensors[self.head_name][0]
+        self.n_vocab = self.head.shape[0]
+        self.output_norm = g.matrix("output_norm.weight")
+        self.ternary = False
+        self.layers = []
+        for l in range(self.n_layer):
+            L = {}
+            names = ["attn_norm", "ffn_norm"] + (["attn_sub_norm", "ffn_sub_norm"] if self.sub_norms else [])
+            for nm in names:
+                L[nm] = g.matrix(f"blk.{l}.{nm}.weight")
+            for p in PROJ:
+                name = f"blk.{l}.{p}.weight"
+                L[p] = g.matrix(name)
+                self.ternary = self.ternary or g.tensors[name][0] in TERNARY
+                sname = f"blk.{l}.{p}.scale"
+                L[p + ".scale"] = float(g.matrix(sname)[0]) if sname in g.tensors else 1.0
+            self.layers.append(L)
+
+    def rmsnorm(self, x, w):
+        return x / math.sqrt(float(np.mean(x * x)) + self.eps) * w
+
+    def linear(self, L, p, x, quant):
+        return (L[p] @ (act_quant(x) if quant else x)) * L[p + ".scale"]
+
+    def rotate(self, v, pos):
+        """RoPE on every head of v (n_heads * d values)."""
+        d, half = self.d, self.d // 2
+        i = np.arange(half, dtype=np.float64)
+        ang = pos * self.freq_scale * self.base ** (-2.0 * i / d)
+        c, s = np.cos(ang), np.sin(ang)
+        h = v.reshape(-1, d).copy()
+        if self.rope == "neox":
+            x0, x1 = h[:, :half].copy(), h[:, half:].copy()
+            h[:, :half], h[:, half:] = x0 * c - x1 * s, x0 * s + x1 * c
+        else:
+            x0, x1 = h[:, 0::2].copy(), h[:, 1::2].copy()
+            h[:, 0::2], h[:, 1::2] = x0 * c - x1 * s, x0 * s + x1 * c
+        return h.reshape(-1)
+
+    def forward(self, tokens, act_quant_on=None, f16_on=True):
+        """Logits [len(tokens)][n_vocab] (float64) of every position. act_quant_on None: on exactly
+        when the projections are ternary-typed (I2_S/TL1/TL2), as the runtime does."""
+        quant = self.ternary if act_quant_on is None else act_quant_on
+        rnd = f16 if f16_on else (lambda x: x)
+        n, d = len(tokens), self.d
+        group = self.n_head // self.n_head_kv
+        x = [self.embd[t].copy() for t in tokens]
+        for L in self.layers:
+            ks, vs = [], []
+            for t in range(n):
+                h = self.rmsnorm(x[t], L["attn_norm"])
+                q = rnd(self.rotate(self.linear(L, "attn_q", h, quant), t)).reshape(self.n_head, d)
+                ks.append(rnd(self.rotate(self.linear(L, "attn_k", h, quant), t)).reshape(self.n_head_kv, d))
+                vs.append(rnd(self.linear(L, "attn_v", h, quant)).reshape(self.n_head_kv, d))
+                K, V = np.stack(ks), np.stack(vs)  # [t+1][n_head_kv][d]
+                att = np.empty((self.n_head, d))
+                for hh in range(self.n_head):
+                    sc = K[:, hh // group, :] @ q[hh] / math.sqrt(d)
+                    e = np.exp(sc - np.max(sc))
+                    att[hh] = rnd(e / np.sum(e)) @ V[:, hh // group, :]
+                a = att.reshape(-1)
+                if self.sub_norms:
+                    a = self.rmsnorm(a, L["attn_sub_norm"])
+                x[t] = x[t] + self.linear(L, "attn_output", a, quant)
+                m = self.rmsnorm(x[t], L["ffn_norm"])
+                gte, up = self.linear(L, "ffn_gate", m, quant), self.linear(L, "ffn_up", m, quant)
+                if self.act == "relu2":
+                    hid = np.maximum(gte, 0.0) ** 2 * up
+                else:
+                    hid = gte / (1.0 + np.exp(-gte)) * up
+                if self.sub_norms:
+                    hid = self.rmsnorm(hid, L["ffn_sub_norm"])
+                x[t] = x[t] + self.linear(L, "ffn_down", hid, quant)
+        out = np.empty((n, self.n_vocab))
+        for t in range(n):
+            h = self.rmsnorm(x[t], self.output_norm)
+            if f16_on and self.head_type == T_F16:
+                h = f16(h)
+            elif f16_on and self.head_type == T_Q8_0:
+                h = q8_0_round(h)
+            out[t] = self.head @ h
+        return out
+
+
+# ---- the logits file of build/bin/bitnet-logits ----------------------------------------------------
+
+def read_logits(path):
+    """(header dict, float64 array [n_tokens][n_vocab]) of a bitnet-logits --out file."""
+    with open(path + ".json", encoding="utf-8") as f:
+        hdr = json.load(f)
+    if hdr.get("format") != "bitnet-logits" or hdr.get("dtype") != "f32" or hdr.get("byte_order") != "little":
+        raise ValueError(f"{path}.json: not a little-endian f32 bitnet-logits header")
+    t, v = hdr["shape"]
+    a = np.fromfile(path, dtype="<f4")
+    if a.size != t * v:
+        raise ValueError(f"{path}: {a.size} floats, the header says {t} x {v}")
+    return hdr, a.reshape(t, v).astype(np.float64)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", required=True, help="token ids, comma separated")
+    ap.add_argument("--act-quant", choices=("auto", "on", "off"), default="auto")
+    ap.add_argument("--no-f16", action="store_true", help="no binary16 / Q8_0 rounding emulation")
+    ap.add_argument("--out", help="write FILE (f32 little endian) + FILE.json like bitnet-logits")
+    ap.add_argument("--top-k", type=int, default=5)
+    a = ap.parse_args(argv)
+    try:
+        tokens = [int(x) for x in a.tokens.replace(" ", ",").split(",") if x]
+        m = Model(a.model)
+    except (GGUFError, ValueError, OSError) as e:
+        print(f"bitnet_ref: {e}", file=sys.stderr)
+        return 1
+    if not tokens or min(tokens) < 0 or max(tokens) >= m.n_vocab:
+        print(f"bitnet_ref: token ids must be in [0, {m.n_vocab})", file=sys.stderr)
+        return 2
+    aq = None if a.act_quant == "auto" else a.act_quant == "on"
+    logits = m.forward(tokens, aq, not a.no_f16)
+    if a.out:
+        logits.astype("<f4").tofile(a.out)
+        hdr = {"format": "bitnet-logits", "version": 1, "model": a.model, "arch": m.arch, "n_vocab": m.n_vocab,
+               "n_tokens": len(tokens), "tokens": tokens, "prompt": None, "add_bos": False,
+               "kernel_path": "reference", "kernel_summary": "tests/reference/bitnet_ref.py (float64)",
+               "threads": 1, "batch": len(tokens), "dtype": "f32", "byte_order": "little",
+               "shape": [len(tokens), m.n_vocab], "data_file": a.out.rsplit("/", 1)[-1]}
+        with open(a.out + ".json", "w", encoding="utf-8") as f:
+            json.dump(hdr, f, indent=2)
+    else:
+        for t, row in enumerate(logits):
+            best = np.argsort(-row, kind="stable")[:a.top_k]
+            print(f"pos={t} token={tokens[t]} top: " + " ".join(f"{i}={row[i]:.6f}" for i in best))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
