@@ -161,6 +161,46 @@ static float dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, in
     return sum;
 }
 
+/* One row of Q6_K (ggml's k-quant, 256 weights per 210-byte block: ql[128] low 4 bits, qh[64] high 2
+ * bits, scales[16] int8 per 16 weights, d binary16) to float, the format's definition: in each half of
+ * 128 weights, for l < 32 the four weights l, l+32, l+64, l+96 take ql[l] & 15, ql[l+32] & 15,
+ * ql[l] >> 4, ql[l+32] >> 4 as low bits and bit pairs 0-1, 2-3, 4-5, 6-7 of qh[l] as high bits;
+ * value = d · scale[16-weight group] · (q − 32). Published BitNet-b1.58-2B-4T files may carry the
+ * token embedding as Q6_K (formats.md). n % 256 == 0 (checked at load). */
+static void row_q6_k_to_f32(const uint8_t *row, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 256; b++) {
+        const uint8_t *ql = row + b * 210, *qh = ql + 128;
+        const int8_t *sc = (const int8_t *)(ql + 192);
+        uint16_t dh;
+        memcpy(&dh, ql + 208, 2);
+        const float d = f16(dh);
+        float *out = y + b * 256;
+        for (int half = 0; half < 2; half++) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = (int)((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32;
+                const int q2 = (int)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                out[l] = d * (float)sc[is] * (float)q1;
+                out[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                out[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                out[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+            out += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+/* A row of the embedding / head types (F32, F16, Q8_0, Q6_K; checked at load) to float. */
+static void embd_row_to_f32(int type, const uint8_t *row, float *y, int64_t n) {
+    if (type == BITNET_TYPE_Q6_K) row_q6_k_to_f32(row, y, n);
+    else bitnet_row_to_f32(type, row, y, n, NULL);
+}
+
 /* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
  * order, then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].  x, y, w: [n]; y may alias x. */
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
@@ -934,9 +974,10 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     const bitnet_gguf_tensor_info *dense2[2] = {m->embd, m->head};
     for (int i = 0; i < 2; i++) {
         const int t = dense2[i]->type;
-        if (t != BITNET_TYPE_F32 && t != BITNET_TYPE_F16 && t != BITNET_TYPE_Q8_0) {
-            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32, F16 or Q8_0",
-                             path, dense2[i]->name, bitnet_type_name(t), t);
+        if (t != BITNET_TYPE_F32 && t != BITNET_TYPE_F16 && t != BITNET_TYPE_Q8_0 && t != BITNET_TYPE_Q6_K) {
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' has type %s (id %d); expected F32, F16, Q8_0 or Q6_K", path,
+                             dense2[i]->name, bitnet_type_name(t), t);
             goto fail;
         }
     }
@@ -1060,6 +1101,7 @@ struct bitnet_context {
 
     float *head_f16;            /* (n_batch, n_embd) head input rounded to F16 (F16 head) */
     bitnet_block_q8_0 *head_q8; /* (n_batch, n_embd/32) head input as Q8_0 (Q8_0 head) */
+    float *head_row;            /* (n_threads, n_embd) one head row as float (Q6_K head) */
 
     void *wdata; /* LUT host workspace, wsize bytes, 64-byte aligned */
     size_t wsize;
@@ -1156,11 +1198,12 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
     c->att_q = malloc(T * hd * sizeof(float));
     c->head_f16 = malloc(B * D * sizeof(float));
     c->head_q8 = malloc(B * (D / 32 + 1) * sizeof(bitnet_block_q8_0));
+    c->head_row = malloc(T * D * sizeof(float));
     c->logits_cap = 1;
     c->logits = malloc((size_t)hp->n_vocab * sizeof(float));
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->hb || !c->hb2 || !c->kcache ||
         !c->vcache || !c->rope_cos || !c->rope_sin || !c->att_scores || !c->att_p || !c->att_q ||
-        !c->head_f16 || !c->head_q8 || !c->logits) {
+        !c->head_f16 || !c->head_q8 || !c->head_row || !c->logits) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a context of %d positions, batch %d", n_ctx,
                          n_batch);
         goto fail;
@@ -1219,6 +1262,7 @@ void bitnet_context_free(bitnet_context *c) {
     free(c->att_q);
     free(c->head_f16);
     free(c->head_q8);
+    free(c->head_row);
     free(c->wdata);
     free(c->logits);
     free(c);
@@ -1322,7 +1366,7 @@ static void forward_task(void *arg, int ith, int nth) {
     /* token embeddings: x[t] = token_embd row tokens[t]                       x (n, D) */
     for (int64_t t = t0; t < t1; t++) {
         const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
-        bitnet_row_to_f32(m->embd->type, row, c->x + t * D, D, NULL); /* type checked at load */
+        embd_row_to_f32(m->embd->type, row, c->x + t * D, D); /* type checked at load */
     }
     sync_threads(c);
 
@@ -1423,11 +1467,15 @@ static void forward_task(void *arg, int ith, int nth) {
     /* logits = head · xb: vocabulary rows split among threads                logits (n_out, n_vocab) */
     int64_t r0, r1;
     bitnet_split_range(hp->n_vocab, ith, nth, &r0, &r1);
+    float *row_f32 = c->head_row + (size_t)ith * D; /* Q6_K head: the row as float */
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)m->head->data + (size_t)r * m->head_row_bytes;
+        if (type == BITNET_TYPE_Q6_K) row_q6_k_to_f32(row, row_f32, D);
         for (int64_t j = 0; j < J->n_out; j++) {
             float y;
-            if (type == BITNET_TYPE_F16) {
+            if (type == BITNET_TYPE_Q6_K) {
+                y = dot_f32(row_f32, c->xb + j * D, D);
+            } else if (type == BITNET_TYPE_F16) {
                 y = dot_f16((const uint16_t *)row, c->head_f16 + j * D, D);
             } else if (type == BITNET_TYPE_Q8_0) {
                 y = dot_q8_0((const bitnet_block_q8_0 *)row, c->head_q8 + j * (D / 32), D);

@@ -141,6 +141,9 @@ struct Edit {
     std::string reshape_tensor;              // new ne for this tensor (data truncated / zero-padded)
     std::vector<int64_t> new_ne;
     std::vector<std::pair<std::string, float>> add_f32;  // extra [1] F32 tensors
+    std::string retype_tensor;               // this tensor gets type new_type and the bytes new_data
+    int new_type = 0;
+    std::vector<uint8_t> new_data;
 };
 
 void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
@@ -227,7 +230,13 @@ void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
             it.ne = e.new_ne;
             ASSERT_EQ(bitnet_type_nbytes(ti->type, (int)it.ne.size(), it.ne.data(), &it.nbytes, &err), BITNET_OK);
         }
-        ASSERT_EQ(bitnet_gguf_add_tensor(w, ti->name, ti->type, (int)it.ne.size(), it.ne.data(), &err), BITNET_OK)
+        int type = ti->type;
+        if (e.retype_tensor == ti->name) {
+            type = e.new_type;
+            ASSERT_EQ(bitnet_type_nbytes(type, (int)it.ne.size(), it.ne.data(), &it.nbytes, &err), BITNET_OK);
+            ASSERT_EQ(it.nbytes, e.new_data.size()) << ti->name;
+        }
+        ASSERT_EQ(bitnet_gguf_add_tensor(w, ti->name, type, (int)it.ne.size(), it.ne.data(), &err), BITNET_OK)
             << err.msg;
         items.push_back(it);
     }
@@ -238,7 +247,8 @@ void CopyGguf(const std::string &src, const std::string &dst, const Edit &e) {
     ASSERT_EQ(bitnet_gguf_write_begin(w, dst.c_str(), &err), BITNET_OK) << err.msg;
     for (auto &it : items) {
         std::vector<uint8_t> buf(it.nbytes, 0);
-        std::memcpy(buf.data(), it.ti->data, std::min(it.nbytes, it.ti->nbytes));
+        if (e.retype_tensor == it.ti->name) buf = e.new_data;
+        else std::memcpy(buf.data(), it.ti->data, std::min(it.nbytes, it.ti->nbytes));
         ASSERT_EQ(bitnet_gguf_write_data(w, buf.data(), buf.size(), &err), BITNET_OK) << err.msg;
     }
     for (auto &a : e.add_f32) {
@@ -1198,6 +1208,62 @@ TEST(Archs, TlFileWithTilesOtherThanTheBuiltKernelsIsRefused) {
         ASSERT_TRUE(m);
         EXPECT_EQ(Greedy(m.get(), kGoldenPrompt, 16, 1).ids, kGoldenIds) << bitnet_kernel_path_name(kp);
     }
+}
+
+// A Q6_K token embedding (as published BitNet-b1.58-2B-4T files may have, formats.md): the runtime
+// decodes its rows by the format's definition. The test packs a Q6_K tensor from chosen codes (weight i
+// of a 256-weight block: 16-weight group g = i / 16 with scale sc[g]; within a 128-weight half, weight l
+// (< 32), l+32, l+64, l+96 in the low / low / high / high nibble of ql[l], ql[l+32], ql[l], ql[l+32]
+// and bit pairs 0-1 / 2-3 / 4-5 / 6-7 of qh[l]; value d · sc · (q − 32)) and writes the same values as
+// an F32 tensor into a second copy: both files must give bit-identical logits (tied head, so the Q6_K
+// head is checked too).
+TEST(Archs, Q6KTokenEmbeddingDecodesAsTheFormatDefines) {
+    const int D = 256, V = 512;
+    std::vector<uint8_t> q6((size_t)V * 210, 0);
+    std::vector<float> vals((size_t)V * D);
+    uint32_t lcg = 12345;
+    auto next = [&lcg]() { return lcg = lcg * 1664525u + 1013904223u; };
+    const uint16_t dh = bitnet_fp32_to_fp16(0.0123f);
+    const double d = bitnet_fp16_to_fp32(dh);
+    for (int r = 0; r < V; r++) {
+        uint8_t *blk = q6.data() + (size_t)r * 210;
+        uint8_t *ql = blk, *qh = blk + 128;
+        int8_t *sc = (int8_t *)(blk + 192);
+        std::memcpy(blk + 208, &dh, 2);
+        for (int g = 0; g < 16; g++) {
+            const int v = (int)(next() >> 27) - 16; // -16..15
+            sc[g] = (int8_t)(v == 0 ? 7 : v);
+        }
+        for (int i = 0; i < D; i++) {
+            const int q = (int)(next() >> 26); // 0..63
+            const int half = i / 128, j = i % 128, quarter = j / 32, l = j % 32;
+            uint8_t *lo = ql + half * 64 + l + (quarter & 1) * 32;
+            *lo |= (uint8_t)((q & 15) << (quarter >= 2 ? 4 : 0));
+            qh[half * 32 + l] |= (uint8_t)((q >> 4) << (2 * quarter));
+            vals[(size_t)r * D + i] = (float)(d * sc[i / 16] * (q - 32)); // exact: 11 + 5 + 6 bits < 24
+        }
+    }
+    std::vector<uint8_t> f32(vals.size() * 4);
+    std::memcpy(f32.data(), vals.data(), f32.size());
+    const std::string src = TmpDir() + "/q6k-src.gguf", a = TmpDir() + "/q6k-embd.gguf", b = TmpDir() + "/q6k-f32.gguf";
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET_B158, BITNET_DUMMY_I2_S, 21);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, src.c_str(), &err), BITNET_OK) << err.msg;
+    Edit ea, eb;
+    ea.retype_tensor = eb.retype_tensor = "token_embd.weight";
+    ea.new_type = BITNET_TYPE_Q6_K;
+    ea.new_data = q6;
+    eb.new_type = BITNET_TYPE_F32;
+    eb.new_data = f32;
+    CopyGguf(src, a, ea);
+    CopyGguf(src, b, eb);
+    ModelPtr ma = Load(a, BITNET_PATH_I2S), mb = Load(b, BITNET_PATH_I2S);
+    ASSERT_TRUE(ma && mb);
+    const GreedyRun ra = Greedy(ma.get(), kGoldenPrompt, 6, 2), rb = Greedy(mb.get(), kGoldenPrompt, 6, 1);
+    ExpectSameRun(ra, rb, "Q6_K vs F32 token_embd");
+    float amax = 0;
+    for (float v : ra.logits[0]) amax = std::max(amax, std::fabs(v));
+    EXPECT_GT(amax, 0.1f);
 }
 
 // The dummy writer's key and tensor sets per architecture (dummy_model.h), which converters match.

@@ -47,7 +47,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 # ---- GGUF reader (GGUF v2/v3, little endian) -----------------------------------------------------
 
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-T_F32, T_F16, T_Q8_0, T_BF16, T_I2_S, T_TL1, T_TL2 = 0, 1, 8, 30, 36, 38, 39
+T_F32, T_F16, T_Q8_0, T_Q6_K, T_BF16, T_I2_S, T_TL1, T_TL2 = 0, 1, 8, 14, 30, 36, 38, 39
 
 
 class GGUFError(Exception):
@@ -138,6 +138,8 @@ def _nbytes(t, ne, path, name):
         return 2 * n
     if t == T_Q8_0:
         return n // 32 * 34
+    if t == T_Q6_K:
+        return n // 256 * 210
     if t in (T_I2_S, T_TL1):
         return n // 4 + 32
     if t == T_TL2:
@@ -160,6 +162,26 @@ def _dense(t, b, n, name):
         d = blk[:, :2].copy().view("<f2").astype(np.float64)
         q = blk[:, 2:].copy().view(np.int8).astype(np.float64)
         return (q * d).reshape(n)
+    if t == T_Q6_K:
+        # ggml's Q6_K: 210-byte blocks of 256 weights: ql[128] (low 4 bits), qh[64] (high 2 bits),
+        # scales[16] (int8, one per 16 weights), d (binary16); value = d * scale * (q - 32). In each
+        # 128-weight half, weights l, l+32, l+64, l+96 (l < 32) use the low nibble of ql[l], the low
+        # nibble of ql[l+32], the high nibble of ql[l], the high nibble of ql[l+32] and bit pairs
+        # 0-1, 2-3, 4-5, 6-7 of qh[l].
+        blk = np.frombuffer(b, dtype=np.uint8, count=n // 256 * 210).reshape(-1, 210)
+        ql, qh = blk[:, :128].astype(np.int64), blk[:, 128:192].astype(np.int64)
+        sc = blk[:, 192:208].copy().view(np.int8).astype(np.float64)
+        d = blk[:, 208:210].copy().view("<f2").astype(np.float64)[:, 0]
+        q = np.empty((blk.shape[0], 256), dtype=np.int64)
+        for half in range(2):
+            lo, hi = ql[:, 64 * half:64 * half + 64], qh[:, 32 * half:32 * half + 32]
+            base = 128 * half
+            q[:, base:base + 32] = (lo[:, :32] & 15) | ((hi & 3) << 4)
+            q[:, base + 32:base + 64] = (lo[:, 32:] & 15) | (((hi >> 2) & 3) << 4)
+            q[:, base + 64:base + 96] = (lo[:, :32] >> 4) | (((hi >> 4) & 3) << 4)
+            q[:, base + 96:base + 128] = (lo[:, 32:] >> 4) | (((hi >> 6) & 3) << 4)
+        scale = np.repeat(sc, 16, axis=1)  # weight i uses scales[i // 16]
+        return ((q - 32).astype(np.float64) * scale * d[:, None]).reshape(n)
     raise GGUFError(f"{name}: type id {t} is not a dense type")
 
 
