@@ -880,7 +880,10 @@ static size_t dense_row_bytes(int type, int64_t n) {
  * frequency-factor table) would silently change the model's meaning, so it is refused by name, as
  * llama.cpp refuses files with tensors its architecture does not create. Known names: token_embd,
  * output, output_norm, blk.N.{attn_norm, ffn_norm, the 7 projections, their optional .scale} and, with
- * sub-norms, blk.N.{attn_sub_norm, ffn_sub_norm}; N < block_count. */
+ * sub-norms, blk.N.{attn_sub_norm, ffn_sub_norm}; N < block_count. Also accepted: blk.N.<proj>.weight_scale,
+ * the per-tensor scale bitnet.cpp's Python writers add after a TL1/TL2 weight ("<name>_scale"). formats.md
+ * measured files where it is not listed in the tensor table; where a writer does list it, it holds the same
+ * float as the weight's own 32-byte tail, which is what the loader reads, so it changes nothing. */
 static bool tensor_known(const char *name, const bitnet_hparams *hp) {
     static const char *const global[] = {"token_embd.weight", "output.weight", "output_norm.weight"};
     static const char *const proj[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
@@ -903,7 +906,8 @@ static bool tensor_known(const char *name, const bitnet_hparams *hp) {
         return true;
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
         const size_t n = strlen(proj[i]);
-        if (strncmp(rest, proj[i], n) == 0 && (strcmp(rest + n, ".weight") == 0 || strcmp(rest + n, ".scale") == 0))
+        if (strncmp(rest, proj[i], n) == 0 && (strcmp(rest + n, ".weight") == 0 || strcmp(rest + n, ".scale") == 0 ||
+                                            strcmp(rest + n, ".weight_scale") == 0))
             return true;
     }
     return false;

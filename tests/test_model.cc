@@ -1210,6 +1210,27 @@ TEST(Archs, TlFileWithTilesOtherThanTheBuiltKernelsIsRefused) {
     }
 }
 
+// bitnet.cpp's Python writers add "<weight name>_scale" (one float) after each TL1/TL2 weight. formats.md
+// measured files where it is not in the tensor table; where a writer does list it, it repeats the scale in
+// the weight's own tail, so a file listing it must load and run exactly like one without it.
+TEST(Archs, ListedTlScalePseudoTensorsAreAccepted) {
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(BITNET_DUMMY_TL2, 1234);
+    const std::string plain = TmpDir() + "/tl2-plain.gguf", listed = TmpDir() + "/tl2-listed-scales.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, plain.c_str(), &err), BITNET_OK) << err.msg;
+    Edit e;
+    for (const char *proj : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+        for (int l = 0; l < 2; l++) e.add_f32.push_back({"blk." + std::to_string(l) + "." + proj + ".weight_scale", 1.0f});
+    }
+    CopyGguf(plain, listed, e);
+    for (bitnet_kernel_path kp : {BITNET_PATH_TL2, BITNET_PATH_I2S}) {
+        ModelPtr a = Load(plain, kp), b = Load(listed, kp);
+        ASSERT_TRUE(a && b) << bitnet_kernel_path_name(kp);
+        ExpectSameRun(Greedy(a.get(), kGoldenPrompt, 16, 1), Greedy(b.get(), kGoldenPrompt, 16, 1),
+                      "listed _scale tensors");
+    }
+}
+
 // A Q6_K token embedding (as published BitNet-b1.58-2B-4T files may have, formats.md): the runtime
 // decodes its rows by the format's definition. The test packs a Q6_K tensor from chosen codes (weight i
 // of a 256-weight block: 16-weight group g = i / 16 with scale sc[g]; within a 128-weight half, weight l
