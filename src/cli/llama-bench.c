@@ -613,6 +613,10 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
         fail("out of memory");
         goto done;
     }
+    if (hp->n_vocab < 1) {
+        fail("test %s: the model has no vocabulary (n_vocab %d)", r.test, (int)hp->n_vocab);
+        goto done;
+    }
     bitnet_rng rng;
     bitnet_rng_seed(&rng, (uint64_t)o->seed);
     for (long i = 0; i < n_ctx; i++) tokens[i] = (int32_t)(bitnet_rng_next(&rng) % (uint64_t)hp->n_vocab);
