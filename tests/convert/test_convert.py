@@ -590,11 +590,21 @@ class RealTokenizers(unittest.TestCase):
                   "p = subprocess.Popen(sys.argv[1:])\n"
                   "_, st, ru = os.wait4(p.pid, 0)\n"
                   "print(os.waitstatus_to_exitcode(st), ru.ru_maxrss)\n")
-        r = run([sys.executable, "-c", helper, tool("bitnet-convert"), d, "-o", out, "--outtype", "f32", "-q"])
+        # Under AddressSanitizer freed blocks wait in a quarantine (256 MiB by default) and stay resident;
+        # with it off the sanitizer build measures the converter's own footprint (plus 1/8 shadow).
+        asan = ":".join(x for x in (os.environ.get("ASAN_OPTIONS", ""), "quarantine_size_mb=0") if x)
+        r = subprocess.run([sys.executable, "-c", helper, tool("bitnet-convert"), d, "-o", out, "--outtype", "f32",
+                            "-q"], capture_output=True, text=True, errors="replace", env=dict(ENV, ASAN_OPTIONS=asan))
         code, maxrss = (int(x) for x in r.stdout.split())
         self.assertEqual(code, 0, r.stderr)
         peak = maxrss * 1024
-        self.assertLess(peak, largest + 96 * 1024 * 1024,
+        # A sanitizer build adds 1/8 shadow per mapped byte and its runtime (~100 MiB here); the bound
+        # stays below what holding the whole checkpoint would cost (≥ 9/8 · checkpoint).
+        bound = largest + 96 * 2**20
+        if os.environ.get("BITNET_SANITIZE"):
+            bound = largest * 9 // 8 + 128 * 2**20
+            self.assertLess(bound, total * 9 // 8)
+        self.assertLess(peak, bound,
                         f"peak RSS {peak / 2**20:.0f} MiB for a largest tensor of {largest / 2**20:.0f} MiB "
                         f"(checkpoint {total / 2**20:.0f} MiB)")
 
