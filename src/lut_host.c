@@ -8,7 +8,7 @@
  * the same weights, and every thread count gives identical bytes (each output is computed by one
  * thread with the same operations).
  *
- * Workspace (one buffer, 64-byte aligned, written by thread 0 before the barrier, read by all):
+ * Workspace (one buffer, 64-byte aligned, written before the barrier (each column by one thread), read by all):
  *   [0, N·S)            column n at n·S: I2_S → K int8 activations q; TL1/TL2 → the qlut (§5)
  *                       S = round64(P), P = K (I2_S) or bitnet_qlut_bytes(type, shape)
  *   [off_s, off_s + R)  N float column scales s[n] (LAYOUTS §1), off_s = N·S, R = round64(4·N)
@@ -448,9 +448,13 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
     const size_t y_rb = bitnet_host_row_bytes(dst, M);
     const bool i2s = ex->type == BITNET_TYPE_I2_S;
 
-    /* Phase 1 (thread 0): quantize every column / build every column's LUT. */
-    if (ith == 0) {
-        for (int64_t n = 0; n < N; ++n) {
+    /* Phase 1: quantize the columns / build their LUTs, a contiguous range of columns per thread
+     * (one column: thread 0 alone). Each column is written by one thread with the same operations,
+     * so the workspace bytes do not depend on the thread count. */
+    {
+        int64_t c0, c1;
+        bitnet_split_range(N, ith, nth, &c0, &c1);
+        for (int64_t n = c0; n < c1; ++n) {
             const float *x = (const float *)((const char *)src1->data + (size_t)n * x_rb);
             int8_t *col = (int8_t *)(ws + (size_t)n * L.col_stride);
             if (i2s) {

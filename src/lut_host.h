@@ -3,10 +3,10 @@
  * product dst = src0 · src1 for ternary src0 (I2_S, TL1, TL2) and F32 activations.
  *
  * Threading contract of bitnet_mul_mat (called by every thread of a bitnet_threadpool task):
- * thread 0 quantizes the activations / builds the LUTs of all columns into the workspace, a barrier
- * follows only when nth > 1, then each thread computes a contiguous range of BM tiles (I2_S: row
- * blocks). Every output element is computed by one thread in a fixed order, so results are identical
- * for any thread count. */
+ * each thread quantizes the activations / builds the LUTs of a contiguous range of columns into the
+ * workspace (one column: thread 0), a barrier follows only when nth > 1, then each thread computes a
+ * contiguous range of BM tiles (I2_S: row blocks). Every workspace byte and every output element is
+ * computed by one thread with the same operations, so results are identical for any thread count. */
 #ifndef BITNET_LUT_HOST_H
 #define BITNET_LUT_HOST_H
 
