@@ -136,11 +136,27 @@ static float dot_f16_neon(const uint16_t *a, const float *b, int64_t n) {
 
 static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
 
+static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+#if defined(__x86_64__)
+static float dot_q8_0_avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+#elif defined(__aarch64__)
+static float dot_q8_0_neon(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+#endif
+static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+
+/* The F16 and Q8_0 dot products for this CPU (BITNET_ISA=scalar, read by bitnet_cpu_supports, keeps
+ * the scalar ones; the tests compare them). */
 static void dot_f16_select(void) {
 #if defined(__x86_64__)
-    if (bitnet_cpu_supports("avx2")) g_dot_f16 = dot_f16_avx2;
+    if (bitnet_cpu_supports("avx2")) {
+        g_dot_f16 = dot_f16_avx2;
+        g_dot_q8_0 = dot_q8_0_avx2;
+    }
 #elif defined(__aarch64__)
-    g_dot_f16 = dot_f16_neon;
+    if (bitnet_cpu_supports("neon")) {
+        g_dot_f16 = dot_f16_neon;
+        g_dot_q8_0 = dot_q8_0_neon;
+    }
 #endif
 }
 
@@ -150,8 +166,11 @@ static inline float dot_f16(const uint16_t *a, const float *b, int64_t n) { retu
 static inline float round_f16(float x) { return f16(bitnet_fp32_to_fp16(x)); }
 
 /* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
- * (ggml's Q8_0 vec_dot definition). */
-static float dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
+ * (ggml's Q8_0 vec_dot definition). The integer block sums are exact (|Σ| ≤ 32·128·127 < 2^24, so the
+ * conversion to float is exact too); only the float steps round, and every version below performs
+ * the same float operations in the same order: per block p = (float)isum · (da·db), then sum += p in
+ * block order. b must hold values in [-127, 127] (bitnet_quantize_row_q8_0's output); a may hold -128. */
+static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
         int32_t isum = 0;
@@ -159,6 +178,71 @@ static float dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, in
         sum += (float)isum * (f16(a[i].d) * f16(b[i].d));
     }
     return sum;
+}
+
+#if defined(__x86_64__)
+/* Σ qa·qb of one block in 8 int32 lanes: |qa| (u8, ≤ 128) times qb with qa's sign (|qb| ≤ 127),
+ * pairs summed to int16 (≤ 2·128·127 < 2^15, no saturation), then pairs of those to int32. */
+__attribute__((target("avx2"))) static inline __m256i q8_block_dot_avx2(const bitnet_block_q8_0 *a,
+                                                                        const bitnet_block_q8_0 *b) {
+    const __m256i va = _mm256_loadu_si256((const __m256i *)a->qs);
+    const __m256i vb = _mm256_loadu_si256((const __m256i *)b->qs);
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(vb, va));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+__attribute__((target("avx2"))) static float dot_q8_0_avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b,
+                                                          int64_t n) {
+    const int64_t nb = n / 32, nb4 = nb - nb % 4;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < nb4; i += 4) {
+        const __m256i s0 = q8_block_dot_avx2(a + i, b + i), s1 = q8_block_dot_avx2(a + i + 1, b + i + 1);
+        const __m256i s2 = q8_block_dot_avx2(a + i + 2, b + i + 2), s3 = q8_block_dot_avx2(a + i + 3, b + i + 3);
+        /* lanes of block k summed into lane k (hadd pairs within 128-bit halves, then the two halves) */
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+        const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128 d = _mm_setr_ps(f16(a[i].d) * f16(b[i].d), f16(a[i + 1].d) * f16(b[i + 1].d),
+                                     f16(a[i + 2].d) * f16(b[i + 2].d), f16(a[i + 3].d) * f16(b[i + 3].d));
+        float p[4];
+        _mm_storeu_ps(p, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
+        sum += p[0];
+        sum += p[1];
+        sum += p[2];
+        sum += p[3];
+    }
+    for (int64_t i = nb4; i < nb; i++) {
+        const __m256i s = q8_block_dot_avx2(a + i, b + i);
+        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        const __m128i h2 = _mm_hadd_epi32(h, h);
+        const int32_t isum = _mm_cvtsi128_si32(_mm_hadd_epi32(h2, h2));
+        sum += (float)isum * (f16(a[i].d) * f16(b[i].d));
+    }
+    return sum;
+}
+#endif
+
+#if defined(__aarch64__)
+static float dot_q8_0_neon(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b,
+                                                  int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32x4_t acc = vdupq_n_s32(0);
+        for (int h = 0; h < 32; h += 16) {
+            const int8x16_t va = vld1q_s8(a[i].qs + h), vb = vld1q_s8(b[i].qs + h);
+            /* products ≤ 128·127 in int16; two of them summed by vpadal into int32 */
+            acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(va), vget_low_s8(vb)));
+            acc = vpadalq_s16(acc, vmull_s8(vget_high_s8(va), vget_high_s8(vb)));
+        }
+        sum += (float)vaddvq_s32(acc) * (f16(a[i].d) * f16(b[i].d));
+    }
+    return sum;
+}
+#endif
+
+static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
+
+static inline float dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
+    return g_dot_q8_0(a, b, n);
 }
 
 /* One row of Q6_K (ggml's k-quant, 256 weights per 210-byte block: ql[128] low 4 bits, qh[64] high 2
@@ -274,7 +358,10 @@ struct bitnet_model {
     bitnet_kernel_path path;
     const bitnet_gguf_tensor_info *embd;    /* token_embd.weight [n_embd, n_vocab] */
     const bitnet_gguf_tensor_info *head;    /* output.weight if present, else token_embd */
-    size_t embd_row_bytes, head_row_bytes;
+    size_t embd_row_bytes, head_row_bytes;  /* head_row_bytes: rows of head_data in head_type */
+    int head_type;                          /* type the head is multiplied in (stored or Q8_0) */
+    const uint8_t *head_data;               /* [n_vocab] rows: the file's data or head_owned */
+    bitnet_block_q8_0 *head_owned;          /* head requantized to Q8_0 at load, or NULL */
     float *output_norm;                     /* [n_embd] */
     layer *layers;                          /* [n_layer] */
     uint64_t n_params, size_bytes;
@@ -932,11 +1019,44 @@ static bitnet_status check_all_tensors_known(loader *ld, const bitnet_hparams *h
     return BITNET_OK;
 }
 
+/* The head (m->head: output.weight or the tied token_embd) requantized to Q8_0 rows into
+ * m->head_owned (bitnet_model_params.head_type): each row decoded to float by its stored type's
+ * definition, then ggml's Q8_0 reference quantizer per 32-value block (bitnet_quantize_row_q8_0:
+ * d = max|x|/127 as binary16, q = round(x · 1/d)). One thread, rows in order: the result depends only on
+ * the file. Sets head_type, head_data and head_row_bytes. */
+static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
+    const int64_t D = m->hp.n_embd, V = m->hp.n_vocab;
+    if (D % 32 != 0) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: head '%s' cannot be requantized to Q8_0: rows of n_embd = %lld values are not a "
+                           "multiple of the 32-value block",
+                           ld->path, m->head->name, (long long)D);
+    }
+    const size_t nb = (size_t)(D / 32);
+    float *row = malloc((size_t)D * sizeof(float));
+    m->head_owned = malloc((size_t)V * nb * sizeof(bitnet_block_q8_0));
+    if (!row || !m->head_owned) {
+        free(row);
+        return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for the Q8_0 head (%lld × %lld)", ld->path,
+                           (long long)V, (long long)D);
+    }
+    const uint8_t *src = (const uint8_t *)m->head->data;
+    for (int64_t r = 0; r < V; r++) {
+        embd_row_to_f32(m->head->type, src + (size_t)r * m->head_row_bytes, row, D);
+        bitnet_quantize_row_q8_0(row, m->head_owned + (size_t)r * nb, D);
+    }
+    free(row);
+    m->head_type = BITNET_TYPE_Q8_0;
+    m->head_data = (const uint8_t *)m->head_owned;
+    m->head_row_bytes = nb * sizeof(bitnet_block_q8_0);
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
                                 bitnet_error *err) {
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
     *out = NULL;
-    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL};
+    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0};
     if (!params) params = &defaults;
     const char *table_name = params->lut_table ? params->lut_table : BITNET_LUT_TABLE_DEFAULT;
     if (strcmp(table_name, "default") != 0 && strcmp(table_name, "pretuned") != 0) {
@@ -945,6 +1065,10 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     }
     if (params->path < BITNET_PATH_AUTO || params->path > BITNET_PATH_TL2) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)params->path);
+    }
+    if (params->head_type != 0 && params->head_type != BITNET_TYPE_Q8_0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "head_type %d is neither 0 (as stored) nor %d (Q8_0)", params->head_type, BITNET_TYPE_Q8_0);
     }
     pthread_once(&g_f16_once, f16_table_init);
 
@@ -992,6 +1116,11 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
                          hp->n_embd);
         goto fail;
     }
+    m->head_type = m->head->type;
+    m->head_data = (const uint8_t *)m->head->data;
+    if (params->head_type == BITNET_TYPE_Q8_0 && m->head->type != BITNET_TYPE_Q8_0 &&
+        (st = requantize_head_q8_0(&ld, m)) != BITNET_OK)
+        goto fail;
     if ((st = load_vector(&ld, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -1026,6 +1155,11 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
 
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
     if ((st = prepare_lut_weights(&ld, m, table_name)) != BITNET_OK) goto fail;
+    if (m->head_owned) {
+        const size_t len = strlen(m->summary);
+        snprintf(m->summary + len, sizeof m->summary - len, "%shead: Q8_0 (requantized from %s at load)",
+                 len ? "; " : "", bitnet_type_name(m->head->type));
+    }
 
     for (int64_t i = 0; i < bitnet_gguf_n_tensors(m->gguf); i++) {
         const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(m->gguf, i);
@@ -1056,6 +1190,7 @@ void bitnet_model_free(bitnet_model *m) {
     /* the LUT host owns the extras in one table; release it with the last model that used it */
     if (m->lut_used && atomic_fetch_sub(&g_lut_models, 1) == 1) bitnet_lut_free();
     free(m->output_norm);
+    free(m->head_owned);
     bitnet_vocab_free(m->vocab);
     bitnet_gguf_close(m->gguf);
     free(m);
@@ -1067,6 +1202,8 @@ bitnet_kernel_path bitnet_model_path(const bitnet_model *m) { return m->path; }
 uint64_t bitnet_model_n_params(const bitnet_model *m) { return m->n_params; }
 uint64_t bitnet_model_size_bytes(const bitnet_model *m) { return m->size_bytes; }
 const char *bitnet_model_kernel_summary(const bitnet_model *m) { return m->summary; }
+int bitnet_model_head_type(const bitnet_model *m) { return m->head_type; }
+bool bitnet_model_head_requantized(const bitnet_model *m) { return m->head_owned != NULL; }
 const char *bitnet_kernel_path_name(bitnet_kernel_path p) {
     switch (p) {
     case BITNET_PATH_I2S: return "I2_S";
@@ -1454,7 +1591,7 @@ static void forward_task(void *arg, int ith, int nth) {
 
     /* final norm of the tokens whose logits are wanted: xb[j] = rmsnorm(x[out_first+j]) · output_norm,
      * then the head's input format (F16 head: rounded to F16; Q8_0 head: quantized to Q8_0) */
-    const int type = m->head->type;
+    const int type = m->head_type;
     int64_t o0, o1;
     bitnet_split_range(J->n_out, ith, nth, &o0, &o1);
     for (int64_t j = o0; j < o1; j++) {
@@ -1473,7 +1610,7 @@ static void forward_task(void *arg, int ith, int nth) {
     bitnet_split_range(hp->n_vocab, ith, nth, &r0, &r1);
     float *row_f32 = c->head_row + (size_t)ith * D; /* Q6_K head: the row as float */
     for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = (const uint8_t *)m->head->data + (size_t)r * m->head_row_bytes;
+        const uint8_t *row = m->head_data + (size_t)r * m->head_row_bytes;
         if (type == BITNET_TYPE_Q6_K) row_q6_k_to_f32(row, row_f32, D);
         for (int64_t j = 0; j < J->n_out; j++) {
             float y;

@@ -126,6 +126,16 @@ typedef struct bitnet_hparams {
 typedef struct bitnet_model_params {
     bitnet_kernel_path path;
     const char *lut_table; /* preferred tile table name: "default" (NULL) or "pretuned" */
+    /* Output head format (issue #4 item 3): 0 = as stored in the file (exact; the default), or
+     * BITNET_TYPE_Q8_0 = requantize the head (output.weight, or token_embd when the head is tied) to
+     * Q8_0 rows once at load into a private buffer, ggml's Q8_0 definition per 32-value block:
+     * d = max|x| / 127 stored as binary16, q = round(x / d) (bitnet_quantize_row_q8_0). The head input
+     * is then quantized to Q8_0 per block and each logit is Σ_blocks (float)(Σ q_w·q_x) · (d_w·d_x), blocks
+     * in order (the Q8_0-file path), so it does not depend on the thread count. About half the bytes of
+     * an F16 head per token; the logits differ from the stored head's by the two quantization steps.
+     * The token-embedding lookup always reads the stored data. A head stored as Q8_0 is used as is.
+     * Needs n_embd % 32 == 0 (else BITNET_ERR_UNSUPPORTED); other values → BITNET_ERR_INVALID_ARG. */
+    int head_type;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;
@@ -165,6 +175,11 @@ uint64_t bitnet_model_size_bytes(const bitnet_model *m);  /* bytes of tensor dat
  * table bitnet_b1_58-large/default", "I2_S reference path: 14 ternary weights" or
  * "dense float: 14 weights (no LUT)". Owned by the model. */
 const char *bitnet_model_kernel_summary(const bitnet_model *m);
+/* The type the output head is multiplied in: the stored type of output.weight / token_embd
+ * (BITNET_TYPE_F32, _F16, _Q8_0, _Q6_K), or BITNET_TYPE_Q8_0 when requantized at load (head_type). */
+int bitnet_model_head_type(const bitnet_model *m);
+/* true when the head was requantized at load (bitnet_model_params.head_type), false when stored data is used. */
+bool bitnet_model_head_requantized(const bitnet_model *m);
 /* "auto", "I2_S", "TL1", "TL2". */
 const char *bitnet_kernel_path_name(bitnet_kernel_path p);
 

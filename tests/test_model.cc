@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -53,7 +54,7 @@ using ModelPtr = std::unique_ptr<bitnet_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<bitnet_context, ContextDeleter>;
 
 ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO) {
-    bitnet_model_params p = {kp, nullptr};
+    bitnet_model_params p = {kp, nullptr, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -63,7 +64,7 @@ ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO)
 
 // Load expecting failure; returns the message.
 std::string LoadError(const std::string &path, bitnet_kernel_path kp, bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr};
+    bitnet_model_params p = {kp, nullptr, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -647,6 +648,141 @@ TEST_F(Golden, AllPathsGiveTheGoldenIds) {
     }
 }
 
+// ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------
+
+ModelPtr LoadHead(const std::string &path, bitnet_kernel_path kp, int head_type) {
+    bitnet_model_params p = {kp, nullptr, head_type};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
+    return ModelPtr(m);
+}
+
+// All logits of the prompt (one row per position), n_threads threads, prompt batches of n_batch.
+std::vector<float> PromptLogits(bitnet_model *m, const std::vector<int32_t> &prompt, int n_threads, int n_batch) {
+    ContextPtr c = NewContext(m, 64, n_batch, n_threads);
+    if (!c) return {};
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_decode(c.get(), prompt.data(), (int32_t)prompt.size(), 0, true, &err), BITNET_OK) << err.msg;
+    const int V = bitnet_model_hparams(m)->n_vocab;
+    std::vector<float> all;
+    for (size_t t = 0; t < prompt.size(); t++) {
+        const float *l = bitnet_get_logits_ith(c.get(), (int32_t)t);
+        if (l) all.insert(all.end(), l, l + V);
+    }
+    return all;
+}
+
+// Pinned from this implementation: greedy ids and logits hash of the golden I2_S file with the head
+// requantized to Q8_0 (x86-64 AVX2 and AArch64 NEON under qemu compute the same bits).
+const uint64_t kQ8HeadLogitsHash = 0x820a78388011f948ULL;
+
+// The bound the test asserts, derived from the Q8_0 step (ggml's quantizer, quants.c): for a block with
+// absmax a, d = a/127 is stored as binary16 (relative error ≤ 2^-11) and q = round(v/d) (|q| ≤ 127), so
+// |v − fp16(d)·q| ≤ d/2 + 127·2^-11·d ≤ 0.5625·d = 0.00443·a, for head weights and head input alike.
+// The F16 head multiplies the input rounded to F16 (|Δ| ≤ 2^-11·|x|). Per logit r, with blocks b:
+//   |y_f16 − y_q8| ≤ Σ_b 32 · A · a_w(r,b) · (0.00443·(1 + 2^-11) + 0.00443 + 2^-11)  (≤ 0.0094 · ...)
+// where A bounds |x_i| of the head input x = rmsnorm(h) · output_norm: |h_i| / rms(h) ≤ √D, so
+// A = √D · max|output_norm|. The float sums themselves add at most D · 2^-23 relative (covered by a
+// 1e-4 · (1 + |y|) term).
+TEST_F(Golden, Q8HeadStaysWithinTheQ8BoundAndIsThreadIndependent) {
+    ModelPtr ms = Load(path_[0], BITNET_PATH_AUTO);
+    ModelPtr mq = LoadHead(path_[0], BITNET_PATH_AUTO, BITNET_TYPE_Q8_0);
+    ASSERT_TRUE(ms && mq);
+    EXPECT_EQ(bitnet_model_head_type(ms.get()), BITNET_TYPE_F16);
+    EXPECT_FALSE(bitnet_model_head_requantized(ms.get()));
+    EXPECT_EQ(bitnet_model_head_type(mq.get()), BITNET_TYPE_Q8_0);
+    EXPECT_TRUE(bitnet_model_head_requantized(mq.get()));
+    EXPECT_NE(std::string(bitnet_model_kernel_summary(mq.get())).find("head: Q8_0 (requantized from F16 at load)"),
+              std::string::npos)
+        << bitnet_model_kernel_summary(mq.get());
+    EXPECT_EQ(std::string(bitnet_model_kernel_summary(ms.get())).find("head:"), std::string::npos);
+
+    // the head rows (tied: token_embd, F16) and output_norm, read from the file
+    bitnet_gguf *g = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_gguf_open(path_[0].c_str(), &g, &err), BITNET_OK) << err.msg;
+    const bitnet_gguf_tensor_info *te = bitnet_gguf_find_tensor(g, "token_embd.weight");
+    const bitnet_gguf_tensor_info *on = bitnet_gguf_find_tensor(g, "output_norm.weight");
+    ASSERT_TRUE(te && on);
+    ASSERT_EQ(te->type, BITNET_TYPE_F16);
+    ASSERT_EQ(on->type, BITNET_TYPE_F32);
+    const int64_t D = te->ne[0], V = te->ne[1];
+    ASSERT_EQ(D % 32, 0);
+    float gmax = 0.0f;
+    for (int64_t i = 0; i < D; i++) gmax = std::max(gmax, std::fabs(((const float *)on->data)[i]));
+    const double A = std::sqrt((double)D) * gmax;
+    std::vector<double> bound(V);
+    for (int64_t r = 0; r < V; r++) {
+        const uint16_t *row = (const uint16_t *)te->data + r * D;
+        double s = 0.0;
+        for (int64_t b = 0; b < D / 32; b++) {
+            float a = 0.0f;
+            for (int j = 0; j < 32; j++) a = std::max(a, std::fabs(bitnet_fp16_to_fp32(row[b * 32 + j])));
+            s += 32.0 * A * a * 0.0094;
+        }
+        bound[r] = s;
+    }
+    bitnet_gguf_close(g);
+
+    const std::vector<float> ys = PromptLogits(ms.get(), kGoldenPrompt, 1, 512);
+    const std::vector<float> yq = PromptLogits(mq.get(), kGoldenPrompt, 1, 512);
+    ASSERT_EQ(ys.size(), kGoldenPrompt.size() * (size_t)V);
+    ASSERT_EQ(yq.size(), ys.size());
+    double max_abs = 0.0, max_ratio = 0.0;
+    size_t n_diff = 0;
+    for (size_t i = 0; i < ys.size(); i++) {
+        const double d = std::fabs((double)ys[i] - (double)yq[i]);
+        const double lim = bound[i % V] + 1e-4 * (1.0 + std::fabs((double)ys[i]));
+        EXPECT_LE(d, lim) << "position " << i / V << " token " << i % V;
+        if (d > lim) break;
+        max_abs = std::max(max_abs, d);
+        max_ratio = std::max(max_ratio, d / lim);
+        n_diff += ys[i] != yq[i];
+    }
+    // relative L2 error per position: with rounding errors spread evenly over ±d/2 (std d/√12 = 0.0013·a per
+    // element for weights and input alike) the expected relative error of a logit vector is about
+    // √2 · 0.0013 · (block absmax / rms) — below 1% for these Gaussian-like weights; 2% is asserted
+    double worst_rel = 0.0, max_y = 0.0;
+    for (size_t t = 0; t < kGoldenPrompt.size(); t++) {
+        double num = 0.0, den = 0.0;
+        for (int64_t r = 0; r < V; r++) {
+            const double a = ys[t * V + r], b = yq[t * V + r];
+            num += (a - b) * (a - b);
+            den += a * a;
+            max_y = std::max(max_y, std::fabs(a));
+        }
+        worst_rel = std::max(worst_rel, std::sqrt(num / den));
+    }
+    EXPECT_LT(worst_rel, 0.02);
+    std::printf("[ info ] Q8_0 head vs F16 head: max |Δlogit| %.3g (max |logit| %.3g), at most %.3g of the bound, "
+                "relative L2 error ≤ %.3g, %zu of %zu differ\n",
+                max_abs, max_y, max_ratio, worst_rel, n_diff, ys.size());
+    EXPECT_GT(n_diff, ys.size() / 2) << "the option must really change the head";
+
+    // identical for every thread count and batch split, and pinned across ISAs
+    GreedyRun r1 = Greedy(mq.get(), kGoldenPrompt, 16, 1);
+    std::printf("[ info ] Q8_0 head greedy hash 0x%016llx\n", (unsigned long long)LogitsHash(r1));
+    EXPECT_EQ(LogitsHash(r1), kQ8HeadLogitsHash);
+    ExpectSameRun(r1, Greedy(mq.get(), kGoldenPrompt, 16, 2), "Q8_0 head, 2 threads");
+    ExpectSameRun(r1, Greedy(mq.get(), kGoldenPrompt, 16, 3, 3), "Q8_0 head, 3 threads, batch 3");
+    EXPECT_EQ(PromptLogits(mq.get(), kGoldenPrompt, 3, 4), yq);
+    // the same on the I2_S path and from the TL2 file (the head does not depend on the kernel path)
+    ModelPtr mq2 = LoadHead(path_[2], BITNET_PATH_I2S, BITNET_TYPE_Q8_0);
+    ASSERT_TRUE(mq2);
+    ExpectSameRun(r1, Greedy(mq2.get(), kGoldenPrompt, 16, 2), "Q8_0 head, TL2 file on the I2_S path");
+}
+
+TEST_F(Golden, BadHeadTypeIsRefused) {
+    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_EQ(m, nullptr);
+    EXPECT_NE(std::string(err.msg).find("head_type 1 is neither 0 (as stored) nor 8 (Q8_0)"), std::string::npos)
+        << err.msg;
+}
+
 TEST_F(Golden, NativePathUsesSpecializedKernels) {
     ModelPtr m = Load(path_[0], BITNET_PATH_AUTO);
     ASSERT_TRUE(m);
@@ -742,7 +878,7 @@ TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
 
 // The preferred tile table: "pretuned" falls back to the config's only table; anything else is refused.
 TEST_F(Golden, LutTableChoice) {
-    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned"};
+    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     ASSERT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1413,6 +1549,14 @@ TEST(LlamaCli, GreedyTextMatchesBitnetCppForAnyThreadCount) {
     // the native LUT path prints the same text
     EXPECT_EQ(RunCmd(base + " -t 2 --kernel auto", &out3), 0);
     EXPECT_EQ(out1, out3);
+    // --head-type stored is the default; q8_0 gives one text for any thread count
+    std::string out4, q1, q2;
+    EXPECT_EQ(RunCmd(base + " -t 1 --head-type stored", &out4), 0);
+    EXPECT_EQ(out1, out4);
+    EXPECT_EQ(RunCmd(base + " -t 1 --head-type q8_0", &q1), 0);
+    EXPECT_EQ(RunCmd(base + " -t 2 --head-type q8_0", &q2), 0);
+    EXPECT_EQ(q1, q2);
+    EXPECT_NE(q1.find(kPromptText), std::string::npos) << q1; // the prompt is echoed, then the reply
 }
 
 TEST(LlamaCli, PrintsTokenIdsAndTiming) {
@@ -1452,6 +1596,7 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {m + " -c -5", "-c expects an integer"},
         {m + " --kernel tl3", "--kernel expects"},
         {m + " --lut-table best", "--lut-table expects"},
+        {m + " --head-type f16", "--head-type expects stored or q8_0, got 'f16'"},
         {"-p hi", "no model given"},
         {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
         {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},

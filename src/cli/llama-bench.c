@@ -50,6 +50,8 @@ static const char *k_usage =
     "  -t, --threads N            threads, LIST (default: the number of online CPUs)\n"
     "      --kernel K             auto|i2_s|tl1|tl2, LIST (default auto: tl2 on x86-64, tl1 on AArch64)\n"
     "      --lut-table T          default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --head-type H          stored|q8_0, LIST: output head as stored (default) or requantized to\n"
+    "                             Q8_0 at load; q8_0 rows say so in the kernel column (\"+q8_0 head\")\n"
     "  -r, --repetitions N        timed repetitions per test (default 5)\n"
     "  -o, --output FORMAT        md|csv|json (default md)\n"
     "      --seed N               seed of the random prompt/generation token ids (default 42)\n"
@@ -82,7 +84,7 @@ typedef struct pg_pair {
 
 typedef struct options {
     str_list models;
-    long_list n_prompt, n_gen, batch, threads, kernels;
+    long_list n_prompt, n_gen, batch, threads, kernels, heads;
     pg_pair *pg;
     size_t n_pg;
     const char *lut_table;
@@ -134,6 +136,7 @@ static void free_options(options *o) {
     free(o->batch.v);
     free(o->threads.v);
     free(o->kernels.v);
+    free(o->heads.v);
     free(o->pg);
 }
 
@@ -212,7 +215,7 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         static const char *const with_value[] = {
             "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size", "-t", "--threads",
-            "--kernel", "--lut-table", "-r", "--repetitions", "-o", "--output", "--seed", "-ngl", "--n-gpu-layers"};
+            "--kernel", "--lut-table", "--head-type", "-r", "--repetitions", "-o", "--output", "--seed", "-ngl", "--n-gpu-layers"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return fail("unknown argument '%s' (see --help)", a);
@@ -257,6 +260,22 @@ static int parse_args(int argc, char **argv, options *o) {
                 const size_t len = c ? (size_t)(c - p) : strlen(p);
                 long k = BITNET_PATH_AUTO;
                 if (kernel_from_name(p, len, &k) || push_long(&o->kernels, k)) return 1;
+                if (!c) break;
+                p = c + 1;
+            }
+        } else if (IS("--head-type", NULL)) {
+            if (!o->heads.given) {
+                o->heads.n = 0;
+                o->heads.given = 1;
+            }
+            for (const char *p = v;;) {
+                const char *c = strchr(p, ',');
+                const size_t len = c ? (size_t)(c - p) : strlen(p);
+                long h;
+                if (len == 6 && strncmp(p, "stored", 6) == 0) h = 0;
+                else if (len == 4 && strncmp(p, "q8_0", 4) == 0) h = BITNET_TYPE_Q8_0;
+                else return fail("--head-type expects stored or q8_0 (comma list), got '%.*s'", (int)len, p);
+                if (push_long(&o->heads, h)) return 1;
                 if (!c) break;
                 p = c + 1;
             }
@@ -679,7 +698,8 @@ int main(int argc, char **argv) {
     int rc = 1;
     model_info *mis = NULL;
     if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.batch, 2048) ||
-        push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO)) {
+        push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO) ||
+        push_long(&o.heads, 0)) {
         goto out;
     }
     const int pr = parse_args(argc, argv, &o);
@@ -707,6 +727,9 @@ int main(int argc, char **argv) {
     table_layout L = {.w_model = 5, .w_file = 4, .w_kernel = 10, .w_test = 4};
     L.show_file = o.models.n > 1;
     L.show_batch = o.batch.given;
+    for (size_t i = 0; i < o.heads.n; i++) {
+        if (o.heads.v[i] != 0) L.w_kernel = 20; /* room for "TL2/avx512+q8_0 head" */
+    }
     for (size_t i = 0; i < o.models.n; i++) {
         if (describe_model(o.models.v[i], &mis[i])) goto out;
         const int lm = (int)strlen(mis[i].desc), lf = (int)strlen(mis[i].file);
@@ -732,10 +755,11 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     for (size_t mi = 0; mi < o.models.n; mi++) {
-        for (size_t ki = 0; ki < o.kernels.n; ki++) {
+        for (size_t kh = 0; kh < o.kernels.n * o.heads.n; kh++) {
+            const size_t ki = kh / o.heads.n, hi = kh % o.heads.n;
             bitnet_error err = {{0}};
             bitnet_model *model = NULL;
-            const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table};
+            const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi]};
             const uint64_t t0 = now_ns();
             if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],
@@ -744,8 +768,12 @@ int main(int argc, char **argv) {
             }
             fprintf(stderr, "llama-bench: loaded %s in %.0f ms; kernels: %s\n", o.models.v[mi],
                     (double)(now_ns() - t0) / 1e6, bitnet_model_kernel_summary(model));
-            char kernel[48];
+            char kernel[64];
             kernel_label(model, kernel, sizeof kernel);
+            if (bitnet_model_head_requantized(model)) {
+                const size_t kl = strlen(kernel);
+                snprintf(kernel + kl, sizeof kernel - kl, "+q8_0 head");
+            }
             int bad = 0;
             for (size_t bi = 0; bi < o.batch.n && !bad; bi++) {
                 for (size_t ti = 0; ti < o.threads.n && !bad; ti++) {

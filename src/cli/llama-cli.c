@@ -63,6 +63,9 @@ static const char *k_usage =
     "  -s, --seed N             sampling seed (default -1 = random, printed on stderr)\n"
     "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64 with AVX2, tl1 on AArch64)\n"
     "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --head-type H        stored|q8_0: output head as stored in the file (default, exact) or\n"
+    "                           requantized to Q8_0 at load (about half the head's bytes per token;\n"
+    "                           logits change by the Q8_0 rounding of head and head input)\n"
     "      --ignore-eos         keep generating after the end-of-sequence token\n"
     "      --print-token-ids    print the prompt and generated token ids on stderr\n"
     "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
@@ -86,6 +89,7 @@ typedef struct options {
     long long seed;
     bitnet_kernel_path kernel;
     const char *lut_table;
+    int head_type; /* bitnet_model_params.head_type */
     int ignore_eos;
     int print_ids;
     int conversation;
@@ -159,7 +163,7 @@ static int parse_args(int argc, char **argv, options *o) {
         const char *known[] = {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
                                "--threads", "-c", "--ctx-size", "-b", "--batch-size", "--temp", "--top-k", "--top-p",
                                "-s", "--seed", "--kernel", "--lut-table", "-ngl", "--n-gpu-layers",
-                               "--chat-template"};
+                               "--chat-template", "--head-type"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= strcmp(a, known[k]) == 0;
         if (!is_known) {
@@ -206,6 +210,10 @@ static int parse_args(int argc, char **argv, options *o) {
                 return fail("--lut-table expects default or pretuned, got '%s'", v);
             }
             o->lut_table = v;
+        } else if (IS("--head-type", NULL)) {
+            if (strcmp(v, "stored") == 0) o->head_type = 0;
+            else if (strcmp(v, "q8_0") == 0) o->head_type = BITNET_TYPE_Q8_0;
+            else return fail("--head-type expects stored or q8_0, got '%s'", v);
         } else if (IS("-ngl", "--n-gpu-layers")) {
             if (parse_long(a, v, -1, INT_MAX, &l)) return 1;
         } else if (IS("--chat-template", NULL)) {
@@ -710,7 +718,7 @@ int main(int argc, char **argv) {
     int32_t *prompt_ids = NULL, *gen = NULL;
     size_t n_prompt = 0, n_gen = 0;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table};
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type};
     if (bitnet_model_load(o.model, &mp, &model, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: cannot load model: %s\n", err.msg);
         goto done;

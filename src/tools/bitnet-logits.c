@@ -3,7 +3,8 @@
  * engines) and/or the top-k of each position to stdout.
  *
  *   bitnet-logits -m MODEL (-p TEXT | --tokens 1,2,3) [--out FILE] [--top-k K] [-t N] [-b N]
- *                 [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--no-bos]
+ *                 [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--head-type stored|q8_0]
+ *                 [--no-bos]
  *
  * FILE: raw IEEE-754 binary32, little endian, row-major [n_tokens][n_vocab] (row t = the logits after
  * token t, i.e. the prediction of token t+1), nothing else. FILE.json: a header describing it —
@@ -45,6 +46,8 @@ static const char *k_usage =
     "  -b, --batch-size N     tokens per forward pass (default 512)\n"
     "      --kernel K         auto|i2_s|tl1|tl2 (default auto)\n"
     "      --lut-table T      default|pretuned: preferred tile table\n"
+    "      --head-type H      stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
+    "                         (the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")\n"
     "  -h, --help             this text\n"
     "\n"
     "Exit status: 0 success, 1 model/evaluation/output error, 2 bad command line.\n";
@@ -154,6 +157,7 @@ typedef struct options {
     long top_k, n_threads, n_batch;
     bool have_top_k, no_bos;
     bitnet_kernel_path kernel;
+    int head_type; /* bitnet_model_params.head_type */
 } options;
 
 static int parse_args(int argc, char **argv, options *o) {
@@ -168,7 +172,8 @@ static int parse_args(int argc, char **argv, options *o) {
             continue;
         }
         static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "--tokens", "--out", "--top-k",
-                                                 "-t", "--threads", "-b", "--batch-size", "--kernel", "--lut-table"};
+                                                 "-t", "--threads", "-b", "--batch-size", "--kernel", "--lut-table",
+                                                 "--head-type"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
         if (!known) return usage_error("unknown argument '%s'%s", a, "");
@@ -196,6 +201,10 @@ static int parse_args(int argc, char **argv, options *o) {
             else if (!strcmp(v, "tl1")) o->kernel = BITNET_PATH_TL1;
             else if (!strcmp(v, "tl2")) o->kernel = BITNET_PATH_TL2;
             else return usage_error("--kernel expects auto, i2_s, tl1 or tl2, got '%s'%s", v, "");
+        } else if (!strcmp(a, "--head-type")) {
+            if (!strcmp(v, "stored")) o->head_type = 0;
+            else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
+            else return usage_error("--head-type expects stored or q8_0, got '%s'%s", v, "");
         } else { /* --lut-table */
             if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
                 return usage_error("--lut-table expects default or pretuned, got '%s'%s", v, "");
@@ -273,7 +282,7 @@ int main(int argc, char **argv) {
     int32_t *top = NULL;
     rc = 1;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table};
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type};
     if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
         fprintf(stderr, "bitnet-logits: %s\n", err.msg);
         goto done;

@@ -89,6 +89,27 @@ class LogitsTool(unittest.TestCase):
                 ref = data
             self.assertEqual(data, ref, f"-t {t} -b {b}")
 
+    def test_q8_0_head(self):
+        # --head-type q8_0: the head requantized at load (said in the header), logits that differ from the
+        # stored head's by little, the same bytes for any thread count and batch size
+        stored = self.path("h_stored.bin")
+        self.logits(stored, "-t", "1", "--head-type", "stored")
+        _, a = R.read_logits(stored)
+        ref = None
+        for t, b in (("1", "512"), ("2", "3"), ("3", "1")):
+            out = self.path(f"h_q8_t{t}b{b}.bin")
+            self.logits(out, "-t", t, "-b", b, "--head-type", "q8_0")
+            with open(out, "rb") as f:
+                data = f.read()
+            if ref is None:
+                ref = data
+                hdr, q = R.read_logits(out)
+                self.assertIn("head: Q8_0 (requantized from F16 at load)", hdr["kernel_summary"])
+                self.assertFalse(np.array_equal(a, q))
+                rel = np.linalg.norm(a - q, axis=1) / np.linalg.norm(a, axis=1)
+                self.assertLess(rel.max(), 0.02)  # the bound is derived in tests/test_model.cc (Q8HeadStays...)
+            self.assertEqual(data, ref, f"-t {t} -b {b}")
+
     def test_prompt_text(self):
         out = self.path("p.bin")
         p = run([self.tool, "-m", self.model, "-p", "the quick brown fox", "--out", out])
@@ -110,6 +131,7 @@ class LogitsTool(unittest.TestCase):
             (m + ["--tokens", "1", "--top-k", "0"], 2, "--top-k expects"),
             (m + ["--tokens", "1", "-t", "0"], 2, "-t expects"),
             (m + ["--tokens", "1", "--kernel", "tl3"], 2, "--kernel expects"),
+            (m + ["--tokens", "1", "--head-type", "q4"], 2, "--head-type expects stored or q8_0, got 'q4'"),
             (m + ["--tokens", "1", "--bogus"], 2, "unknown argument '--bogus'"),
             (m + ["--tokens", "1", "--no-bos"], 2, "--no-bos only applies to -p"),
             (["-m", self.path("missing.gguf"), "--tokens", "1"], 1, "missing.gguf"),
