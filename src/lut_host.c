@@ -114,22 +114,22 @@ typedef struct bitnet_host_ws {
  *  - total = off_scales + round64(4N) (+ round64(4N) for I2_S): a sum of multiples of 64, so it is
  *    itself a multiple of 64, and it is above every byte listed. Nothing else is written in wdata
  *    (accumulators are on the stack, outputs go to dst). Tested with canary bytes and AddressSanitizer. */
-static bool bitnet_host_ws_layout(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst,
-                                  bitnet_host_ws *L) {
+static bool bitnet_host_ws_layout_as(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst,
+                                     int type, bitnet_host_ws *L) {
     if (!bitnet_can_mul_mat(src0, src1, dst)) return false;
     memset(L, 0, sizeof(*L));
     L->K = src0->ne[0];
     L->M = src0->ne[1];
     L->N = src1->ne[1];
     const bitnet_tensor_extra *ex = src0->extra;
-    L->type = ex != NULL ? ex->type : src0->type;
+    L->type = type;
     const size_t K = (size_t)L->K, N = (size_t)L->N;
     if (K > SIZE_MAX / 32) return false;
 
     if (L->type == BITNET_TYPE_I2_S) {
         L->col_bytes = K;
     } else if (L->type == BITNET_TYPE_TL1 || L->type == BITNET_TYPE_TL2) {
-        if (ex != NULL) {
+        if (ex != NULL && ex->type == L->type) {
             L->col_bytes = bitnet_qlut_bytes(L->type, &ex->shape);
         } else {
             /* TL1: 16·K for any tiles; TL2: the all-pairs split (three_k = 0) is the upper bound */
@@ -155,9 +155,30 @@ static bool bitnet_host_ws_layout(const bitnet_tensor *src0, const bitnet_tensor
     return true;
 }
 
+/* The layout the product with src1's column count runs on: the I2_S layout when the weight's I2_S
+ * bytes are used (bitnet_lut_uses_i2s), else the extra's layout (src0's type without an extra). */
+static bool bitnet_host_ws_layout(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst,
+                                  bitnet_host_ws *L) {
+    if (src0 == NULL || src1 == NULL) return false;
+    const bitnet_tensor_extra *ex = src0->extra;
+    const int type = ex == NULL ? src0->type : bitnet_lut_uses_i2s(ex, src1->ne[1]) ? BITNET_TYPE_I2_S : ex->type;
+    return bitnet_host_ws_layout_as(src0, src1, dst, type, L);
+}
+
+/* The larger of the LUT and the I2_S layouts when the weight has I2_S bytes (each is non-decreasing
+ * in N, so the maximum is too), so one workspace serves both paths whatever the threshold. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst) {
     bitnet_host_ws L;
-    return bitnet_host_ws_layout(src0, src1, dst, &L) ? L.total : 0;
+    if (src0 == NULL) return 0;
+    const bitnet_tensor_extra *ex = src0->extra;
+    if (!bitnet_host_ws_layout_as(src0, src1, dst, ex != NULL ? ex->type : src0->type, &L)) return 0;
+    size_t total = L.total;
+    if (ex != NULL && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes != NULL) {
+        bitnet_host_ws L2;
+        if (!bitnet_host_ws_layout_as(src0, src1, dst, BITNET_TYPE_I2_S, &L2)) return 0;
+        if (L2.total > total) total = L2.total;
+    }
+    return total;
 }
 
 /* ---- extras table ----------------------------------------------------------------------------- */
@@ -166,6 +187,47 @@ static pthread_mutex_t bitnet_host_mutex = PTHREAD_MUTEX_INITIALIZER;
 static bool bitnet_host_initialized = false;
 static bitnet_tensor_extra **bitnet_host_extras = NULL;
 static size_t bitnet_host_n_extras = 0, bitnet_host_cap_extras = 0;
+
+/* ---- batch path threshold --------------------------------------------------------------------- */
+
+/* -1: not read yet (the first transform reads BITNET_LUT_I2S_MIN_COLS); guarded by bitnet_host_mutex. */
+static int64_t bitnet_host_i2s_min_cols = -1;
+
+/* Caller holds bitnet_host_mutex. */
+static int64_t bitnet_host_i2s_min_cols_locked(void) {
+    if (bitnet_host_i2s_min_cols < 0) {
+        int64_t v = BITNET_LUT_I2S_MIN_COLS_DEFAULT;
+        const char *env = getenv("BITNET_LUT_I2S_MIN_COLS");
+        if (env != NULL && *env != '\0') {
+            char *end = NULL;
+            const long long n = strtoll(env, &end, 10);
+            if (end != NULL && *end == '\0' && n >= 0) v = (int64_t)n;
+        }
+        bitnet_host_i2s_min_cols = v;
+    }
+    return bitnet_host_i2s_min_cols;
+}
+
+/* The threshold the next transform copies into its extra (lut_host.h). */
+int64_t bitnet_lut_i2s_min_cols(void) {
+    pthread_mutex_lock(&bitnet_host_mutex);
+    const int64_t v = bitnet_host_i2s_min_cols_locked();
+    pthread_mutex_unlock(&bitnet_host_mutex);
+    return v;
+}
+
+/* n >= 0: that threshold (0 = never); n < 0: back to the default / environment value. */
+void bitnet_lut_set_i2s_min_cols(int64_t n) {
+    pthread_mutex_lock(&bitnet_host_mutex);
+    bitnet_host_i2s_min_cols = -1;
+    if (n >= 0) bitnet_host_i2s_min_cols = n;
+    pthread_mutex_unlock(&bitnet_host_mutex);
+}
+
+bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {
+    return ex != NULL && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes != NULL && ex->i2s_min_cols > 0 &&
+           n_cols >= ex->i2s_min_cols;
+}
 
 /* Caller holds the mutex. */
 static void bitnet_host_init_locked(void) {
@@ -379,6 +441,12 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         ex.owned = buf;
     }
     free(w); /* the decoded int8 matrix is not kept */
+    if (stored == BITNET_TYPE_I2_S && target != BITNET_TYPE_I2_S) {
+        ex.i2s_codes = (const uint8_t *)t->data; /* validated above: codes 0..2, M·K % 128 == 0 */
+        pthread_mutex_lock(&bitnet_host_mutex);
+        ex.i2s_min_cols = bitnet_host_i2s_min_cols_locked();
+        pthread_mutex_unlock(&bitnet_host_mutex);
+    }
 
     bitnet_tensor_extra *heap = (bitnet_tensor_extra *)malloc(sizeof(*heap));
     if (heap == NULL) {
@@ -412,6 +480,7 @@ static bool bitnet_host_call_ok(const bitnet_tensor *src0, const bitnet_tensor *
     if (!bitnet_host_ws_layout(src0, src1, dst, L) || wsize < L->total) return false;
     const bitnet_tensor_extra *ex = src0->extra;
     if (ex->qweights == NULL) return false;
+    if (L->type == BITNET_TYPE_I2_S) return true; /* I2_S weight, or the I2_S bytes of a TL1/TL2 weight */
     if (ex->type != BITNET_TYPE_I2_S) {
         if (ex->impl.ctor == NULL || ex->impl.qgemm == NULL) return false;
         if (ex->shape.BM <= 0 || ex->shape.BM > BITNET_HOST_ACC_CAP || ex->shape.M % ex->shape.BM != 0) return false;
@@ -446,7 +515,9 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
     int32_t *col_qsum = (int32_t *)(ws + L.off_qsum);
     const size_t x_rb = bitnet_host_row_bytes(src1, K);
     const size_t y_rb = bitnet_host_row_bytes(dst, M);
-    const bool i2s = ex->type == BITNET_TYPE_I2_S;
+    /* I2_S kernel: an I2_S weight, or a TL1/TL2 weight's I2_S bytes for a batch (bitnet_lut_uses_i2s) */
+    const bool i2s = L.type == BITNET_TYPE_I2_S;
+    const uint8_t *i2s_w = ex->type == BITNET_TYPE_I2_S ? ex->qweights : ex->i2s_codes;
 
     /* Phase 1: quantize the columns / build their LUTs, a contiguous range of columns per thread
      * (one column: thread 0 alone). Each column is written by one thread with the same operations,
@@ -483,7 +554,7 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
             const int64_t nc = (N - n0 < cols_per_call) ? N - n0 : cols_per_call;
             const int8_t *cols = (const int8_t *)(ws + (size_t)n0 * L.col_stride);
             if (i2s) {
-                bitnet_i2s_gemm(ex->qweights, M, K, cols, L.col_stride, col_qsum + n0, nc, r0, r0 + rows, acc,
+                bitnet_i2s_gemm(i2s_w, M, K, cols, L.col_stride, col_qsum + n0, nc, r0, r0 + rows, acc,
                                 (size_t)rows_per_unit);
             } else {
                 ex->impl.qgemm(&ex->shape, acc, ex->qweights, cols, L.col_stride, u, nc);

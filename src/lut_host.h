@@ -26,7 +26,33 @@ typedef struct bitnet_tensor_extra {
     float scale;             /* per-tensor weight scale */
     bitnet_lut_impl impl;    /* TL1/TL2: constructor and kernel */
     void *owned;             /* buffer to free, or NULL when qweights aliases the file mapping */
+    /* TL1/TL2 weights transformed from an I2_S tensor: the tensor's I2_S bytes (t->data at transform
+     * time, e.g. the model's file mapping, which must outlive the extra), else NULL. With them a
+     * product of i2s_min_cols or more columns runs the I2_S int8 kernel instead of the LUT kernel
+     * (see bitnet_lut_uses_i2s). */
+    const uint8_t *i2s_codes;
+    int64_t i2s_min_cols;    /* copied from bitnet_lut_i2s_min_cols() at transform; 0 = never */
 } bitnet_tensor_extra;
+
+/* Batch path of TL1/TL2 weights (prompt processing). A TL1/TL2 weight that was transformed from an
+ * I2_S tensor keeps a pointer to those I2_S bytes (no extra memory), and a product with
+ * N >= i2s_min_cols activation columns runs the I2_S int8 kernel (bitnet_i2s_gemm) on them instead
+ * of building N LUTs: the int32 sums Σ w·q are the same exact integers on both paths and the floats
+ * are formed by the same two operations (LAYOUTS.md §1), so the outputs are bit-identical to the
+ * LUT path (tests/test_lut_host.cc, N = 1..40, 1..4 threads). Weights stored as TL1/TL2 always run
+ * the LUT path.
+ * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
+ * transformed afterwards): BITNET_LUT_I2S_MIN_COLS_DEFAULT, overridden by the environment variable
+ * BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never; read once, by the first transform) or by
+ * bitnet_lut_set_i2s_min_cols (n < 0 restores the default; not thread-safe against a concurrent
+ * transform). */
+#define BITNET_LUT_I2S_MIN_COLS_DEFAULT 0
+int64_t bitnet_lut_i2s_min_cols(void);
+void bitnet_lut_set_i2s_min_cols(int64_t n);
+
+/* true when bitnet_mul_mat on this weight with n_cols activation columns runs the I2_S kernel on the
+ * weight's I2_S bytes (TL1/TL2 extra with i2s_codes, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */
+bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols);
 
 /* Bits per weight of the LUT types: TL1, TL2, I2_S → 2; Q4_0 → 4; anything else 0. */
 int bitnet_get_type_bits(int type);
@@ -43,7 +69,9 @@ bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, co
  * lut_host.c; tests run every configured shape under AddressSanitizer). Call it after
  * bitnet_lut_transform_tensor: the layout the product runs on decides the size (without an extra, a
  * TL2 weight gets the upper bound 16·K per column). Non-decreasing in ne11, so the size for the
- * largest batch covers smaller ones. 0 when !bitnet_can_mul_mat. */
+ * largest batch covers smaller ones. A TL1/TL2 weight with I2_S bytes (bitnet_lut_uses_i2s) gets the
+ * larger of its LUT layout and the I2_S layout, so the size never depends on the threshold.
+ * 0 when !bitnet_can_mul_mat. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
 
 /* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers and is

@@ -859,6 +859,71 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
     }
 }
 
+// Batch path: a TL1/TL2 weight transformed from I2_S keeps the I2_S bytes and runs the I2_S kernel
+// for N >= the threshold; the same weight stored as TL1/TL2 always runs the LUT kernel. Both must give
+// the same bytes as the exact expected product for every N and thread count, with a workspace of
+// exactly get_wsize bytes (canary + ASan poison behind it).
+TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {
+    struct Shape { int64_t M, K; bitnet_tiles tl1, tl2; };
+    std::vector<Shape> shapes = {{64, 256, {0, 0, 0}, {0, 0, 0}}, {160, 288, {32, 96, 32}, {32, 96, 32}}};
+    const int64_t threshold = 5;
+    bitnet_lut_set_i2s_min_cols(threshold);
+    uint32_t seed = 700;
+    for (Shape &sh : shapes) {
+        Case c{"batch path", sh.M, sh.K, sh.tl1, sh.tl2};
+        add_default_tiles(c);
+        const auto w = random_ternary(sh.M * sh.K, seed++);
+        const float scale = 0.037f;
+        const auto x = random_acts(sh.K, 40, seed++, 3);
+        for (auto [type, tiles] : std::vector<std::pair<int, bitnet_tiles>>{{BITNET_TYPE_TL1, c.tl1},
+                                                                            {BITNET_TYPE_TL2, c.tl2}}) {
+            SCOPED_TRACE(std::string(tname(type)) + " M=" + std::to_string(sh.M) + " K=" + std::to_string(sh.K));
+            ASSERT_GT(tiles.BM, 0);
+            auto S = make_weight(BITNET_TYPE_I2_S, w, sh.M, sh.K, {0, 0, 0}, scale, 32);  // file-like offset
+            auto T = make_weight(type, w, sh.M, sh.K, tiles, scale);
+            std::string msg;
+            ASSERT_EQ(transform_weight(*S, type, &tiles, &msg), BITNET_OK) << msg;
+            ASSERT_EQ(transform_weight(*T, type, &tiles, &msg), BITNET_OK) << msg;
+            ASSERT_EQ(S->t.extra->i2s_codes, (const uint8_t *)S->t.data);
+            ASSERT_EQ(S->t.extra->i2s_min_cols, threshold);
+            ASSERT_EQ(T->t.extra->i2s_codes, nullptr);
+            EXPECT_FALSE(bitnet_lut_uses_i2s(S->t.extra, threshold - 1));
+            EXPECT_TRUE(bitnet_lut_uses_i2s(S->t.extra, threshold));
+            EXPECT_FALSE(bitnet_lut_uses_i2s(T->t.extra, 40));
+            for (int64_t N = 1; N <= 40; ++N) {
+                const std::vector<float> xn(x.begin(), x.begin() + N * sh.K);
+                const Expected e = expected_product(w, sh.M, sh.K, scale, xn, N);
+                for (int nth = 1; nth <= 4; ++nth) {
+                    const auto ys = product(S->t, xn, N, nth);
+                    const auto yt = product(T->t, xn, N, nth);
+                    ASSERT_TRUE(same_bytes(ys, e.y)) << "I2_S-backed N=" << N << " nth=" << nth << ": " << first_diff(ys, e.y);
+                    ASSERT_TRUE(same_bytes(yt, e.y)) << "LUT N=" << N << " nth=" << nth << ": " << first_diff(yt, e.y);
+                }
+            }
+        }
+    }
+    // 0 = never: a transform after this keeps the bytes but never uses them
+    bitnet_lut_set_i2s_min_cols(0);
+    {
+        Case c{"never", 64, 256};
+        add_default_tiles(c);
+        auto S = make_weight(BITNET_TYPE_I2_S, random_ternary(64 * 256, 9), 64, 256, {0, 0, 0}, 0.5f);
+        ASSERT_EQ(transform_weight(*S, BITNET_TYPE_TL2, &c.tl2, nullptr), BITNET_OK);
+        EXPECT_NE(S->t.extra->i2s_codes, nullptr);
+        EXPECT_FALSE(bitnet_lut_uses_i2s(S->t.extra, 1 << 20));
+    }
+    // the environment variable is read when the threshold goes back to its default; bad values are ignored
+    ASSERT_EQ(setenv("BITNET_LUT_I2S_MIN_COLS", "7", 1), 0);
+    bitnet_lut_set_i2s_min_cols(-1);
+    EXPECT_EQ(bitnet_lut_i2s_min_cols(), 7);
+    ASSERT_EQ(setenv("BITNET_LUT_I2S_MIN_COLS", "7x", 1), 0);
+    bitnet_lut_set_i2s_min_cols(-1);
+    EXPECT_EQ(bitnet_lut_i2s_min_cols(), BITNET_LUT_I2S_MIN_COLS_DEFAULT);
+    ASSERT_EQ(unsetenv("BITNET_LUT_I2S_MIN_COLS"), 0);
+    bitnet_lut_set_i2s_min_cols(-1);
+    EXPECT_EQ(bitnet_lut_i2s_min_cols(), BITNET_LUT_I2S_MIN_COLS_DEFAULT);
+}
+
 TEST_F(LutHost, AllZeroActivationGivesExactZero) {
     const int64_t M = 64, K = 256, N = 2;
     Case c{"zeros", M, K};
