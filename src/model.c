@@ -1244,7 +1244,8 @@ struct bitnet_context {
     bitnet_block_q8_0 *head_q8; /* (n_batch, n_embd/32) head input as Q8_0 (Q8_0 head) */
     float *head_row;            /* (n_threads, n_embd) one head row as float (Q6_K head) */
 
-    void *wdata; /* LUT host workspace, wsize bytes, 64-byte aligned */
+    void *wdata[2]; /* two LUT host workspaces, wsize bytes each, 64-byte aligned: consecutive products
+                       alternate between them (forward pass, "Barriers") */
     size_t wsize;
 
     float *logits;        /* (logits_cap, n_vocab) */
@@ -1368,9 +1369,10 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
         }
     }
     if (c->wsize) {
-        c->wdata = alloc64(c->wsize);
-        if (!c->wdata) {
-            st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a LUT workspace of %zu bytes", c->wsize);
+        c->wdata[0] = alloc64(c->wsize);
+        c->wdata[1] = alloc64(c->wsize);
+        if (!c->wdata[0] || !c->wdata[1]) {
+            st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for two LUT workspaces of %zu bytes", c->wsize);
             goto fail;
         }
     }
@@ -1404,7 +1406,8 @@ void bitnet_context_free(bitnet_context *c) {
     free(c->head_f16);
     free(c->head_q8);
     free(c->head_row);
-    free(c->wdata);
+    free(c->wdata[0]);
+    free(c->wdata[1]);
     free(c->logits);
     free(c);
 }
@@ -1428,11 +1431,16 @@ typedef struct fwd_job {
 
 static inline void sync_threads(bitnet_context *c) { bitnet_threadpool_barrier(c->tp); }
 
-/* y = W·x for n tokens: x (n, K) → y (n, M), then the optional output scale. Ends with a barrier. */
-static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64_t n, int ith, int nth) {
+/* y = W·x for n tokens: x (n, K) → y (n, M), then the optional output scale, using LUT workspace
+ * c->wdata[ws]. With sync (or a dense weight, or an output scale) it ends with a barrier, so y is
+ * complete on return. Without it, y is complete only after the next barrier; that is allowed when
+ * the next step is another LUT product on the other workspace that neither reads y nor writes
+ * x (see "Barriers" above forward_task). */
+static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64_t n, int ith, int nth, int ws,
+                   bool sync) {
     if (w->lut) {
         bitnet_tensor src1 = act_tensor(x, w->K, n), dst = act_tensor(y, w->M, n);
-        bitnet_mul_mat(&w->t, &src1, &dst, c->wdata, c->wsize, ith, nth, c->tp);
+        bitnet_mul_mat(&w->t, &src1, &dst, c->wdata[ws], c->wsize, ith, nth, c->tp);
     } else {
         int64_t r0, r1;
         bitnet_split_range(w->M, ith, nth, &r0, &r1);
@@ -1440,7 +1448,7 @@ static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64
             for (int64_t r = r0; r < r1; r++) y[t * w->M + r] = dot_f32(w->dense + r * w->K, x + t * w->K, w->K);
         }
     }
-    sync_threads(c);
+    if (sync || !w->lut || w->has_scale) sync_threads(c);
     if (w->has_scale) {
         int64_t t0, t1;
         bitnet_split_range(n, ith, nth, &t0, &t1);
@@ -1493,58 +1501,100 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     for (int32_t i = 0; i < d; i++) out[i] = dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
 }
 
-/* The whole network for one batch, run on every thread of the pool. */
+/* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
+ * place and stored with v head g at positions pos0 + t of layer l. */
+static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_t g, int64_t t0, int64_t t1) {
+    const bitnet_model *m = c->m;
+    const int64_t KV = m->kv_dim, hd = m->hp.n_embd_head, half = hd / 2;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t pos = J->pos0 + t;
+        float *k = c->k + t * KV + g * hd;
+        const float *v = c->v + t * KV + g * hd;
+        rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
+        uint16_t *kc = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
+        uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
+        for (int64_t i = 0; i < hd; i++) {
+            kc[i] = bitnet_fp32_to_fp16(k[i]);
+            vc[(size_t)i * c->n_ctx] = bitnet_fp32_to_fp16(v[i]);
+        }
+    }
+}
+
+/* Barriers. Every step reads only what earlier steps finished before a barrier, and every output
+ * element is written by one thread with the arithmetic it always had, so removing a barrier never
+ * changes a float. Per layer (the bitnet graphs; 16 barriers, 21 before issue #4):
+ *  - the attention norm of layer l + 1 is computed right after layer l's residual by the thread
+ *    that owns that token (same for the final norm after the last layer), so it needs no barrier
+ *    of its own;
+ *  - q, k, v (and gate, up) read the same input and write different outputs, so they run back to
+ *    back without a barrier in between, alternating the two LUT workspaces: bitnet_mul_mat's own
+ *    barrier (between building a product's LUTs and using them) guarantees that every thread has
+ *    finished the product before last, whose workspace thread 0 overwrites next;
+ *  - RoPE, the cache store and attention run per kv head: the thread that owns kv head g rotates
+ *    and stores its keys and values for the batch, then attends with every query head of its group
+ *    (it only reads cache rows of head g: earlier calls' rows or the ones it just wrote).
+ * The remaining barriers separate a product from the step that reads its output. */
 static void forward_task(void *arg, int ith, int nth) {
     const fwd_job *J = arg;
     bitnet_context *c = J->c;
     const bitnet_model *m = c->m;
     const bitnet_hparams *hp = &m->hp;
-    const int64_t n = J->n, D = hp->n_embd, F = hp->n_ff, KV = m->kv_dim, QD = m->q_dim, hd = hp->n_embd_head;
-    const int64_t half = hd / 2;
+    const int64_t n = J->n, D = hp->n_embd, F = hp->n_ff, QD = m->q_dim, hd = hp->n_embd_head;
+    const int64_t half = hd / 2, group = hp->n_head / hp->n_head_kv;
+    const int type = m->head_type;
     int64_t t0, t1; /* this thread's tokens for per-token steps */
     bitnet_split_range(n, ith, nth, &t0, &t1);
+    /* attention split by kv head (no RoPE barrier) unless that leaves threads idle */
+    const bool attn_by_kv_head = hp->n_head_kv % nth == 0 || hp->n_head_kv >= 4 * nth;
 
-    /* token embeddings: x[t] = token_embd row tokens[t]                       x (n, D) */
+    /* token embeddings: x[t] = token_embd row tokens[t]; attention norm of layer 0    x, xb (n, D) */
     for (int64_t t = t0; t < t1; t++) {
         const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
         embd_row_to_f32(m->embd->type, row, c->x + t * D, D); /* type checked at load */
+        rmsnorm(c->xb + t * D, c->x + t * D, m->layers[0].attn_norm, D, hp->rms_eps);
     }
     sync_threads(c);
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const layer *L = &m->layers[l];
 
-        /* attention norm: xb = rmsnorm(x) · attn_norm                            xb (n, D) */
-        for (int64_t t = t0; t < t1; t++) rmsnorm(c->xb + t * D, c->x + t * D, L->attn_norm, D, hp->rms_eps);
-        sync_threads(c);
+        /* projections of xb = rmsnorm(x) · attn_norm: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
+        matmul(c, &L->wq, c->xb, c->q, n, ith, nth, 0, false);
+        matmul(c, &L->wk, c->xb, c->k, n, ith, nth, 1, false);
+        matmul(c, &L->wv, c->xb, c->v, n, ith, nth, 0, true);
 
-        /* projections: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
-        matmul(c, &L->wq, c->xb, c->q, n, ith, nth);
-        matmul(c, &L->wk, c->xb, c->k, n, ith, nth);
-        matmul(c, &L->wv, c->xb, c->v, n, ith, nth);
-
-        /* RoPE on every head of q and k; k and v into the F16 cache at position pos0 + t */
-        for (int64_t t = t0; t < t1; t++) {
-            const int64_t pos = J->pos0 + t;
-            const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
-            for (int32_t h = 0; h < hp->n_head; h++) rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
-            for (int32_t h = 0; h < hp->n_head_kv; h++)
-                rope_head(c->k + t * KV + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
-            uint16_t *kc = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KV; /* (KV) */
-            uint16_t *vc = c->vcache + (size_t)l * KV * c->n_ctx + (size_t)pos;   /* stride n_ctx */
-            for (int64_t i = 0; i < KV; i++) {
-                kc[i] = bitnet_fp32_to_fp16(c->k[t * KV + i]);
-                vc[(size_t)i * c->n_ctx] = bitnet_fp32_to_fp16(c->v[t * KV + i]);
+        /* RoPE on every head of q and k; k and v into the F16 cache at position pos0 + t; attention per
+         * (token, head) over positions 0..pos0+t                                     att (n, QD) */
+        if (attn_by_kv_head) {
+            int64_t g0, g1;
+            bitnet_split_range(hp->n_head_kv, ith, nth, &g0, &g1);
+            for (int64_t g = g0; g < g1; g++) {
+                rope_store_kv(c, J, l, g, 0, n);
+                for (int64_t t = 0; t < n; t++) {
+                    const int64_t pos = J->pos0 + t;
+                    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                        float *q = c->q + t * QD + h * hd;
+                        rope_head(q, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, hp->rope_type);
+                        attend(c, l, (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
+                    }
+                }
             }
-        }
-        sync_threads(c);
-
-        /* attention per (token, head) over positions 0..pos0+t                  att (n, QD) */
-        int64_t a0, a1;
-        bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
-        for (int64_t a = a0; a < a1; a++) {
-            const int64_t t = a / hp->n_head, h = a % hp->n_head;
-            attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * QD + h * hd, c->att + t * QD + h * hd, ith);
+        } else {
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t pos = J->pos0 + t;
+                const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
+                for (int32_t g = 0; g < hp->n_head_kv; g++) rope_store_kv(c, J, l, g, t, t + 1);
+            }
+            sync_threads(c);
+            int64_t a0, a1;
+            bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
+            for (int64_t a = a0; a < a1; a++) {
+                const int64_t t = a / hp->n_head, h = a % hp->n_head;
+                attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * QD + h * hd, c->att + t * QD + h * hd,
+                       ith);
+            }
         }
         sync_threads(c);
 
@@ -1554,7 +1604,7 @@ static void forward_task(void *arg, int ith, int nth) {
                 rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm, QD, hp->rms_eps);
             sync_threads(c);
         }
-        matmul(c, &L->wo, c->att, c->proj, n, ith, nth);
+        matmul(c, &L->wo, c->att, c->proj, n, ith, nth, 1, true);
 
         /* residual, FFN norm: x += proj; xb = rmsnorm(x) · ffn_norm              xb (n, D) */
         for (int64_t t = t0; t < t1; t++) {
@@ -1564,8 +1614,8 @@ static void forward_task(void *arg, int ith, int nth) {
         sync_threads(c);
 
         /* FFN: hb = Wgate·xb, hb2 = Wup·xb                                 hb, hb2 (n, F) */
-        matmul(c, &L->w_gate, c->xb, c->hb, n, ith, nth);
-        matmul(c, &L->w_up, c->xb, c->hb2, n, ith, nth);
+        matmul(c, &L->w_gate, c->xb, c->hb, n, ith, nth, 0, false);
+        matmul(c, &L->w_up, c->xb, c->hb2, n, ith, nth, 1, true);
 
         /* hb = act(hb) ⊙ hb2 (act: silu, or relu² for bitnet-b1.58); bitnet graphs then
          * hb = rmsnorm(hb) · ffn_sub_norm                                          hb (n, F) */
@@ -1581,29 +1631,29 @@ static void forward_task(void *arg, int ith, int nth) {
         }
         sync_threads(c);
 
-        /* down projection and residual: x += Wdown·hb                             x (n, D) */
-        matmul(c, &L->w_down, c->hb, c->proj, n, ith, nth);
+        /* down projection and residual: x += Wdown·hb                             x (n, D)
+         * then the next layer's attention norm xb = rmsnorm(x) · attn_norm, or after the last layer
+         * the final norm of the tokens whose logits are wanted, xb[j] = rmsnorm(x[out_first+j]) ·
+         * output_norm, in the head's input format (F16 head: rounded to F16; Q8_0 head: Q8_0) */
+        matmul(c, &L->w_down, c->hb, c->proj, n, ith, nth, 0, true);
+        const bool last = l + 1 == hp->n_layer;
         for (int64_t t = t0; t < t1; t++) {
             for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
+            if (!last) {
+                rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l + 1].attn_norm, D, hp->rms_eps);
+            } else if (t >= J->out_first && t < J->out_first + J->n_out) {
+                const int64_t j = t - J->out_first;
+                float *xo = c->xb + j * D;
+                rmsnorm(xo, c->x + t * D, m->output_norm, D, hp->rms_eps);
+                if (type == BITNET_TYPE_F16) {
+                    for (int64_t i = 0; i < D; i++) c->head_f16[j * D + i] = round_f16(xo[i]);
+                } else if (type == BITNET_TYPE_Q8_0) {
+                    bitnet_quantize_row_q8_0(xo, c->head_q8 + j * (D / 32), D);
+                }
+            }
         }
         sync_threads(c);
     }
-
-    /* final norm of the tokens whose logits are wanted: xb[j] = rmsnorm(x[out_first+j]) · output_norm,
-     * then the head's input format (F16 head: rounded to F16; Q8_0 head: quantized to Q8_0) */
-    const int type = m->head_type;
-    int64_t o0, o1;
-    bitnet_split_range(J->n_out, ith, nth, &o0, &o1);
-    for (int64_t j = o0; j < o1; j++) {
-        float *xo = c->xb + j * D;
-        rmsnorm(xo, c->x + (J->out_first + j) * D, m->output_norm, D, hp->rms_eps);
-        if (type == BITNET_TYPE_F16) {
-            for (int64_t i = 0; i < D; i++) c->head_f16[j * D + i] = round_f16(xo[i]);
-        } else if (type == BITNET_TYPE_Q8_0) {
-            bitnet_quantize_row_q8_0(xo, c->head_q8 + j * (D / 32), D);
-        }
-    }
-    sync_threads(c);
 
     /* logits = head · xb: vocabulary rows split among threads                logits (n_out, n_vocab) */
     int64_t r0, r1;
