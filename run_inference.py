@@ -55,6 +55,9 @@ def parse_args(argv):
                    help="chat: -p is the system prompt, user turns come from stdin (passed to llama-cli)")
     p.add_argument("--chat-template", choices=("bitnet", "llama3", "falcon3"), default=None,
                    help="chat template to use when the model's tokenizer.chat_template is missing or unknown")
+    p.add_argument("--head-type", choices=("stored", "q8_0"), default=None,
+                   help="output head as stored in the file (llama-cli's default, exact) or requantized to Q8_0 at "
+                        "load (faster, logits change slightly); passed to llama-cli --head-type")
     p.add_argument("--build-dir", default=None, help="where bin/llama-cli is (default build/, env BITNET_BUILD_DIR)")
     a = p.parse_args(argv)
     if a.n_predict < -1:
@@ -82,6 +85,8 @@ def main(argv=None) -> int:
         cmd += ["--seed", str(a.seed)]
     if a.chat_template:
         cmd += ["--chat-template", a.chat_template]
+    if a.head_type:
+        cmd += ["--head-type", a.head_type]
     if a.conversation:
         cmd.append("-cnv")
         return run_chat(cmd)

@@ -67,6 +67,9 @@ def parse_args(argv):
                    help="auto|i2_s|tl1|tl2, comma list (default: llama-bench's auto: tl2 on x86-64, tl1 on AArch64)")
     p.add_argument("-b", "--batch-size", type=int_list(1), default=None,
                    help="prompt tokens per forward pass (default: llama-bench's 2048; bitnet.cpp's script uses 1)")
+    p.add_argument("--head-type", choices=("stored", "q8_0", "stored,q8_0", "q8_0,stored"), default=None,
+                   help="output head as stored in the file or requantized to Q8_0 at load (llama-bench --head-type; "
+                        "default: llama-bench's stored)")
     p.add_argument("-o", "--output", choices=("md", "csv", "json"), default="md", help="output format (default md)")
     p.add_argument("--build-dir", default=None,
                    help="where bin/llama-bench is (default build/, env BITNET_BUILD_DIR)")
@@ -87,6 +90,8 @@ def bench_command(a, bench: str) -> list[str]:
         cmd += ["--kernel", a.kernel]
     if a.batch_size:
         cmd += ["-b", a.batch_size]
+    if a.head_type:
+        cmd += ["--head-type", a.head_type]
     return cmd
 
 

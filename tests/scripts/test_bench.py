@@ -153,6 +153,15 @@ class LlamaBenchOutput(unittest.TestCase):
         head, rows = md_rows(out)
         self.assertEqual([r["file"] for r in rows], ["ggml-model-i2_s.gguf", "ggml-model-f32.gguf"])
 
+    def test_head_type_list_loads_each_head(self):
+        rc, out, err = bench("-m", TINY, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--head-type", "stored,q8_0")
+        self.assertEqual(rc, 0, err)
+        _, rows = md_rows(out)
+        self.assertEqual(len(rows), 2, out)
+        self.assertNotIn("q8_0", rows[0]["kernel"])
+        self.assertTrue(rows[1]["kernel"].endswith("+q8_0 head"), rows[1]["kernel"])
+        self.assertIn("head: Q8_0 (requantized from F16 at load)", err)
+
     def test_help(self):
         rc, out, _ = bench("-h")
         self.assertEqual(rc, 0)
@@ -178,6 +187,7 @@ class LlamaBenchErrors(unittest.TestCase):
             (["-m", TINY, "-pg", "4"], "-pg expects two integers N,M, got '4'"),
             (["-m", TINY, "-pg", "4,0"], "got '0'"),
             (["-m", TINY, "--lut-table", "fast"], "default or pretuned"),
+            (["-m", TINY, "--head-type", "stored,f16"], "--head-type expects stored or q8_0 (comma list), got 'f16'"),
             (["-m", TINY, "--seed", "-3"], "--seed"),
             (["-m", TINY, "-p", "0", "-n", "0"], "nothing to run"),
             (["-m", f"{TINY},"], "empty file name"),
@@ -240,12 +250,12 @@ class E2EBenchmark(unittest.TestCase):
     def test_flags_are_passed(self):
         bdir = self.fake_bench("sys.exit(0)")
         rc, _, err = e2e("-m", TINY, "-n", "16", "-p", "32,64", "-t", "1,2", "-r", "3", "--kernel", "i2_s,tl2",
-                         "-b", "1", "-o", "json", env={"BITNET_BUILD_DIR": bdir})
+                         "-b", "1", "-o", "json", "--head-type", "stored,q8_0", env={"BITNET_BUILD_DIR": bdir})
         self.assertEqual(rc, 0, err)
         argv = self.recorded()
         self.assertEqual(dict(zip(argv[0::2], argv[1::2])),
                          {"-m": TINY, "-n": "16", "-p": "32,64", "-t": "1,2", "-r": "3", "--kernel": "i2_s,tl2",
-                          "-b": "1", "-o": "json"})
+                          "-b": "1", "-o": "json", "--head-type": "stored,q8_0"})
 
     def test_exit_status_is_llama_benchs(self):
         rc, _, _ = e2e("-m", TINY, "--build-dir", self.fake_bench("sys.exit(3)"))

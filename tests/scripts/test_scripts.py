@@ -362,6 +362,7 @@ class RunInference(TempDir):
             (["-p", "x", "-c", "abc"], "'abc' is not an integer"),
             (["-p", "x", "-n", "-5"], "-n -5"),
             (["-p", "x", "-temp", "-1"], "-temp -1.0"),
+            (["-p", "x", "--head-type", "q4"], "invalid choice: 'q4'"),
         ]:
             rc, out = run(RUN, *args)
             self.assertEqual(rc, 2, f"{args}: {out}")
@@ -371,13 +372,13 @@ class RunInference(TempDir):
         bdir = self.fake_cli(3)
         model = os.path.join(CASE, "ggml-model-i2_s.gguf")
         rc, out = run(RUN, "-m", model, "-n", "7", "-p", "The quick brown fox", "-t", "1", "-c", "256",
-                      "-temp", "0", "--build-dir", bdir)
+                      "-temp", "0", "--head-type", "q8_0", "--build-dir", bdir)
         self.assertEqual(rc, 3, out)
         with open(self.path("args.json")) as f:
             argv = json.load(f)
         opts = dict(zip(argv[0::2], argv[1::2]))
         self.assertEqual(opts, {"-m": model, "-n": "7", "-t": "1", "-p": "The quick brown fox", "-c": "256",
-                                "--temp": "0.0"})
+                                "--temp": "0.0", "--head-type": "q8_0"})
         # Defaults of bitnet.cpp's script: -n 128, -t 2, -c 2048, -temp 0.8; -cnv passed on; -n -1 allowed.
         bdir = self.fake_cli(0)
         rc, out = run(RUN, "-m", model, "-p", "hi", "-cnv", "-n", "-1", env={"BITNET_BUILD_DIR": bdir})
