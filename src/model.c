@@ -110,9 +110,15 @@ __attribute__((target("avx2,f16c"))) static float dot_f16_avx2(const uint16_t *a
             acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(va, _mm256_loadu_ps(b + i + 8 * j)));
         }
     }
-    float s[32];
-    for (int j = 0; j < 4; j++) _mm256_storeu_ps(s + 8 * j, acc[j]);
-    return dot_f16_finish(s, a, b, n32, n);
+    /* dot_f16_finish's fold on whole vectors (the same additions lane by lane): lanes (l, l+16) are
+     * acc[0]+acc[2] and acc[1]+acc[3], then (l, l+8), then (l, l+4) across the 128-bit halves */
+    const __m256 h16 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    const __m128 f4 = _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
+    float s[4];
+    _mm_storeu_ps(s, f4);
+    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
+    for (int64_t i = n32; i < n; i++) sum += (double)(f16(a[i]) * b[i]);
+    return (float)sum;
 }
 #endif
 
