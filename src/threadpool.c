@@ -1,16 +1,21 @@
 /* threadpool.c — the fixed pthread pool of threadpool.h: the caller is thread 0, workers 1..n-1 wait
  * for a new "generation" (one per bitnet_threadpool_run), run the task, and report completion.
  *
- * Waiting strategy (the forward pass runs ~10 short tasks per layer per token, so wake-up latency
- * matters more than a few µs of CPU):
- *   - a worker that finished a task spins on the generation counter for BITNET_TP_SPIN_NS (5 µs)
- *     with a pause instruction, then sleeps on a condition variable;
+ * Waiting strategy (the forward pass is one task per batch with ~20 barriers per layer, and one
+ * task per generated token, so wake-up latency matters more than some µs of CPU):
+ *   - a worker that finished a task spins on the generation counter for BITNET_TP_SPIN_NS with a
+ *     pause instruction, then sleeps on a condition variable;
  *   - the caller waiting for the workers spins the same way, then sleeps on a second condition
  *     variable that the last finishing worker signals;
  *   - the barrier is a sense-reversing spin barrier on C11 atomics; it yields the CPU after a
  *     while so that an oversubscribed machine (more threads than cores, qemu) still makes progress.
- * Every sleep is guarded by the mutex and a re-check of the awaited condition, and every signal is
- * sent with the mutex held after the condition became true, so no wake-up can be lost. */
+ * No mutex on the fast path: a sleeper announces itself in an atomic counter (n_sleeping,
+ * caller_sleeping) with the mutex held before it re-checks its condition and waits; the waker makes
+ * the condition true first and then reads the counter, both sequentially consistent, and takes the
+ * mutex to signal only when someone sleeps. Either the waker sees the announcement (then it signals
+ * under the mutex, after the sleeper is waiting or before it re-checks), or the announcement comes
+ * later in the single total order, so the sleeper's re-check sees the condition true: no wake-up
+ * can be lost. */
 #include "threadpool.h"
 
 #include <errno.h>
@@ -31,7 +36,10 @@
 #endif
 
 /* How long a worker (waiting for a task) or the caller (waiting for the workers) spins before it
- * sleeps on a condition variable: a few µs, the gap between two tasks of one layer. */
+ * sleeps on a condition variable: a few µs. Measured (bitnet-kernel-bench's pool line, 2 threads,
+ * while another process kept one core busy): spinning 200 µs (pause, then sched_yield) made an empty
+ * run cost 47 µs instead of 22 µs with 5 µs, because the spinning thread holds the core the other
+ * one needs; an uncontended run costs well under 1 µs either way. */
 #define BITNET_TP_SPIN_NS 5000LL
 /* How long a thread spins in the barrier before it starts yielding the CPU between checks. */
 #define BITNET_TP_BARRIER_SPIN_NS 20000LL
@@ -63,6 +71,8 @@ struct bitnet_threadpool {
     atomic_uint_fast64_t generation; /* incremented once per run (and once for shutdown) */
     atomic_int n_done;               /* workers that finished the current generation */
     atomic_bool stop;
+    atomic_int n_sleeping;           /* workers waiting (or about to wait) on cond_work */
+    atomic_int caller_sleeping;      /* 1 while the caller waits (or is about to) on cond_done */
 
     /* Sense-reversing barrier. */
     atomic_int barrier_count;
@@ -75,17 +85,22 @@ static int64_t bitnet_tp_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Spin until *gen != seen or the spin budget is spent. Returns true when the generation changed. */
+/* Spin until *gen != seen or the spin budget is spent: pause instructions for the first
+ * BITNET_TP_BARRIER_SPIN_NS, then sched_yield between checks (an oversubscribed machine runs the
+ * other threads meanwhile). Returns true when the generation changed. */
 static bool bitnet_tp_spin_generation(bitnet_threadpool *tp, uint_fast64_t seen) {
-    int64_t deadline = -1;
+    int64_t start = -1;
+    bool yielding = false;
     for (;;) {
         for (int i = 0; i < BITNET_TP_SPIN_CHECK; ++i) {
             if (atomic_load_explicit(&tp->generation, memory_order_acquire) != seen) return true;
-            BITNET_CPU_PAUSE();
+            if (yielding) sched_yield();
+            else BITNET_CPU_PAUSE();
         }
-        int64_t now = bitnet_tp_now_ns();
-        if (deadline < 0) deadline = now + BITNET_TP_SPIN_NS;
-        else if (now >= deadline) return false;
+        const int64_t now = bitnet_tp_now_ns();
+        if (start < 0) start = now;
+        else if (now - start >= BITNET_TP_SPIN_NS) return false;
+        else if (now - start >= BITNET_TP_BARRIER_SPIN_NS) yielding = true;
     }
 }
 
@@ -97,8 +112,9 @@ static void *bitnet_tp_worker_main(void *p) {
     for (;;) {
         if (!bitnet_tp_spin_generation(tp, seen)) {
             pthread_mutex_lock(&tp->mutex);
-            while (atomic_load_explicit(&tp->generation, memory_order_acquire) == seen)
-                pthread_cond_wait(&tp->cond_work, &tp->mutex);
+            atomic_fetch_add(&tp->n_sleeping, 1); /* seq_cst: see the file comment */
+            while (atomic_load(&tp->generation) == seen) pthread_cond_wait(&tp->cond_work, &tp->mutex);
+            atomic_fetch_sub(&tp->n_sleeping, 1);
             pthread_mutex_unlock(&tp->mutex);
         }
         seen = atomic_load_explicit(&tp->generation, memory_order_acquire);
@@ -106,8 +122,8 @@ static void *bitnet_tp_worker_main(void *p) {
 
         tp->fn(tp->arg, w->ith, tp->n_threads);
 
-        /* The last worker to finish wakes the caller in case it went to sleep. */
-        if (atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_acq_rel) == tp->n_threads - 2) {
+        /* The last worker to finish wakes the caller if it went to sleep. */
+        if (atomic_fetch_add(&tp->n_done, 1) == tp->n_threads - 2 && atomic_load(&tp->caller_sleeping)) {
             pthread_mutex_lock(&tp->mutex);
             pthread_cond_signal(&tp->cond_done);
             pthread_mutex_unlock(&tp->mutex);
@@ -116,12 +132,15 @@ static void *bitnet_tp_worker_main(void *p) {
     return NULL;
 }
 
-/* Wake every worker for the generation after the current one (caller holds no lock). */
+/* Start the generation after the current one (caller holds no lock); the mutex and the broadcast
+ * only when a worker sleeps. The seq_cst increment also releases fn, arg and the counters. */
 static void bitnet_tp_publish(bitnet_threadpool *tp) {
-    pthread_mutex_lock(&tp->mutex);
-    atomic_fetch_add_explicit(&tp->generation, 1, memory_order_acq_rel);
-    pthread_cond_broadcast(&tp->cond_work);
-    pthread_mutex_unlock(&tp->mutex);
+    atomic_fetch_add(&tp->generation, 1);
+    if (atomic_load(&tp->n_sleeping) > 0) {
+        pthread_mutex_lock(&tp->mutex);
+        pthread_cond_broadcast(&tp->cond_work);
+        pthread_mutex_unlock(&tp->mutex);
+    }
 }
 
 /* Stop and join the workers that were started, then release everything. */
@@ -159,6 +178,8 @@ bitnet_status bitnet_threadpool_create(int n_threads, bitnet_threadpool **out, b
     atomic_init(&tp->generation, 0);
     atomic_init(&tp->n_done, 0);
     atomic_init(&tp->stop, false);
+    atomic_init(&tp->n_sleeping, 0);
+    atomic_init(&tp->caller_sleeping, 0);
     atomic_init(&tp->barrier_count, 0);
     atomic_init(&tp->barrier_sense, 0);
 
@@ -223,19 +244,24 @@ void bitnet_threadpool_run(bitnet_threadpool *tp, bitnet_task_fn fn, void *arg) 
 
     fn(arg, 0, tp->n_threads);
 
-    int64_t deadline = -1;
+    /* the same spin as the workers': pause, then yield, then sleep */
+    int64_t start = -1;
+    bool yielding = false;
     for (;;) {
         for (int i = 0; i < BITNET_TP_SPIN_CHECK; ++i) {
             if (atomic_load_explicit(&tp->n_done, memory_order_acquire) == n_workers) return;
-            BITNET_CPU_PAUSE();
+            if (yielding) sched_yield();
+            else BITNET_CPU_PAUSE();
         }
-        int64_t now = bitnet_tp_now_ns();
-        if (deadline < 0) deadline = now + BITNET_TP_SPIN_NS;
-        else if (now >= deadline) break;
+        const int64_t now = bitnet_tp_now_ns();
+        if (start < 0) start = now;
+        else if (now - start >= BITNET_TP_SPIN_NS) break;
+        else if (now - start >= BITNET_TP_BARRIER_SPIN_NS) yielding = true;
     }
     pthread_mutex_lock(&tp->mutex);
-    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) != n_workers)
-        pthread_cond_wait(&tp->cond_done, &tp->mutex);
+    atomic_store(&tp->caller_sleeping, 1); /* seq_cst: see the file comment */
+    while (atomic_load(&tp->n_done) != n_workers) pthread_cond_wait(&tp->cond_done, &tp->mutex);
+    atomic_store(&tp->caller_sleeping, 0);
     pthread_mutex_unlock(&tp->mutex);
 }
 

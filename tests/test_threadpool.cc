@@ -235,6 +235,85 @@ TEST(ThreadPool, WakesSleepingWorkers) {
     EXPECT_EQ(a.bad_nth.load(), 0);
 }
 
+void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, nullptr);
+}
+
+// The caller outlasts its spin (a worker takes 3 ms) and sleeps on the condition variable; the last
+// worker must wake it, and the worker's plain writes must be visible afterwards.
+TEST(ThreadPool, CallerSleepsUntilASlowWorkerFinishes) {
+    for (int n = 2; n <= 4; ++n) {
+        Pool tp = make_pool(n);
+        ASSERT_TRUE(tp);
+        struct Arg { int value[4]; } a;
+        for (int r = 0; r < 3; ++r) {
+            std::memset(&a, 0, sizeof(a));
+            bitnet_threadpool_run(tp.get(), [](void *p, int ith, int nth) {
+                if (ith == nth - 1) sleep_us(3000);
+                static_cast<Arg *>(p)->value[ith] = 100 + ith;
+            }, &a);
+            for (int i = 0; i < n; ++i) ASSERT_EQ(a.value[i], 100 + i) << "n=" << n << " run " << r;
+        }
+    }
+}
+
+// Gaps between runs around every waiting regime of the workers (pause spin, yield spin, sleep) and
+// barriers inside the runs: every run completes with the right count (no lost wake-up).
+TEST(ThreadPool, RunsAfterGapsOfEveryLength) {
+    const long gaps_us[] = {0, 5, 30, 120, 250, 1000};
+    for (int n = 1; n <= 4; ++n) {
+        Pool tp = make_pool(n);
+        ASSERT_TRUE(tp);
+        SumArg a;
+        a.tp = tp.get();
+        a.total.store(0);
+        int runs = 0;
+        for (int rep = 0; rep < 4; ++rep) {
+            for (long g : gaps_us) {
+                sleep_us(g);
+                bitnet_threadpool_run(tp.get(), [](void *p, int ith, int) {
+                    auto *a = static_cast<SumArg *>(p);
+                    a->total.fetch_add(ith + 1);
+                    bitnet_threadpool_barrier(a->tp);
+                    a->total.fetch_add(1);
+                    bitnet_threadpool_barrier(a->tp);
+                }, &a);
+                ++runs;
+            }
+        }
+        EXPECT_EQ(a.total.load(), ((int64_t)n * (n + 1) / 2 + n) * runs) << "n=" << n;
+    }
+}
+
+// Many consecutive barriers in one run: after barrier k every thread has made its k+1 increments and
+// none can have made more than k+2 (it would need this thread at barrier k+1).
+TEST(ThreadPool, ManyConsecutiveBarriers) {
+    for (int n = 1; n <= 4; ++n) {
+        Pool tp = make_pool(n);
+        ASSERT_TRUE(tp);
+        struct Arg {
+            bitnet_threadpool *tp;
+            std::atomic<int64_t> count;
+            std::atomic<int> violations;
+        } a;
+        a.tp = tp.get();
+        a.count.store(0);
+        a.violations.store(0);
+        bitnet_threadpool_run(tp.get(), [](void *p, int, int nth) {
+            auto *a = static_cast<Arg *>(p);
+            for (int64_t k = 0; k < 2000; ++k) {
+                a->count.fetch_add(1);
+                bitnet_threadpool_barrier(a->tp);
+                const int64_t c = a->count.load();
+                if (c < nth * (k + 1) || c > nth * (k + 2)) a->violations.fetch_add(1);
+            }
+        }, &a);
+        EXPECT_EQ(a.violations.load(), 0) << "n=" << n;
+        EXPECT_EQ(a.count.load(), 2000 * n);
+    }
+}
+
 TEST(ThreadPool, NullPoolRunsOnCaller) {
     CountArg a;
     for (auto &c : a.calls) c.store(0);
