@@ -197,7 +197,7 @@ __attribute__((target("avx2"))) static inline __m256i q8_block_dot_avx2(const bi
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-__attribute__((target("avx2"))) static float dot_q8_0_avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b,
+__attribute__((target("avx2,f16c"))) static float dot_q8_0_avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b,
                                                           int64_t n) {
     const int64_t nb = n / 32, nb4 = nb - nb % 4;
     float sum = 0.0f;
@@ -207,8 +207,12 @@ __attribute__((target("avx2"))) static float dot_q8_0_avx2(const bitnet_block_q8
         /* lanes of block k summed into lane k (hadd pairs within 128-bit halves, then the two halves) */
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
         const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        const __m128 d = _mm_setr_ps(f16(a[i].d) * f16(b[i].d), f16(a[i + 1].d) * f16(b[i + 1].d),
-                                     f16(a[i + 2].d) * f16(b[i + 2].d), f16(a[i + 3].d) * f16(b[i + 3].d));
+        /* da·db per block: the binary16 scales widened by F16C (exact, as the table) then multiplied */
+        const __m128 da = _mm_cvtph_ps(_mm_setr_epi16((short)a[i].d, (short)a[i + 1].d, (short)a[i + 2].d,
+                                                      (short)a[i + 3].d, 0, 0, 0, 0));
+        const __m128 db = _mm_cvtph_ps(_mm_setr_epi16((short)b[i].d, (short)b[i + 1].d, (short)b[i + 2].d,
+                                                      (short)b[i + 3].d, 0, 0, 0, 0));
+        const __m128 d = _mm_mul_ps(da, db);
         float p[4];
         _mm_storeu_ps(p, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
         sum += p[0];
