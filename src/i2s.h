@@ -1,6 +1,12 @@
 /* i2s.h — I2_S × int8 products for the I2_S reference path of the matmul host (src/i2s.c):
  * exact int32 sums Σ_k w[m][k]·q[n][k] read straight from the I2_S layout (docs/LAYOUTS.md §2,
- * formats.md "I2_S"), in a scalar, an AVX2 and a NEON version chosen at run time.
+ * formats.md "I2_S"), in a scalar, an AVX2, an AVX-512 VNNI and a NEON version chosen at run time
+ * (best the CPU runs; BITNET_ISA=scalar|avx2|avx512 caps the choice, see bitnet_cpu_supports in lut.h).
+ * The AVX-512 version (AVX-512 F/BW/VL/VNNI) multiplies unsigned codes 0..2 by the int8 activations
+ * with vpdpbusd and subtracts Σ q: for 2 or 3 columns straight from the packed bytes (masks instead of
+ * shifts), for 16 or more after decoding 4 rows × up to 16384 weights to one byte per code on the stack
+ * (64 KiB) and reusing them for every column in 4-row × 4-column register blocks; 1 column (GEMV,
+ * memory-bound) and 4..15 columns run the AVX2 kernel, which measured as fast or faster there.
  *
  * Rows that straddle 128-weight blocks (K % 128 ≠ 0, e.g. K = 8640) are handled in place, without
  * repacking: the kernels walk the tensor by flat index j = m·K + k. A 128-weight block holds four
@@ -28,16 +34,17 @@ typedef void (*bitnet_i2s_gemm_fn)(const uint8_t *w, int64_t M, int64_t K, const
                                    const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
                                    size_t acc_stride);
 
-/* The best version this CPU runs (AVX2 on x86 when bitnet_cpu_supports("avx2"), NEON on AArch64,
- * else scalar); the choice is made once and cached. */
+/* The best version this CPU runs (AVX-512 on x86 when bitnet_cpu_supports("avx512"), else AVX2 when
+ * bitnet_cpu_supports("avx2"), NEON on AArch64, else scalar); the choice is made on the first call
+ * (reading BITNET_ISA then) and cached. */
 void bitnet_i2s_gemm(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                      const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride);
 
-/* One version by ISA name ("scalar", "avx2", "neon"); NULL when it is not compiled into this build or
- * the CPU does not run it. */
+/* One version by ISA name ("scalar", "avx2", "avx512", "neon"); NULL when it is not compiled into this
+ * build or the CPU does not run it (or BITNET_ISA caps it away). */
 bitnet_i2s_gemm_fn bitnet_i2s_gemm_for_isa(const char *isa);
 
-/* ISA name of the version bitnet_i2s_gemm uses: "avx2", "neon" or "scalar". */
+/* ISA name of the version bitnet_i2s_gemm uses: "avx512", "avx2", "neon" or "scalar". */
 const char *bitnet_i2s_isa(void);
 
 /* Σ_k q[k] over K int8 values (exact). */

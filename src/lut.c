@@ -5,6 +5,7 @@
 #include "lut.h"
 #include "pack.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t bitnet_qlut_bytes(int type, const bitnet_lut_shape *sh) {
@@ -13,14 +14,33 @@ size_t bitnet_qlut_bytes(int type, const bitnet_lut_shape *sh) {
     return 0;
 }
 
+/* Rank of an ISA name in the BITNET_ISA order (scalar < avx2 < avx512; neon is AArch64's only
+ * SIMD level and ranks with avx2), or -1 for a name this file does not know. */
+static int isa_rank(const char *isa) {
+    if (strcmp(isa, "scalar") == 0) return 0;
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "neon") == 0) return 1;
+    if (strcmp(isa, "avx512") == 0) return 2;
+    return -1;
+}
+
 bool bitnet_cpu_supports(const char *isa) {
     if (!isa) return false;
-    if (strcmp(isa, "scalar") == 0) return true;
+    const int rank = isa_rank(isa);
+    if (rank < 0) return false;
+    if (rank == 0) return true;
+    /* BITNET_ISA caps the level (a known name; anything else is ignored) */
+    const char *cap = getenv("BITNET_ISA");
+    if (cap && isa_rank(cap) >= 0 && rank > isa_rank(cap)) return false;
 #if defined(__x86_64__) || defined(__i386__)
-    if (strcmp(isa, "avx2") == 0) {
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0) {
         /* the TL2 kernel file is compiled with -mavx2 -mfma -mf16c: all three must be present */
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        const bool avx2 =
+            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        if (strcmp(isa, "avx2") == 0) return avx2;
+        /* the AVX-512 kernels use 512-bit integer ops (F, BW), 256-bit masked forms (VL) and vpdpbusd (VNNI) */
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     }
 #endif
 #if defined(__aarch64__)

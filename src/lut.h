@@ -95,7 +95,12 @@ extern const size_t bitnet_lut_n_tables;
 
 /* ---- Dispatch (src/lut.c) --------------------------------------------------------------------- */
 
-/* true when this CPU runs code for `isa` ("scalar", "avx2", "neon", ...). */
+/* true when this CPU runs code for `isa` ("scalar", "avx2", "avx512", "neon"; false for other names).
+ * "avx512" means AVX2+FMA+F16C and AVX-512 F, BW, VL and VNNI. The environment variable
+ * BITNET_ISA=scalar|avx2|avx512 caps the level for testing and comparisons: with BITNET_ISA=avx2 the
+ * answer for "avx512" is false, with BITNET_ISA=scalar every SIMD ISA is refused (neon ranks with avx2);
+ * other values are ignored. Read on every call; the kernel choices that cache it (bitnet_i2s_gemm) read
+ * it on their first call. */
 bool bitnet_cpu_supports(const char *isa);
 
 /* What runs one weight. */

@@ -294,6 +294,7 @@ static size_t bitnet_host_packed_nbytes(int type, int64_t M, int64_t K) {
 
 static const char *bitnet_host_i2s_impl_name(void) {
     const char *isa = bitnet_i2s_isa();
+    if (strcmp(isa, "avx512") == 0) return "i2s_gemm__avx512";
     if (strcmp(isa, "avx2") == 0) return "i2s_gemm__avx2";
     if (strcmp(isa, "neon") == 0) return "i2s_gemm__neon";
     return "i2s_gemm__scalar";

@@ -295,7 +295,7 @@ protected:
 
 std::vector<std::string> i2s_isas() {
     std::vector<std::string> out;
-    for (const char *isa : {"scalar", "avx2", "neon"})
+    for (const char *isa : {"scalar", "avx2", "avx512", "neon"})
         if (bitnet_i2s_gemm_for_isa(isa) != nullptr) out.push_back(isa);
     return out;
 }
@@ -311,7 +311,7 @@ TEST(I2sKernel, VersionsAndDispatch) {
 #if defined(__aarch64__)
     EXPECT_EQ(chosen, "neon");
 #elif defined(__x86_64__)
-    EXPECT_EQ(chosen, bitnet_cpu_supports("avx2") ? "avx2" : "scalar");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "scalar");
 #endif
 }
 

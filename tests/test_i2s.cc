@@ -1,0 +1,211 @@
+// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/i2s.c: scalar, AVX2, AVX-512 VNNI,
+// NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/lut_ref.c) and a plain
+// product on unpacked ternary weights: int32 sums must be equal, for N = 1..33 columns (the AVX-512
+// kernel reads packed bytes for N < 16 and decodes them once for N ≥ 16), partial row
+// ranges, odd row counts (register-block tails), K % 64 == 32 (a half 64-byte step), K % 128 ≠ 0
+// (rows straddling 128-weight blocks), K bigger than one decoded slice, extremes ±127/−128 and zeros.
+// Also the ISA names, the BITNET_ISA cap and bitnet_cpu_supports("avx512").
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "i2s.h"
+#include "lut.h"
+#include "pack.h"
+
+namespace {
+
+std::vector<int8_t> random_ternary(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> d(-1, 1);
+    std::vector<int8_t> w((size_t)n);
+    for (auto &v : w) v = (int8_t)d(rng);
+    return w;
+}
+
+std::vector<uint8_t> pack(const std::vector<int8_t> &w, int64_t M, int64_t K) {
+    std::vector<uint8_t> out(bitnet_i2s_nbytes(M, K));
+    bitnet_error err;
+    EXPECT_EQ(bitnet_pack_i2s(w.data(), M, K, 1.0f, out.data(), &err), BITNET_OK) << err.msg;
+    return out;
+}
+
+// acc[n*M + m] = Σ_k w[m][k]·q[n][k] on the unpacked weights
+std::vector<int32_t> plain(const std::vector<int8_t> &w, int64_t M, int64_t K, const std::vector<int8_t> &q,
+                           int64_t N) {
+    std::vector<int32_t> out((size_t)(M * N));
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t m = 0; m < M; ++m) {
+            int64_t s = 0;
+            for (int64_t k = 0; k < K; ++k) s += (int64_t)w[(size_t)(m * K + k)] * q[(size_t)(n * K + k)];
+            out[(size_t)(n * M + m)] = (int32_t)s;
+        }
+    return out;
+}
+
+std::vector<std::string> versions() {
+    std::vector<std::string> out;
+    for (const char *isa : {"scalar", "avx2", "avx512", "neon"})
+        if (bitnet_i2s_gemm_for_isa(isa) != nullptr) out.push_back(isa);
+    return out;
+}
+
+// Every version on (M, K) with N columns (q row stride K + pad), rows [m0, m1), acc stride with a
+// guard gap; with and without precomputed column sums.
+void check_all(const std::vector<int8_t> &w, int64_t M, int64_t K, const std::vector<int8_t> &qdense, int64_t N,
+               int64_t m0, int64_t m1, size_t qpad, const char *what) {
+    const auto packed = pack(w, M, K);
+    const auto want = plain(w, M, K, qdense, N);
+    // the layout's own definition agrees with the plain product
+    bitnet_lut_shape sh;
+    std::memset(&sh, 0, sizeof sh);
+    sh.M = M;
+    sh.K = K;
+    sh.two_k = K;
+    std::vector<int32_t> ref((size_t)((m1 - m0) * N));
+    bitnet_ref_gemm_rows(BITNET_TYPE_I2_S, packed.data(), &sh, qdense.data(), N, m0, m1, ref.data());
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t m = m0; m < m1; ++m)
+            ASSERT_EQ(ref[(size_t)(n * (m1 - m0) + (m - m0))], want[(size_t)(n * M + m)]) << what;
+    const size_t qs = (size_t)K + qpad;
+    std::vector<int8_t> q(qs * (size_t)N, (int8_t)0x5a);
+    std::vector<int32_t> qsum((size_t)N);
+    for (int64_t n = 0; n < N; ++n) {
+        std::memcpy(&q[(size_t)n * qs], &qdense[(size_t)(n * K)], (size_t)K);
+        qsum[(size_t)n] = bitnet_i2s_qsum(&qdense[(size_t)(n * K)], K);
+    }
+    const size_t stride = (size_t)(m1 - m0) + 3;
+    for (const auto &isa : versions()) {
+        bitnet_i2s_gemm_fn fn = bitnet_i2s_gemm_for_isa(isa.c_str());
+        for (int with_sums = 0; with_sums < 2; ++with_sums) {
+            std::vector<int32_t> acc(stride * (size_t)N, 0x7eadbeef);
+            fn(packed.data(), M, K, q.data(), qs, with_sums ? qsum.data() : nullptr, N, m0, m1, acc.data(), stride);
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t m = m0; m < m1; ++m)
+                    ASSERT_EQ(acc[(size_t)n * stride + (size_t)(m - m0)], want[(size_t)(n * M + m)])
+                        << what << ": " << isa << " M=" << M << " K=" << K << " N=" << N << " rows [" << m0 << ","
+                        << m1 << ") n=" << n << " m=" << m << " sums=" << with_sums;
+                for (size_t i = (size_t)(m1 - m0); i < stride; ++i)
+                    ASSERT_EQ(acc[(size_t)n * stride + i], 0x7eadbeef) << what << ": " << isa << " wrote past the rows";
+            }
+        }
+    }
+}
+
+std::vector<int8_t> random_q(int64_t n, uint32_t seed, int lo = -128, int hi = 127) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> d(lo, hi);
+    std::vector<int8_t> q((size_t)n);
+    for (auto &v : q) v = (int8_t)d(rng);
+    return q;
+}
+
+}  // namespace
+
+TEST(I2s, VersionNamesAndChoice) {
+    const auto v = versions();
+    ASSERT_FALSE(v.empty());
+    std::string names;
+    for (const auto &s : v) names += " " + s;
+    std::printf("I2_S versions run here:%s\n", names.c_str());
+    EXPECT_EQ(v[0], "scalar");
+    EXPECT_EQ(bitnet_i2s_gemm_for_isa("avx1024"), nullptr);
+    const std::string chosen = bitnet_i2s_isa();
+#if defined(__aarch64__)
+    EXPECT_EQ(chosen, "neon");
+    EXPECT_FALSE(bitnet_cpu_supports("avx512"));
+#elif defined(__x86_64__)
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "scalar");
+    __builtin_cpu_init();
+    const bool hw512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                       __builtin_cpu_supports("avx2");
+    if (std::getenv("BITNET_ISA") == nullptr) {
+        EXPECT_EQ(bitnet_cpu_supports("avx512"), hw512);
+    }
+#endif
+}
+
+TEST(I2s, IsaCapFromEnvironment) {
+    const char *old = std::getenv("BITNET_ISA");
+    const std::string saved = old ? old : "";
+    const bool had512 = [] { unsetenv("BITNET_ISA"); return bitnet_cpu_supports("avx512"); }();
+    const bool had2 = bitnet_cpu_supports("avx2");
+    setenv("BITNET_ISA", "avx2", 1);
+    EXPECT_FALSE(bitnet_cpu_supports("avx512"));
+    EXPECT_EQ(bitnet_cpu_supports("avx2"), had2);
+    EXPECT_EQ(bitnet_i2s_gemm_for_isa("avx512"), nullptr);
+    setenv("BITNET_ISA", "scalar", 1);
+    EXPECT_FALSE(bitnet_cpu_supports("avx2"));
+    EXPECT_FALSE(bitnet_cpu_supports("neon"));
+    EXPECT_TRUE(bitnet_cpu_supports("scalar"));
+    EXPECT_NE(bitnet_i2s_gemm_for_isa("scalar"), nullptr);
+    setenv("BITNET_ISA", "avx512", 1);
+    EXPECT_EQ(bitnet_cpu_supports("avx512"), had512);
+    setenv("BITNET_ISA", "bogus", 1);  // ignored
+    EXPECT_EQ(bitnet_cpu_supports("avx512"), had512);
+    EXPECT_FALSE(bitnet_cpu_supports("sse9"));
+    if (old) {
+        setenv("BITNET_ISA", saved.c_str(), 1);
+    } else {
+        unsetenv("BITNET_ISA");
+    }
+}
+
+TEST(I2s, RandomEveryColumnCount) {
+    // K = 2560 (whole blocks), 8640 (K % 128 = 64: odd rows start mid-block), 96 / 160 (K % 64 = 32, rows
+    // straddling blocks), 224
+    uint32_t seed = 11;
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{8, 2560}, {8, 8640}, {16, 96}, {12, 160}, {4, 224}}) {
+        const auto w = random_ternary(M * K, seed++);
+        for (int64_t N : {1, 2, 3, 4, 5, 8, 15, 16, 17, 33}) {
+            const auto q = random_q(K * N, seed++);
+            check_all(w, M, K, q, N, 0, M, 0, "random");
+        }
+    }
+}
+
+TEST(I2s, RowTailsAndRanges) {
+    // row ranges that leave 1..3 rows in the last register block and start at odd rows
+    const int64_t M = 40, K = 416;  // K % 128 = 32
+    const auto w = random_ternary(M * K, 5);
+    const auto q = random_q(K * 18, 6);
+    for (auto [m0, m1] : std::vector<std::pair<int64_t, int64_t>>{{0, 40}, {1, 2}, {3, 10}, {5, 39}, {38, 40}, {7, 14}})
+        for (int64_t N : {7, 18}) check_all(w, M, K, q, N, m0, m1, 64 - 32, "rows");
+}
+
+TEST(I2s, LongRowsCrossDecodedSlices) {
+    // K = 20480 is more than one 16384-weight decode slice of the AVX-512 kernel (N ≥ 16); 16416 = 16384
+    // + 32; 65568 > 65536 sends N < 16 to the AVX2 kernel (lane-sum bound of the direct path)
+    for (int64_t K : {20480, 16416, 65568}) {
+        const int64_t M = 4;
+        const auto w = random_ternary(M * K, (uint32_t)K);
+        const auto q = random_q(K * 17, 9);
+        for (int64_t N : {1, 3, 5, 17}) check_all(w, M, K, q, N, 0, M, 0, "long rows");
+    }
+}
+
+TEST(I2s, ExtremesAndZeros) {
+    const int64_t M = 8, K = 8640;
+    for (int pattern = 0; pattern < 5; ++pattern) {
+        std::vector<int8_t> w((size_t)(M * K)), q((size_t)(K * 16));
+        for (int64_t j = 0; j < M * K; ++j)
+            w[(size_t)j] = pattern == 0 ? 1 : pattern == 1 ? -1 : pattern == 2 ? (j % 2 ? 1 : -1) : pattern == 3 ? 0 : 1;
+        for (int64_t k = 0; k < K * 16; ++k)
+            q[(size_t)k] = pattern == 0 ? 127 : pattern == 1 ? -128 : pattern == 2 ? (k % 2 ? 127 : -128) : pattern == 3 ? 77 : 0;
+        if (pattern == 0) {
+            EXPECT_EQ(plain(w, M, K, q, 1)[0], 127 * K);
+        } else if (pattern == 1) {
+            EXPECT_EQ(plain(w, M, K, q, 1)[0], 128 * K);
+        }
+        check_all(w, M, K, q, 4, 0, M, 0, "extremes");
+        check_all(w, M, K, q, 16, 0, M, 0, "extremes N=16");
+        check_all(w, M, K, q, 1, 0, M, 0, "extremes N=1");
+    }
+}
