@@ -539,20 +539,35 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
     }
     if (nth > 1) bitnet_threadpool_barrier(tp);
 
-    /* Phase 2: a contiguous range of row units per thread; y = (float)acc / s * scale. */
+    /* Phase 2: work units (row unit u, column chunk j), a contiguous range of them per thread;
+     * y = (float)acc / s * scale. One column chunk (all N columns) unless the row units do not
+     * split evenly over the threads and there are several columns: then nth chunks (of groups of 4
+     * columns when N >= 4·nth, the TL2 kernel's columns per pass), so n_units·nth units split evenly
+     * (e.g. 3 tiles of M = 768 on 2 threads: 3 + 3 half tiles instead of 2 + 1 tiles). Every output
+     * is still computed by one thread with the same integer sum and the same two float operations. */
     _Alignas(64) int32_t acc[BITNET_HOST_ACC_CAP];
     const float scale = ex->scale;
     const int64_t rows_per_unit = i2s ? BITNET_HOST_I2S_ROWS : ex->shape.BM;
     const int64_t n_units = (M + rows_per_unit - 1) / rows_per_unit;
     const int64_t cols_per_call = BITNET_HOST_ACC_CAP / rows_per_unit; /* ≥ 1: BM ≤ cap */
-    int64_t u0, u1;
-    bitnet_split_range(n_units, ith, nth, &u0, &u1);
+    int64_t n_chunks = 1, group = 1;
+    if (nth > 1 && N > 1 && n_units % nth != 0) {
+        n_chunks = nth;
+        group = N >= 4 * (int64_t)nth ? 4 : 1;
+    }
+    const int64_t n_groups = (N + group - 1) / group;
+    int64_t w0, w1;
+    bitnet_split_range(n_units * n_chunks, ith, nth, &w0, &w1);
 
-    for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t wu = w0; wu < w1; ++wu) {
+        const int64_t u = wu / n_chunks;
+        int64_t g0, g1;
+        bitnet_split_range(n_groups, (int)(wu % n_chunks), (int)n_chunks, &g0, &g1);
+        const int64_t c_begin = g0 * group, c_end = g1 * group < N ? g1 * group : N;
         const int64_t r0 = u * rows_per_unit;
         const int64_t rows = (M - r0 < rows_per_unit) ? M - r0 : rows_per_unit;
-        for (int64_t n0 = 0; n0 < N; n0 += cols_per_call) {
-            const int64_t nc = (N - n0 < cols_per_call) ? N - n0 : cols_per_call;
+        for (int64_t n0 = c_begin; n0 < c_end; n0 += cols_per_call) {
+            const int64_t nc = (c_end - n0 < cols_per_call) ? c_end - n0 : cols_per_call;
             const int8_t *cols = (const int8_t *)(ws + (size_t)n0 * L.col_stride);
             if (i2s) {
                 bitnet_i2s_gemm(i2s_w, M, K, cols, L.col_stride, col_qsum + n0, nc, r0, r0 + rows, acc,

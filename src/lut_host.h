@@ -5,8 +5,10 @@
  * Threading contract of bitnet_mul_mat (called by every thread of a bitnet_threadpool task):
  * each thread quantizes the activations / builds the LUTs of a contiguous range of columns into the
  * workspace (one column: thread 0), a barrier follows only when nth > 1, then each thread computes a
- * contiguous range of BM tiles (I2_S: row blocks). Every workspace byte and every output element is
- * computed by one thread with the same operations, so results are identical for any thread count. */
+ * contiguous range of BM tiles (I2_S: 32-row blocks) — for several columns and a tile count that
+ * does not divide evenly, of (tile, column chunk) units. Every workspace byte and every output
+ * element is computed by one thread with the same operations, so results are identical for any
+ * thread count. */
 #ifndef BITNET_LUT_HOST_H
 #define BITNET_LUT_HOST_H
 
