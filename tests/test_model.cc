@@ -773,6 +773,27 @@ TEST_F(Golden, Q8HeadStaysWithinTheQ8BoundAndIsThreadIndependent) {
     ExpectSameRun(r1, Greedy(mq2.get(), kGoldenPrompt, 16, 2), "Q8_0 head, TL2 file on the I2_S path");
 }
 
+TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
+    // F32 projection weights (dense path) allow a hidden size of 80: not a multiple of Q8_0's 32-value block
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(BITNET_DUMMY_F32, 5);
+    p.n_embd = 80;
+    p.n_ff = 96;
+    p.n_layer = 1;
+    p.n_head = p.n_head_kv = 2;
+    const std::string path = TmpDir() + "/q8head-80.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+    ModelPtr ok = LoadHead(path, BITNET_PATH_AUTO, 0);
+    ASSERT_TRUE(ok);
+    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0};
+    bitnet_model *m = nullptr;
+    EXPECT_EQ(bitnet_model_load(path.c_str(), &mp, &m, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_EQ(m, nullptr);
+    EXPECT_NE(std::string(err.msg).find("head 'token_embd.weight' cannot be requantized to Q8_0: rows of n_embd = 80"),
+              std::string::npos)
+        << err.msg;
+}
+
 TEST_F(Golden, BadHeadTypeIsRefused) {
     bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16};
     bitnet_model *m = nullptr;
