@@ -44,11 +44,14 @@ typedef struct bitnet_tensor_extra {
  * LUT path (tests/test_lut_host.cc, N = 1..40, 1..4 threads). Weights stored as TL1/TL2 always run
  * the LUT path.
  * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
- * transformed afterwards): BITNET_LUT_I2S_MIN_COLS_DEFAULT, overridden by the environment variable
- * BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never; read once, by the first transform) or by
- * bitnet_lut_set_i2s_min_cols (n < 0 restores the default; not thread-safe against a concurrent
- * transform). */
-#define BITNET_LUT_I2S_MIN_COLS_DEFAULT 0
+ * transformed afterwards). Default: BITNET_LUT_I2S_MIN_COLS_VNNI (16) when bitnet_i2s_isa() is
+ * "avx512" (the AVX-512 VNNI I2_S kernel), else 0 — measured with llama-bench pp128 --kernel tl2 on
+ * the dummy I2_S files (x86 EPYC): 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread; with the
+ * AVX2 I2_S kernel the LUT kernel was faster at every N, and ARM is unmeasured (qemu only).
+ * Overridden by the environment variable BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never;
+ * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
+ * default / environment value; not thread-safe against a concurrent transform). */
+#define BITNET_LUT_I2S_MIN_COLS_VNNI 16
 int64_t bitnet_lut_i2s_min_cols(void);
 void bitnet_lut_set_i2s_min_cols(int64_t n);
 
