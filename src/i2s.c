@@ -160,7 +160,7 @@ bitnet_i2s_gemm__avx2(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, s
  * BITNET_I2S_DEC_BYTES / BITNET_I2S_RB bytes. */
 #define BITNET_I2S_DEC_BYTES 65536
 #define BITNET_I2S_KSLICE (BITNET_I2S_DEC_BYTES / BITNET_I2S_RB)
-/* From BITNET_I2S_DECODE_MIN columns on the AVX-512 kernel decodes the weights once; for 2 ..
+/* From BITNET_I2S_DECODE_MIN columns on the AVX-512 kernel decodes the weights once; for 1 ..
  * BITNET_I2S_DIRECT_MAX columns it reads the packed bytes directly (four columns would spill registers);
  * other counts run the AVX2 kernel. Measured with weights streamed from DRAM, 1 thread, 2560 x 6912,
  * GOP/s decoded-zmm / AVX2: N = 8 189 / 206, N = 16 250 / 240, N = 128 325 / 267. */
@@ -256,7 +256,7 @@ BITNET_I2S_T512 static void bitnet_i2s_block512_any(const uint8_t *codes, size_t
 #undef BITNET_I2S_CASE
 }
 
-/* Two or three columns: the packed bytes are read directly, without shifts. A 32-byte block
+/* One to three columns: the packed bytes are read directly, without shifts. A 32-byte block
  * masked with 0xC0, 0x30, 0x0C and 0x03 holds code·64, code·16, code·4 and code for weights k..k+31,
  * k+32.., k+64.. and k+96.. of the block; _mm256_dpbusd_epi32 against the matching 32 activations
  * adds into one int32 accumulator per mask, whose lane sums are exact multiples of 64, 16, 4, 1 and are
@@ -324,19 +324,18 @@ BITNET_I2S_T512 static void bitnet_i2s_direct512(const uint8_t *w, int64_t K, co
 /* N > 1: the weights of RB rows × one K slice are decoded to one byte per code once (into a stack
  * buffer that stays in L1/L2) and reused for every column; 4 × 4 (row, column) blocks of
  * _mm512_dpbusd_epi32 accumulators give 16 multiply-adds per 8 loads. Σ w·q = Σ code·q − Σ q.
- * N = 2, 3 read the packed bytes directly (bitnet_i2s_row512: few columns do not repay a decoding
- * pass). N = 1 (GEMV), 4 ≤ N < BITNET_I2S_DECODE_MIN, K % 32 ≠ 0, and K > 65536 on the direct path take
- * the AVX2 kernel. N = 4..15: three-column direct passes lost to AVX2's four-column tiles (N = 8, 1
- * thread, weights from DRAM, GOP/s avx2 / direct: 2560x2560 210-213 / 171-174, 6912x2560 224-230 /
- * 179-183) and decoding does not pay yet (2560x6912 N = 8: 206 / 190). N = 1: streaming the weights
- * from DRAM at one column, the direct path was no faster than AVX2
- * (bitnet-kernel-bench, 2B-4T shapes, 1 thread, min µs avx2 / avx512: 640x2560 38.5 / 30-33,
- * 2560x2560 123 / 93-106, 6912x2560 310-313 / 265-291, 2560x6912 281-286 / 350-359), though 2x
- * faster with the weights in cache. */
+ * N = 1, 2, 3 read the packed bytes directly (bitnet_i2s_row512: few columns do not repay a decoding
+ * pass). 4 ≤ N < BITNET_I2S_DECODE_MIN, K % 32 ≠ 0, and K > 65536 on the direct path take the AVX2
+ * kernel. N = 4..15: three-column direct passes lost to AVX2's four-column tiles (N = 8, 1 thread,
+ * weights from DRAM, GOP/s avx2 / direct: 2560x2560 210-213 / 171-174, 6912x2560 224-230 / 179-183)
+ * and decoding does not pay yet (2560x6912 N = 8: 206 / 190). N = 1 (bitnet-kernel-bench
+ * --config BitNet-b1.58-2B-4T --threads 1 --batch none, min µs of 7 reps in three alternating runs,
+ * AVX2 / direct): 640x2560 36-39 / 28.5-30, 2560x2560 122-140 / 89-113, 2560x6912 288-293 / 230-284,
+ * 6912x2560 303-322 / 233-276. */
 BITNET_I2S_T512 static void bitnet_i2s_gemm__avx512(const uint8_t *w, int64_t M, int64_t K, const int8_t *q,
                                                     size_t q_stride, const int32_t *qsum, int64_t n_cols, int64_t m0,
                                                     int64_t m1, int32_t *acc, size_t acc_stride) {
-    if (K % 32 != 0 || (n_cols > BITNET_I2S_DIRECT_MAX && n_cols < BITNET_I2S_DECODE_MIN) || n_cols == 1 ||
+    if (K % 32 != 0 || (n_cols > BITNET_I2S_DIRECT_MAX && n_cols < BITNET_I2S_DECODE_MIN) ||
         (n_cols <= BITNET_I2S_DIRECT_MAX && K > 65536)) {
         bitnet_i2s_gemm__avx2(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
         return;

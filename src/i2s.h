@@ -3,10 +3,10 @@
  * formats.md "I2_S"), in a scalar, an AVX2, an AVX-512 VNNI and a NEON version chosen at run time
  * (best the CPU runs; BITNET_ISA=scalar|avx2|avx512 caps the choice, see bitnet_cpu_supports in lut.h).
  * The AVX-512 version (AVX-512 F/BW/VL/VNNI) multiplies unsigned codes 0..2 by the int8 activations
- * with vpdpbusd and subtracts Σ q: for 2 or 3 columns straight from the packed bytes (masks instead of
- * shifts), for 16 or more after decoding 4 rows × up to 16384 weights to one byte per code on the stack
- * (64 KiB) and reusing them for every column in 4-row × 4-column register blocks; 1 column (GEMV,
- * memory-bound) and 4..15 columns run the AVX2 kernel, which measured as fast or faster there.
+ * with vpdpbusd and subtracts Σ q: for 1 to 3 columns straight from the packed bytes (masks instead of
+ * shifts, 256-bit), for 16 or more after decoding 4 rows × up to 16384 weights to one byte per code on
+ * the stack (64 KiB) and reusing them for every column in 4-row × 4-column 512-bit register blocks;
+ * 4..15 columns run the AVX2 kernel, which measured faster there.
  *
  * Rows that straddle 128-weight blocks (K % 128 ≠ 0, e.g. K = 8640) are handled in place, without
  * repacking: the kernels walk the tensor by flat index j = m·K + k. A 128-weight block holds four
