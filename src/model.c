@@ -16,6 +16,7 @@
  * output element is written by exactly one thread. */
 #include "model.h"
 
+#include "i2s.h"
 #include "lut.h"
 #include "lut_host.h"
 #include "pack.h"
@@ -920,7 +921,8 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
 static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file) {
     char *o = m->summary;
     size_t left = sizeof m->summary;
-    int n_lut = 0, n_dense = 0;
+    int n_lut = 0, n_dense = 0, n_batch_i2s = 0;
+    int64_t batch_min_cols = 0;
     const char *isas[8];
     int n_spec[8] = {0}, n_gen[8] = {0}, n_isa = 0;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -932,6 +934,10 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
             }
             n_lut++;
             if (target == BITNET_TYPE_I2_S) continue;
+            if (w->t.extra->i2s_codes && w->t.extra->i2s_min_cols > 0) {
+                n_batch_i2s++;
+                batch_min_cols = w->t.extra->i2s_min_cols;
+            }
             const char *isa = isa_of(w->t.extra->impl.name);
             int i = 0;
             while (i < n_isa && strcmp(isas[i], isa) != 0) i++;
@@ -959,6 +965,11 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
             } else {
                 len += snprintf(o + len, left - (size_t)len, "; no built-in table covers this model: derived tiles");
             }
+        }
+        if (n_batch_i2s && len >= 0 && (size_t)len < left) {
+            len += snprintf(o + len, left - (size_t)len,
+                            "; products of >= %lld columns (prompt batches) run the I2_S int8 kernel (%s) on %d "
+                            "weights", (long long)batch_min_cols, bitnet_i2s_isa(), n_batch_i2s);
         }
     }
     if (n_dense && len >= 0 && (size_t)len < left) {

@@ -19,7 +19,9 @@
 
 #include "dummy_model.h"
 #include "gguf.h"
+#include "i2s.h"
 #include "lut.h"
+#include "lut_host.h"
 #include "model.h"
 #include "pack.h"
 #include "quants.h"
@@ -811,7 +813,13 @@ TEST_F(Golden, NativePathUsesSpecializedKernels) {
 #if defined(__x86_64__)
     if (!bitnet_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2: " << s;
     EXPECT_EQ(bitnet_model_path(m.get()), BITNET_PATH_TL2);
-    EXPECT_EQ(s, "TL2 (avx2): 14 specialized, 0 generic kernels; tiles from table bitnetcpp-tiny/default");
+    std::string want = "TL2 (avx2): 14 specialized, 0 generic kernels; tiles from table bitnetcpp-tiny/default";
+    // weights from an I2_S file keep its bytes for prompt batches when the int8 kernel is the faster one
+    if (bitnet_lut_i2s_min_cols() > 0) {
+        want += "; products of >= " + std::to_string(bitnet_lut_i2s_min_cols()) +
+                " columns (prompt batches) run the I2_S int8 kernel (" + bitnet_i2s_isa() + ") on 14 weights";
+    }
+    EXPECT_EQ(s, want);
 #elif defined(__aarch64__)
     EXPECT_EQ(bitnet_model_path(m.get()), BITNET_PATH_TL1);
     EXPECT_EQ(s, "TL1 (neon): 14 specialized, 0 generic kernels; tiles from table bitnetcpp-tiny/default");

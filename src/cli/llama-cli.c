@@ -48,7 +48,7 @@
 static const char *k_usage =
     "usage: llama-cli -m MODEL [options]\n"
     "\n"
-    "Generate text with a BitNet b1.58 model (GGUF, architecture 'bitnet').\n"
+    "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or llama.\n"
     "\n"
     "  -m, --model FILE         model file (required)\n"
     "  -p, --prompt TEXT        prompt (default: empty, generation starts from BOS)\n"
