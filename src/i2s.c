@@ -12,10 +12,12 @@
  * F/BW/VL/VNNI targets and only runs after bitnet_cpu_supports("avx512"). */
 #include "i2s.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "lut.h"
+#include "quants.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -506,4 +508,76 @@ const char *bitnet_i2s_isa(void) {
 void bitnet_i2s_gemm(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                      const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride) {
     bitnet_i2s_chosen()->fn(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
+}
+
+/* ---- activation quantization (LAYOUTS.md §1) ----------------------------------------------------- */
+
+#ifdef BITNET_I2S_HAVE_AVX2
+/* bitnet_quantize_act + bitnet_i2s_qsum with the same operations per element: max|x| is exact in any
+ * order and skips NaN as the scalar loop does (MAXPS returns its second operand, the running max, when
+ * the first is NaN); s is computed by the same expression; x·s is one IEEE multiply; ROUNDPS with
+ * _MM_FROUND_TO_NEAREST_INT is round-half-even as nearbyintf in the default mode; NaN products map to 0
+ * and the rest clamp to ±127 before the exact float → int conversion. */
+__attribute__((target("avx2,fma"))) static float bitnet_i2s_quantize_act__avx2(const float *x, int64_t K, int8_t *q,
+                                                                               int32_t *qsum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask), vmax);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (int i = 0; i < 8; ++i)
+        if (lanes[i] > amax) amax = lanes[i];
+    for (; k < K; ++k) {
+        const float a = fabsf(x[k]);
+        if (a > amax) amax = a;
+    }
+    const float s = 127.0f / (amax > 1e-5f ? amax : 1e-5f);
+
+    const __m256 vs = _mm256_set1_ps(s), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i vsum = _mm256_setzero_si256();
+    k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i i32[4];
+        for (int v = 0; v < 4; ++v) {
+            __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * v), vs),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN → 0 */
+            r = _mm256_max_ps(_mm256_min_ps(r, hi), lo);
+            i32[v] = _mm256_cvtps_epi32(r);
+        }
+        const __m256i p01 = _mm256_packs_epi32(i32[0], i32[1]); /* int16, lanes interleaved */
+        const __m256i p23 = _mm256_packs_epi32(i32[2], i32[3]);
+        vsum = _mm256_add_epi32(vsum, _mm256_madd_epi16(_mm256_add_epi16(p01, p23), ones16));
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), order);
+        _mm256_storeu_si256((__m256i *)(q + k), b);
+    }
+    int32_t sums[8];
+    _mm256_storeu_si256((__m256i *)sums, vsum);
+    int32_t total = 0;
+    for (int i = 0; i < 8; ++i) total += sums[i];
+    for (; k < K; ++k) {
+        float r = nearbyintf(x[k] * s);
+        if (r > 127.0f) r = 127.0f;
+        else if (r < -127.0f) r = -127.0f;
+        else if (!(r == r)) r = 0.0f;
+        q[k] = (int8_t)r;
+        total += q[k];
+    }
+    *qsum = total;
+    return s;
+}
+#endif
+
+float bitnet_i2s_quantize_act(const float *x, int64_t K, int8_t *q, int32_t *qsum) {
+#ifdef BITNET_I2S_HAVE_AVX2
+    const char *isa = bitnet_i2s_isa();
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0) return bitnet_i2s_quantize_act__avx2(x, K, q, qsum);
+#endif
+    const float s = bitnet_quantize_act(x, K, q);
+    *qsum = bitnet_i2s_qsum(q, K);
+    return s;
 }

@@ -50,6 +50,12 @@ const char *bitnet_i2s_isa(void);
 /* Σ_k q[k] over K int8 values (exact). */
 int32_t bitnet_i2s_qsum(const int8_t *q, int64_t K);
 
+/* bitnet_quantize_act (LAYOUTS.md §1: s = 127 / max(max|x|, 1e-5), q = clamp(round-half-even(x·s),
+ * ±127), NaN → 0) of one column x[K] into q[K], and *qsum = Σ q (bitnet_i2s_qsum) in the same pass.
+ * Returns s. Uses AVX2 when bitnet_i2s_isa() is "avx2" or "avx512"; q, s and qsum are bit-identical
+ * to the scalar functions on every input (tests/test_i2s.cc). */
+float bitnet_i2s_quantize_act(const float *x, int64_t K, int8_t *q, int32_t *qsum);
+
 #ifdef __cplusplus
 }
 #endif

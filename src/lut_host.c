@@ -530,8 +530,7 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
             const float *x = (const float *)((const char *)src1->data + (size_t)n * x_rb);
             int8_t *col = (int8_t *)(ws + (size_t)n * L.col_stride);
             if (i2s) {
-                col_scale[n] = bitnet_quantize_act(x, K, col);
-                col_qsum[n] = bitnet_i2s_qsum(col, K);
+                col_scale[n] = bitnet_i2s_quantize_act(x, K, col, &col_qsum[n]);
             } else {
                 ex->impl.ctor(x, K, ex->shape.three_k, col, &col_scale[n]);
             }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "i2s.h"
 #include "lut.h"
 #include "pack.h"
+#include "quants.h"
 
 namespace {
 
@@ -208,4 +210,52 @@ TEST(I2s, ExtremesAndZeros) {
         check_all(w, M, K, q, 16, 0, M, 0, "extremes N=16");
         check_all(w, M, K, q, 1, 0, M, 0, "extremes N=1");
     }
+}
+
+// bitnet_i2s_quantize_act (AVX2 on x86, else the scalar functions) against bitnet_quantize_act +
+// bitnet_i2s_qsum: the same s bits, q bytes and Σq for every length around the 8- and 32-wide steps,
+// random values, exact .5 ties after scaling, NaN, ±inf, -0, denormals, all zeros and ±127 extremes.
+TEST(I2s, QuantizeActMatchesScalar) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const int64_t lengths[] = {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 95, 256, 2560, 2563};
+    int checked = 0;
+    for (int64_t K : lengths) {
+        for (int variant = 0; variant < 7; ++variant) {
+            std::vector<float> x((size_t)K);
+            for (auto &v : x) v = nd(rng);
+            if (variant == 1) { // ties: max 127 → s = 1, halves round to even
+                for (int64_t k = 0; k < K; ++k) x[(size_t)k] = (float)((k % 255) - 127) + ((k % 2) ? 0.5f : -0.5f);
+                if (K) x[0] = 127.0f;
+            }
+            if (variant == 2 && K) x[(size_t)(K / 2)] = nan;
+            if (variant == 3 && K) x[(size_t)(K - 1)] = (K % 2) ? inf : -inf;
+            if (variant == 4) for (auto &v : x) v = (v > 0 ? 1e-40f : -0.0f); // denormals and -0: s from 1e-5
+            if (variant == 5) std::fill(x.begin(), x.end(), 0.0f);
+            if (variant == 6) for (int64_t k = 0; k < K; ++k) x[(size_t)k] = (k % 3 == 0) ? 1e30f : -1e30f;
+            std::vector<int8_t> qa((size_t)K + 1, 0x55), qb((size_t)K + 1, 0x55);
+            int32_t sa = -1;
+            const float fa = bitnet_i2s_quantize_act(x.data(), K, qa.data(), &sa);
+            const float fb = bitnet_quantize_act(x.data(), K, qb.data());
+            const int32_t sb = bitnet_i2s_qsum(qb.data(), K);
+            uint32_t ua, ub;
+            std::memcpy(&ua, &fa, 4);
+            std::memcpy(&ub, &fb, 4);
+            ASSERT_EQ(ua, ub) << "K " << K << " variant " << variant;
+            ASSERT_EQ(qa, qb) << "K " << K << " variant " << variant; // includes the untouched guard byte
+            ASSERT_EQ(sa, sb) << "K " << K << " variant " << variant;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 14 * 7);
+    // a known column: max 2 → s = 63.5; 0.5·63.5 = 31.75 → 32, -1·63.5 = -63.5 → -64 (half to even)
+    const float x[3] = {0.5f, -1.0f, 2.0f};
+    int8_t q[3];
+    int32_t qs = 0;
+    EXPECT_EQ(bitnet_i2s_quantize_act(x, 3, q, &qs), 63.5f);
+    EXPECT_EQ(q[0], 32);
+    EXPECT_EQ(q[1], -64);
+    EXPECT_EQ(q[2], 127);
+    EXPECT_EQ(qs, 32 - 64 + 127);
 }
