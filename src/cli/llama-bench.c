@@ -724,11 +724,11 @@ int main(int argc, char **argv) {
         fail("out of memory");
         goto out;
     }
-    table_layout L = {.w_model = 5, .w_file = 4, .w_kernel = 10, .w_test = 4};
+    table_layout L = {.w_model = 5, .w_file = 4, .w_kernel = 11, .w_test = 4}; /* "I2_S/avx512" */
     L.show_file = o.models.n > 1;
     L.show_batch = o.batch.given;
     for (size_t i = 0; i < o.heads.n; i++) {
-        if (o.heads.v[i] != 0) L.w_kernel = 20; /* room for "TL2/avx512+q8_0 head" */
+        if (o.heads.v[i] != 0) L.w_kernel = 21; /* room for "I2_S/avx512+q8_0 head" */
     }
     for (size_t i = 0; i < o.models.n; i++) {
         if (describe_model(o.models.v[i], &mis[i])) goto out;

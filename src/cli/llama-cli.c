@@ -734,8 +734,11 @@ int main(int argc, char **argv) {
             (double)bitnet_model_size_bytes(model) / (1024.0 * 1024.0), hp->n_vocab, hp->n_embd, hp->n_layer,
             hp->n_head, hp->n_head_kv, hp->n_ctx_train);
     fprintf(stderr, "llama-cli: kernels: %s\n", bitnet_model_kernel_summary(model));
+    /* a model without ternary weights (an F32/F16 file) runs no kernel path: say so */
+    const bool dense_only = strncmp(bitnet_model_kernel_summary(model), "dense float", 11) == 0;
     fprintf(stderr, "llama-cli: path %s, threads %ld, ctx %ld, batch %ld, temp %.2f, top_k %ld, top_p %.2f, seed %lld\n",
-            bitnet_kernel_path_name(bitnet_model_path(model)), o.n_threads, o.n_ctx, o.n_batch, (double)o.temp,
+            dense_only ? "dense float" : bitnet_kernel_path_name(bitnet_model_path(model)), o.n_threads, o.n_ctx,
+            o.n_batch, (double)o.temp,
             o.top_k, (double)o.top_p, o.seed);
 
     if (bitnet_context_create(model, (int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, &ctx, &err) !=
