@@ -258,6 +258,16 @@ BITNET_I2S_T512 static void bitnet_i2s_block512_any(const uint8_t *codes, size_t
 #undef BITNET_I2S_CASE
 }
 
+/* One run G (32 codes, shifted out of their block) of a row for C columns: sacc[c] += codes · q[c][g]. */
+BITNET_I2S_T512 static inline __attribute__((always_inline)) void
+bitnet_i2s_run512(const uint8_t *w, int64_t G, const int8_t *const *q, int64_t g, int C, __m256i *sacc) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
+    const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(6 - 2 * (int)(G & 3))),
+                                        _mm256_set1_epi8(3));
+    for (int c = 0; c < C; ++c)
+        sacc[c] = _mm256_dpbusd_epi32(sacc[c], cx, _mm256_loadu_si256((const __m256i *)(q[c] + g * 32)));
+}
+
 /* One to three columns: the packed bytes are read directly, without shifts. A 32-byte block
  * masked with 0xC0, 0x30, 0x0C and 0x03 holds code·64, code·16, code·4 and code for weights k..k+31,
  * k+32.., k+64.. and k+96.. of the block; _mm256_dpbusd_epi32 against the matching 32 activations
@@ -274,14 +284,8 @@ bitnet_i2s_row512(const uint8_t *w, int64_t G, int64_t n_runs, const int8_t *con
     __m256i sacc[BITNET_I2S_DIRECT_MAX];
     for (int c = 0; c < C; ++c) e6[c] = e4[c] = e2[c] = e0[c] = sacc[c] = _mm256_setzero_si256();
     int64_t g = 0;
-    while (g < n_runs && (G & 3) != 0) { /* head runs inside the first block */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
-        const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(6 - 2 * (int)(G & 3))), mask);
-        for (int c = 0; c < C; ++c)
-            sacc[c] = _mm256_dpbusd_epi32(sacc[c], cx, _mm256_loadu_si256((const __m256i *)(q[c] + g * 32)));
-        ++G;
-        ++g;
-    }
+    while (g < n_runs && (G & 3) != 0) /* head runs inside the first block */
+        bitnet_i2s_run512(w, G++, q, g++, C, sacc);
     for (; g + 4 <= n_runs; g += 4, G += 4) { /* whole blocks */
         const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
         const __m256i v6 = _mm256_and_si256(v, k6), v4 = _mm256_and_si256(v, k4);
@@ -294,14 +298,8 @@ bitnet_i2s_row512(const uint8_t *w, int64_t G, int64_t n_runs, const int8_t *con
             e0[c] = _mm256_dpbusd_epi32(e0[c], v0, _mm256_loadu_si256((const __m256i *)(qp + 96)));
         }
     }
-    while (g < n_runs) { /* tail runs (the row ends inside a block) */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
-        const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(6 - 2 * (int)(G & 3))), mask);
-        for (int c = 0; c < C; ++c)
-            sacc[c] = _mm256_dpbusd_epi32(sacc[c], cx, _mm256_loadu_si256((const __m256i *)(q[c] + g * 32)));
-        ++G;
-        ++g;
-    }
+    while (g < n_runs) /* tail runs (the row ends inside a block) */
+        bitnet_i2s_run512(w, G++, q, g++, C, sacc);
     for (int c = 0; c < C; ++c) {
         const int32_t s6 = bitnet_i2s_hsum_avx2(e6[c]), s4 = bitnet_i2s_hsum_avx2(e4[c]);
         const int32_t s2 = bitnet_i2s_hsum_avx2(e2[c]), s0 = bitnet_i2s_hsum_avx2(e0[c]);

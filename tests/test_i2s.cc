@@ -20,16 +20,11 @@
 #include "lut.h"
 #include "pack.h"
 #include "quants.h"
+#include "test_util.h"
 
 namespace {
 
-std::vector<int8_t> random_ternary(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> d(-1, 1);
-    std::vector<int8_t> w((size_t)n);
-    for (auto &v : w) v = (int8_t)d(rng);
-    return w;
-}
+using bitnet_test::random_ternary;
 
 std::vector<uint8_t> pack(const std::vector<int8_t> &w, int64_t M, int64_t K) {
     std::vector<uint8_t> out(bitnet_i2s_nbytes(M, K));

@@ -39,6 +39,7 @@
 #define TEST_POISON(p, n) ((void)(p), (void)(n))
 #define TEST_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
+#include "test_util.h"
 
 namespace {
 
@@ -55,13 +56,7 @@ AlignedBytes aligned_bytes(size_t n) {
     return AlignedBytes(static_cast<uint8_t *>(std::aligned_alloc(64, round64(std::max<size_t>(n, 1)))));
 }
 
-std::vector<int8_t> random_ternary(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> d(-1, 1);
-    std::vector<int8_t> w((size_t)n);
-    for (auto &v : w) v = (int8_t)d(rng);
-    return w;
-}
+using bitnet_test::random_ternary;
 
 // N columns of K floats; column `zero_col` (if >= 0) is all zeros; columns get different magnitudes.
 std::vector<float> random_acts(int64_t K, int64_t N, uint32_t seed, int64_t zero_col = -1) {

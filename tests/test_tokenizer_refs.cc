@@ -151,25 +151,10 @@ bool load_package(const std::string &pkg, Loaded *L, std::string *skip) {
 }
 
 // ---- protobuf writing for a tokenizer.model (wire format; sentencepiece_model.proto field numbers) ----
-std::string varint(uint64_t v) {
-    std::string s;
-    do {
-        unsigned char b = v & 0x7F;
-        v >>= 7;
-        if (v) b |= 0x80;
-        s += (char)b;
-    } while (v);
-    return s;
-}
-std::string field_varint(uint32_t f, int64_t v) { return varint((uint64_t)f << 3) + varint((uint64_t)v); }
-std::string field_bytes(uint32_t f, const std::string &b) { return varint((uint64_t)f << 3 | 2) + varint(b.size()) + b; }
-std::string field_float(uint32_t f, float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, 4);
-    std::string s = varint((uint64_t)f << 3 | 5);
-    for (int i = 0; i < 4; i++) s += (char)((bits >> (8 * i)) & 0xFF);
-    return s;
-}
+using bitnet_test::field_bytes;
+using bitnet_test::field_float;
+using bitnet_test::field_varint;
+using bitnet_test::varint;
 
 // A SentencePiece ModelProto holding the pieces, scores and types of hv (BPE, unk/bos/eos 0/1/2).
 std::string to_sentencepiece(const bitnet_hf_vocab *hv) {

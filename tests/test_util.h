@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,40 @@ inline bitnet_dummy_params tiny_layout_params(bitnet_dummy_outtype outtype, uint
     p.outtype = outtype;
     p.seed = seed;
     return p;
+}
+
+// n ternary values (-1, 0, +1), uniform, from std::mt19937(seed): the same bytes on every platform.
+inline std::vector<int8_t> random_ternary(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> d(-1, 1);
+    std::vector<int8_t> w((size_t)n);
+    for (auto &v : w) v = (int8_t)d(rng);
+    return w;
+}
+
+// Protocol Buffers wire format (protobuf.dev/programming-guides/encoding), enough to write a
+// SentencePiece tokenizer.model: base-128 varints, keys (field << 3 | wire type), length-delimited
+// bytes (type 2) and little-endian 32-bit floats (type 5).
+inline std::string varint(uint64_t v) {
+    std::string s;
+    do {
+        unsigned char b = v & 0x7F;
+        v >>= 7;
+        if (v) b |= 0x80;
+        s += (char)b;
+    } while (v);
+    return s;
+}
+inline std::string field_varint(uint32_t f, int64_t v) { return varint((uint64_t)f << 3) + varint((uint64_t)v); }
+inline std::string field_bytes(uint32_t f, const std::string &b) {
+    return varint((uint64_t)f << 3 | 2) + varint(b.size()) + b;
+}
+inline std::string field_float(uint32_t f, float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    std::string s = varint((uint64_t)f << 3 | 5);
+    for (int i = 0; i < 4; i++) s += (char)((bits >> (8 * i)) & 0xFF);
+    return s;
 }
 
 }  // namespace bitnet_test
