@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # quickstart.sh — from a fresh Debian 12 machine to generated text, in bitnet.cpp's order of use:
-#   1. install what is missing (apt-get; as root or through sudo)
+#   1. install what is missing (deps/install.sh build: apt-get, as root or through sudo)
 #   2. check that the committed kernels in generated/ match configs/ (python3 -m codegen check)
 #   3. set up: build the runtime (python3 setup_env.py --build-only)
 #   4. make the 125M dummy model in I2_S (utils/generate-dummy-bitnet-model.py)
@@ -21,24 +21,8 @@ say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'quickstart.sh: %s\n' "$*" >&2; exit 1; }
 
 # ---- 1. packages ------------------------------------------------------------------------------
-PACKAGES="cmake ninja-build gcc g++ python3 python3-yaml python3-jinja2"
-missing=""
-for p in $PACKAGES; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing="$missing $p"
-    fi
-done
-if [ -n "$missing" ]; then
-    say "installing:$missing"
-    if [ "$(id -u)" = 0 ]; then SUDO=""
-    elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"
-    else die "missing Debian packages:$missing (run as root or install sudo)"; fi
-    $SUDO apt-get update
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
-else
-    say "packages: all present ($PACKAGES)"
-fi
+say "packages: deps/install.sh build (the [build] group of deps/debian-packages)"
+deps/install.sh build || die "could not install the build packages (deps/debian-packages, group [build])"
 
 # ---- 2. generated kernels ---------------------------------------------------------------------
 say "checking generated/ against configs/ (python3 -m codegen check)"

