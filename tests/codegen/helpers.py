@@ -15,9 +15,11 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 
-def run_cli(*args: str, cwd: str = REPO) -> subprocess.CompletedProcess:
-    """`python3 -m codegen ARGS` from the repo root; returns the completed process (text mode)."""
+def run_cli(*args: str, cwd: str = REPO, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """`python3 -m codegen ARGS` from the repo root (environment plus env_extra); returns the completed
+    process (text mode)."""
     env = dict(os.environ)
+    env.update(env_extra or {})
     env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return subprocess.run([sys.executable, "-m", "codegen", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -312,6 +312,25 @@ class Refusals(unittest.TestCase):
             after = read(out, "rb") if os.path.exists(out) else None
             self.assertEqual(before, after, out)
 
+    def test_without_git_existing_repo_files_are_refused_with_the_reason(self):
+        # A new machine may have no git: tune must not end in a traceback, and since it cannot tell which
+        # files are tracked it refuses every existing file in the repository outside build*/.
+        nogit = tempdir(self)  # PATH holds no git (sys.executable is called by its absolute path)
+        for out in (os.path.join(REPO, "README.md"), os.path.join(REPO, ".gitignore")):
+            before = read(out, "rb")
+            r = run_cli("tune", "--shape", "640x2560", "--target", NATIVE or "tl2", "--out", out,
+                        "--bench", "/nonexistent", env_extra={"PATH": nogit})
+            self.assertEqual(r.returncode, 2, (out, r.stderr))
+            self.assertIn("git is not installed", r.stderr)
+            self.assertIn("refusing to overwrite an existing file in the repository", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertEqual(read(out, "rb"), before)
+        # a path that does not exist yet needs no git: tune goes on (and stops at the missing bench)
+        r = run_cli("tune", "--shape", "640x2560", "--target", NATIVE or "tl2", "--out",
+                    os.path.join(nogit, "x.yaml"), "--bench", os.path.join(nogit, "nope"), env_extra={"PATH": nogit})
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("bitnet-kernel-bench not found", r.stderr)
+
     @unittest.skipUnless(NATIVE, "no LUT target on this architecture")
     def test_missing_bench_and_bad_input(self):
         d = tempdir(self)
