@@ -1087,7 +1087,7 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
              "tokenizer.ggml.padding_token_id");
     if (p.outtype != BITNET_DUMMY_F32 && p.outtype != BITNET_DUMMY_F16)
         SETK(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
-    if (tl) {
+    if (tl && !p.no_tile_record) {
         for (int64_t i = 0; i < n_tensors; i++) {
             if (td[i].kind != T_TERNARY) continue;
             char key[128];

@@ -116,6 +116,8 @@ typedef struct bitnet_dummy_params {
     bool output_separate;       /* also write output.weight (an untied head); false: the head is token_embd */
     int32_t n_embd_head;        /* head size d; 0 → n_embd / n_head. Any other value is written as
                                    <arch>.attention.key_length and .value_length (not for "bitnet") */
+    bool no_tile_record;        /* TL1/TL2: leave out the bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's
+                                   writers do (to test how the runtime treats such files) */
 } bitnet_dummy_params;
 
 /* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */

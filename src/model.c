@@ -22,6 +22,7 @@
 #include "pack.h"
 #include "quants.h"
 #include "threadpool.h"
+#include "tile_file.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -780,7 +781,13 @@ static const char *isa_of(const char *impl_name) {
     return last ? last + 2 : "scalar";
 }
 
-static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file);
+/* Where the tiles of the kernels in use came from (for the summary). */
+typedef struct tiles_origin {
+    bool file;                    /* a TL1/TL2 tensor's bitnet.lut.<name>.tiles key */
+    const bitnet_tile_file *user; /* --lut-tiles: the tiles a TL1/TL2 file without tile keys was packed with */
+} tiles_origin;
+
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, tiles_origin origin);
 
 /* The tiles `table` lists for (M, K) ({0, 0, 0} when it has none). */
 static bitnet_tiles built_tiles(const bitnet_lut_table *table, int64_t M, int64_t K) {
@@ -790,6 +797,8 @@ static bitnet_tiles built_tiles(const bitnet_lut_table *table, int64_t M, int64_
     }
     return none;
 }
+
+static bool same_tiles(bitnet_tiles a, bitnet_tiles b) { return a.BM == b.BM && a.BK == b.BK && a.bm == b.bm; }
 
 /* A TL1/TL2 file's recorded tiles must be ones this build has kernels for (issue #3: "loading a
  * TL1/TL2 file whose tiles do not match the built kernels is an error"): when any built tile table
@@ -804,7 +813,7 @@ static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, co
         for (size_t k = 0; k < tab->n_entries; k++) {
             const bitnet_lut_table_entry *e = &tab->entries[k];
             if (e->M != M || e->K != K) continue;
-            if (e->tiles.BM == t.BM && e->tiles.BK == t.BK && e->tiles.bm == t.bm) return true;
+            if (same_tiles(e->tiles, t)) return true;
             if (!listed) *first = tab;
             listed = true;
         }
@@ -812,33 +821,85 @@ static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, co
     return !listed;
 }
 
-/* Hand every ternary weight to the LUT host for the model's path, with tiles:
- *  - stored tiles (TL1/TL2 files): the file's bitnet.lut.<name>.tiles key, else the built-in table
- *    that covers the model (bitnet.cpp files record no tiles); neither → refused;
- *  - target tiles (TL paths): the stored tiles when the file already has the target layout, else the
- *    preferred covering table, per shape bitnet_lut_tiles_for; a shape without legal tiles → refused
- *    naming the tensor, M and K. */
-static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char *table_name) {
-    const int target = path_type(m->path);
-    const size_t max_shapes = (size_t)m->hp.n_layer * N_PROJ;
-    int64_t (*shapes)[2] = malloc(max_shapes * sizeof *shapes);
-    if (!shapes) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
+/* The tiles a stored TL1/TL2 weight was packed with (*tiles), from its bitnet.lut.<name>.tiles key
+ * (*have_key) or from the user's table (params.lut_tiles; *user_entry). The byte order of TL1/TL2 data
+ * depends on the tiles and bitnet.cpp's files record none, so a tensor without the key is refused
+ * unless the user's table lists its shape: tiles are never guessed from a built-in table. A key and a
+ * user entry that disagree are refused, naming both. */
+static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_tile_file *user, bitnet_tiles *tiles,
+                                     bool *have_key, const bitnet_tile_entry **user_entry) {
+    const int stored = w->t.type;
+    const char *tn = bitnet_type_name(stored);
+    bitnet_status st = file_tiles(ld, w->t.name, tiles, have_key);
+    if (st != BITNET_OK) return st;
+    const bitnet_tile_entry *ue = bitnet_tile_file_find(user, stored, w->M, w->K);
+    *user_entry = ue;
+    if (!*have_key && !ue) {
+        if (user) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                               "%s: tensor '%s' (%s, M = %lld, K = %lld): the file records no tile table (no key "
+                               "'bitnet.lut.%s.tiles'), and --lut-tiles %s lists no tiles for %lldx%lld: give the tiles "
+                               "the file was written with, or use the model's I2_S file, which every path can repack",
+                               ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, w->t.name, user->path,
+                               (long long)w->M, (long long)w->K);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld): the file records no tile table (no key "
+                           "'bitnet.lut.%s.tiles'; bitnet.cpp's %s files never do), and %s bytes can only be read with "
+                           "the tiles they were packed with. Pass those tiles with --lut-tiles FILE (bitnet.cpp's "
+                           "include/kernel_config.ini from the setup that wrote the file, or a configs/-style YAML), or "
+                           "use the model's I2_S file, which every path can repack",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, w->t.name, tn, tn);
+    }
+    if (*have_key && ue && !same_tiles(*tiles, ue->tiles)) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld) records tiles BM %d BK %d bm %d (key "
+                           "'bitnet.lut.%s.tiles'), but --lut-tiles %s gives BM %d BK %d bm %d (%s): the file's bytes "
+                           "follow its recorded tiles; drop --lut-tiles or give a table that agrees",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
+                           w->t.name, user->path, ue->tiles.BM, ue->tiles.BK, ue->tiles.bm, ue->where);
+    }
+    if (!*have_key) *tiles = ue->tiles;
+    bitnet_error terr;
+    if (bitnet_tiles_check(stored, w->M, w->K, *tiles, &terr) != BITNET_OK) {
+        if (!*have_key) {
+            return bitnet_fail(ld->err, BITNET_ERR_INVALID_ARG,
+                               "%s: tensor '%s' (%s, M = %lld, K = %lld): --lut-tiles %s %s gives BM %d BK %d bm %d, "
+                               "which %s cannot use: %s",
+                               ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, user->path, ue->where,
+                               tiles->BM, tiles->BK, tiles->bm, tn, terr.msg);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld): stored tiles BM %d BK %d bm %d are invalid: %s",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
+                           terr.msg);
+    }
+    return BITNET_OK;
+}
 
+/* Hand every ternary weight to the LUT host for the model's path, with tiles:
+ *  - stored tiles (TL1/TL2 files): stored_tiles_of (the file's key, else the user's table; never a
+ *    guess);
+ *  - target tiles (TL paths): the stored tiles when the file already has the target layout (recorded
+ *    tiles no built table has for the shape are refused unless the user's table confirms them; then,
+ *    like tiles given only by the user's table, they run on the generic kernel), else the preferred
+ *    covering table, per shape bitnet_lut_tiles_for; a shape without legal tiles → refused naming the
+ *    tensor, M and K. */
+static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char *table_name,
+                                         const bitnet_tile_file *user) {
+    const int target = path_type(m->path);
     const bitnet_lut_table *target_table = NULL;
     if (target != BITNET_TYPE_I2_S) {
+        const size_t max_shapes = (size_t)m->hp.n_layer * N_PROJ;
+        int64_t (*shapes)[2] = malloc(max_shapes * sizeof *shapes);
+        if (!shapes) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
         size_t n = lut_shapes(m, -1, shapes);
         target_table = bitnet_lut_find_table(target, (const int64_t(*)[2])shapes, n, table_name);
+        free(shapes);
     }
-    const bitnet_lut_table *stored_table[2] = {NULL, NULL}; /* TL1, TL2 files without tile keys */
-    for (int s = 0; s < 2; s++) {
-        const int type = s == 0 ? BITNET_TYPE_TL1 : BITNET_TYPE_TL2;
-        size_t n = lut_shapes(m, type, shapes);
-        if (n) stored_table[s] = bitnet_lut_find_table(type, (const int64_t(*)[2])shapes, n, table_name);
-    }
-    free(shapes);
 
     bitnet_status st = BITNET_OK;
-    bool tiles_from_file = false;
+    tiles_origin origin = {false, NULL};
     for (int32_t l = 0; l < m->hp.n_layer && st == BITNET_OK; l++) {
         for (int p = 0; p < N_PROJ && st == BITNET_OK; p++) {
             weight *w = layer_proj(&m->layers[l], p);
@@ -846,42 +907,24 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
             const int stored = w->t.type;
             bitnet_tiles stored_tiles = {0, 0, 0}, tiles = {0, 0, 0};
             bool have_key = false;
-            if (stored != BITNET_TYPE_I2_S) {
-                if ((st = file_tiles(ld, w->t.name, &stored_tiles, &have_key)) != BITNET_OK) break;
-                const bitnet_lut_table *tab = stored_table[stored == BITNET_TYPE_TL1 ? 0 : 1];
-                if (!have_key) {
-                    if (!tab) {
-                        st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                                         "%s: tensor '%s' (%s, M = %lld, K = %lld) records no tiles (key "
-                                         "'bitnet.lut.%s.tiles') and no built-in %s table covers this model's shapes",
-                                         ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M,
-                                         (long long)w->K, w->t.name, bitnet_type_name(stored));
-                        break;
-                    }
-                    stored_tiles = bitnet_lut_tiles_for(stored, w->M, w->K, tab, table_name);
-                }
-                bitnet_error terr;
-                if (bitnet_tiles_check(stored, w->M, w->K, stored_tiles, &terr) != BITNET_OK) {
-                    st = bitnet_fail(ld->err, BITNET_ERR_FORMAT,
-                                     "%s: tensor '%s' (%s, M = %lld, K = %lld): stored tiles BM %d BK %d bm %d are "
-                                     "invalid: %s",
-                                     ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M, (long long)w->K,
-                                     stored_tiles.BM, stored_tiles.BK, stored_tiles.bm, terr.msg);
-                    break;
-                }
-            }
+            const bitnet_tile_entry *ue = NULL;
+            if (stored != BITNET_TYPE_I2_S &&
+                (st = stored_tiles_of(ld, w, user, &stored_tiles, &have_key, &ue)) != BITNET_OK)
+                break;
             if (target != BITNET_TYPE_I2_S) {
                 if (stored == target) {
                     tiles = stored_tiles; /* no repacking */
-                    tiles_from_file = tiles_from_file || have_key;
+                    origin.file = origin.file || have_key;
+                    if (ue) origin.user = user;
                     const bitnet_lut_table *built = NULL;
-                    if (have_key && !tiles_match_built(target, w->M, w->K, stored_tiles, &built)) {
+                    if (have_key && !ue && !tiles_match_built(target, w->M, w->K, stored_tiles, &built)) {
                         const bitnet_tiles bt = built_tiles(built, w->M, w->K);
                         st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
                                          "%s: tensor '%s' (%s, M = %lld, K = %lld) was packed with tiles BM %d BK %d "
                                          "bm %d (key 'bitnet.lut.%s.tiles'), but the kernels built for this shape "
                                          "(table %s/%s) use BM %d BK %d bm %d: convert the model again for this "
-                                         "build, rebuild the kernels for the file's tiles, or run another path "
+                                         "build, rebuild the kernels for the file's tiles, pass a --lut-tiles table "
+                                         "with these tiles to run them on the generic kernel, or run another path "
                                          "(--kernel i2_s)",
                                          ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M,
                                          (long long)w->K, stored_tiles.BM, stored_tiles.BK, stored_tiles.bm,
@@ -913,12 +956,12 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
         }
     }
     if (st != BITNET_OK) return st;
-    write_summary(m, target, target_table, tiles_from_file);
+    write_summary(m, target, target_table, origin);
     return BITNET_OK;
 }
 
 /* m->summary: per ISA the specialized / generic kernel counts, and where the tiles came from. */
-static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, bool tiles_from_file) {
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, tiles_origin origin) {
     char *o = m->summary;
     size_t left = sizeof m->summary;
     int n_lut = 0, n_dense = 0, n_batch_i2s = 0;
@@ -957,7 +1000,11 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
                            bitnet_type_name(target), isas[i], n_spec[i], n_gen[i]);
         }
         if (len >= 0 && (size_t)len < left) {
-            if (tiles_from_file) {
+            if (origin.user) {
+                len += snprintf(o + len, left - (size_t)len, "; tiles from %s--lut-tiles %s (%s)",
+                                origin.file ? "the file and " : "", origin.user->path,
+                                bitnet_tile_file_format_name(origin.user->format));
+            } else if (origin.file) {
                 len += snprintf(o + len, left - (size_t)len, "; tiles from the file");
             } else if (target_table) {
                 len += snprintf(o + len, left - (size_t)len, "; tiles from table %s/%s", target_table->config,
@@ -1077,7 +1124,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
                                 bitnet_error *err) {
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
     *out = NULL;
-    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0};
+    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
     if (!params) params = &defaults;
     const char *table_name = params->lut_table ? params->lut_table : BITNET_LUT_TABLE_DEFAULT;
     if (strcmp(table_name, "default") != 0 && strcmp(table_name, "pretuned") != 0) {
@@ -1175,7 +1222,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     }
 
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
-    if ((st = prepare_lut_weights(&ld, m, table_name)) != BITNET_OK) goto fail;
+    if ((st = prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
     if (m->head_owned) {
         const size_t len = strlen(m->summary);
         snprintf(m->summary + len, sizeof m->summary - len, "%shead: Q8_0 (requantized from %s at load)",

@@ -136,6 +136,13 @@ typedef struct bitnet_model_params {
      * The token-embedding lookup always reads the stored data. A head stored as Q8_0 is used as is.
      * Needs n_embd % 32 == 0 (else BITNET_ERR_UNSUPPORTED); other values → BITNET_ERR_INVALID_ARG. */
     int head_type;
+    /* The tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's; tools'
+     * --lut-tiles FILE, tile_file.h); NULL: none given. A TL1/TL2 tensor without the
+     * bitnet.lut.<tensor>.tiles key is refused unless this table lists its (scheme, M, K); a key that
+     * disagrees with the table is refused. Tiles given here that no built kernel has run on the
+     * generic kernel. Not used for I2_S weights or for the tiles a weight is repacked to. Must
+     * outlive bitnet_model_load only (it is not kept). */
+    const struct bitnet_tile_file *lut_tiles;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;
@@ -150,13 +157,19 @@ typedef struct bitnet_model bitnet_model;
  *  - a tensor the graph does not use (a bias, sub-norms in a "llama" file, a layer beyond block_count,
  *    rope_freqs.weight) → BITNET_ERR_UNSUPPORTED naming it (ignoring it would change the model);
  *  - TL paths: a shape without legal tiles → BITNET_ERR_UNSUPPORTED naming tensor, M and K;
- *  - a TL1/TL2 tensor run on its own path whose recorded tiles (bitnet.lut.<tensor>.tiles) differ from
- *    every built tile table (configs/) that lists its shape → BITNET_ERR_UNSUPPORTED naming the tensor,
- *    both tile sets and the table (the issue's "tiles do not match the built kernels"); the I2_S path and
- *    the other TL path repack such a file and run it. Shapes no table lists take any legal tiles.
+ *  - a TL1/TL2 tensor without a bitnet.lut.<tensor>.tiles key (every file bitnet.cpp writes) that
+ *    params->lut_tiles does not list → BITNET_ERR_UNSUPPORTED saying the file records no tile table,
+ *    naming the tensor and (M, K) and the two ways out (--lut-tiles with the tiles it was written
+ *    with, or the I2_S file); a key that contradicts params->lut_tiles → BITNET_ERR_UNSUPPORTED naming
+ *    both; tiles from params->lut_tiles that break the scheme's rules → BITNET_ERR_INVALID_ARG;
+ *  - a TL1/TL2 tensor run on its own path whose recorded tiles differ from every built tile table
+ *    (configs/) that lists its shape, and that params->lut_tiles does not confirm →
+ *    BITNET_ERR_UNSUPPORTED naming the tensor, both tile sets and the table (the issue's "tiles do not
+ *    match the built kernels"); the I2_S path and the other TL path repack such a file and run it.
+ *    Shapes no table lists take any legal tiles.
  * Ternary tensors are repacked for the chosen path through bitnet_lut_transform_tensor: a TL1/TL2
- * file's tiles come from its bitnet.lut.<tensor>.tiles keys (LAYOUTS.md §7), else from the built-in
- * table covering the model; target tiles from the preferred covering table, else per shape
+ * file's tiles come from its bitnet.lut.<tensor>.tiles keys (LAYOUTS.md §7), else from
+ * params->lut_tiles, never from a guess; target tiles from the preferred covering table, else per shape
  * bitnet_lut_tiles_for. Where the tiles came from is part of bitnet_model_kernel_summary (libraries
  * do not print). The file stays mapped until bitnet_model_free. */
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,

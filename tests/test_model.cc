@@ -27,6 +27,7 @@
 #include "quants.h"
 #include "sampler.h"
 #include "test_util.h"
+#include "tile_file.h"
 #include "tokenizer.h"
 
 namespace {
@@ -56,7 +57,7 @@ using ModelPtr = std::unique_ptr<bitnet_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<bitnet_context, ContextDeleter>;
 
 ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO) {
-    bitnet_model_params p = {kp, nullptr, 0};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -66,7 +67,7 @@ ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO)
 
 // Load expecting failure; returns the message.
 std::string LoadError(const std::string &path, bitnet_kernel_path kp, bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr, 0};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -653,7 +654,7 @@ TEST_F(Golden, AllPathsGiveTheGoldenIds) {
 // ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------
 
 ModelPtr LoadHead(const std::string &path, bitnet_kernel_path kp, int head_type) {
-    bitnet_model_params p = {kp, nullptr, head_type};
+    bitnet_model_params p = {kp, nullptr, head_type, nullptr};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -787,7 +788,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
     ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
     ModelPtr ok = LoadHead(path, BITNET_PATH_AUTO, 0);
     ASSERT_TRUE(ok);
-    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0};
+    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0, nullptr};
     bitnet_model *m = nullptr;
     EXPECT_EQ(bitnet_model_load(path.c_str(), &mp, &m, &err), BITNET_ERR_UNSUPPORTED);
     EXPECT_EQ(m, nullptr);
@@ -797,7 +798,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
 }
 
 TEST_F(Golden, BadHeadTypeIsRefused) {
-    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16};
+    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16, nullptr};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG);
@@ -907,7 +908,7 @@ TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
 
 // The preferred tile table: "pretuned" falls back to the config's only table; anything else is refused.
 TEST_F(Golden, LutTableChoice) {
-    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0};
+    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0, nullptr};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     ASSERT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1375,6 +1376,155 @@ TEST(Archs, TlFileWithTilesOtherThanTheBuiltKernelsIsRefused) {
     }
 }
 
+// ---- TL1/TL2 files without a tile record (bitnet.cpp's) and --lut-tiles (bitnet_model_params.lut_tiles) ----
+
+struct TileFilePtr {
+    bitnet_tile_file *f = nullptr;
+    ~TileFilePtr() { bitnet_tile_file_free(f); }
+};
+
+TileFilePtr LoadTiles(const std::string &path) {
+    TileFilePtr t;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_tile_file_load(path.c_str(), nullptr, &t.f, &err), BITNET_OK) << err.msg;
+    return t;
+}
+
+const std::string kIniDir = std::string(BITNET_TEST_DATA_DIR) + "/kernel_config/";
+
+// The golden dummy (seed 1234) as a TL1/TL2 file packed with the tiles of tests/data/kernel_config/
+// tiny-<scheme>.ini (hand-written in bitnet.cpp's format; other tiles than configs/bitnetcpp-tiny.yaml
+// has), with or without the bitnet.lut.<tensor>.tiles keys.
+std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::string &name) {
+    const std::string scheme = out == BITNET_DUMMY_TL1 ? "tl1" : "tl2";
+    TileFilePtr t = LoadTiles(kIniDir + "tiny-" + scheme + ".ini");
+    std::vector<bitnet_dummy_shape_tiles> tiles;
+    for (size_t i = 0; t.f && i < t.f->n_entries; i++) {
+        tiles.push_back({t.f->entries[i].M, t.f->entries[i].K, t.f->entries[i].tiles});
+    }
+    EXPECT_EQ(tiles.size(), 3u);
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(out, 1234);
+    p.tiles = tiles.data();
+    p.n_tiles = tiles.size();
+    p.no_tile_record = !record;
+    const std::string path = TmpDir() + "/" + name;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+    return path;
+}
+
+ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const bitnet_tile_file *tiles) {
+    bitnet_model_params p = {kp, nullptr, 0, tiles};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
+    return ModelPtr(m);
+}
+
+std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const bitnet_tile_file *tiles,
+                               bitnet_status want) {
+    bitnet_model_params p = {kp, nullptr, 0, tiles};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;
+    EXPECT_EQ(m, nullptr);
+    bitnet_model_free(m);
+    return err.msg;
+}
+
+void ExpectParts(const std::string &msg, const std::vector<std::string> &parts) {
+    for (const auto &n : parts) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' in: " << msg;
+}
+
+// A TL file that records no tiles is never read with guessed ones: refused on every path (even the
+// I2_S path must decode it), with the message that names the tensor, (M, K) and the two ways out.
+TEST(LutTiles, FileWithoutTileRecordIsRefused) {
+    for (bitnet_dummy_outtype out : {BITNET_DUMMY_TL1, BITNET_DUMMY_TL2}) {
+        const std::string tn = out == BITNET_DUMMY_TL1 ? "TL1" : "TL2";
+        const std::string path = WriteIniTiledFile(out, false, "norecord-" + tn + ".gguf");
+        for (bitnet_kernel_path kp : {BITNET_PATH_AUTO, BITNET_PATH_I2S, BITNET_PATH_TL1, BITNET_PATH_TL2}) {
+            const std::string msg = LoadError(path, kp, BITNET_ERR_UNSUPPORTED);
+            ExpectParts(msg, {path, "tensor 'blk.0.attn_q.weight' (" + tn + ", M = 256, K = 256)",
+                              "the file records no tile table", "'bitnet.lut.blk.0.attn_q.weight.tiles'",
+                              "--lut-tiles FILE", "kernel_config.ini", "the model's I2_S file"});
+        }
+    }
+}
+
+// With the ini that holds the file's tiles, the file gives the golden tokens and the same logits, byte
+// for byte, as the I2_S file of the same seed: on its own path (the ini's tiles have no specialized
+// kernel in this build: generic kernels) and repacked for the other paths.
+TEST(LutTiles, IniWithTheFileTilesGivesTheI2sFileTokens) {
+    bitnet_dummy_params rp = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 1234);
+    const std::string ref_path = TmpDir() + "/lut-tiles-ref-i2_s.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&rp, ref_path.c_str(), &err), BITNET_OK) << err.msg;
+    ModelPtr ref_m = Load(ref_path, BITNET_PATH_I2S);
+    ASSERT_TRUE(ref_m);
+    const GreedyRun ref = Greedy(ref_m.get(), kGoldenPrompt, 16, 1);
+    EXPECT_EQ(ref.ids, kGoldenIds);
+    for (bitnet_dummy_outtype out : {BITNET_DUMMY_TL1, BITNET_DUMMY_TL2}) {
+        const bool tl1 = out == BITNET_DUMMY_TL1;
+        const std::string ini = kIniDir + (tl1 ? "tiny-tl1.ini" : "tiny-tl2.ini");
+        const std::string path = WriteIniTiledFile(out, false, std::string("norecord-ok-") + (tl1 ? "tl1" : "tl2") + ".gguf");
+        TileFilePtr tiles = LoadTiles(ini);
+        const bitnet_kernel_path own = tl1 ? BITNET_PATH_TL1 : BITNET_PATH_TL2;
+        for (bitnet_kernel_path kp : {own, BITNET_PATH_I2S, tl1 ? BITNET_PATH_TL2 : BITNET_PATH_TL1}) {
+            ModelPtr m = LoadWithTiles(path, kp, tiles.f);
+            ASSERT_TRUE(m);
+            const std::string summary = bitnet_model_kernel_summary(m.get());
+            if (kp == own) {
+                ExpectParts(summary, {"0 specialized, 14 generic kernels", "tiles from --lut-tiles " + ini +
+                                                                                " (kernel_config.ini)"});
+            }
+            for (int t : {1, 2}) {
+                const GreedyRun r = Greedy(m.get(), kGoldenPrompt, 16, t);
+                ExpectSameRun(r, ref, path + " on " + bitnet_kernel_path_name(kp) + " (" + summary + "), " +
+                                          std::to_string(t) + " thread(s)");
+            }
+        }
+    }
+}
+
+// Recorded tiles win over nothing else: --lut-tiles that contradicts them is refused naming both; one
+// that confirms them lets tiles no built kernel has run on the generic kernel (without it, issue #3's
+// "tiles do not match the built kernels" refusal stands).
+TEST(LutTiles, RecordedTilesAndTheTableMustAgree) {
+    const std::string path = WriteIniTiledFile(BITNET_DUMMY_TL2, true, "record-ini-tiles-tl2.gguf");
+    const std::string built = std::string(BITNET_SOURCE_DIR) + "/configs/bitnetcpp-tiny.yaml";
+    TileFilePtr other = LoadTiles(built), same = LoadTiles(kIniDir + "tiny-tl2.ini");
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, other.f, BITNET_ERR_UNSUPPORTED),
+                {"tensor 'blk.0.attn_q.weight' (TL2, M = 256, K = 256) records tiles BM 128 BK 96 bm 32",
+                 "--lut-tiles " + built + " gives BM 256 BK 96 bm 32 (tl2/default kernels[0] (line",
+                 "drop --lut-tiles or give a table that agrees"});
+    ExpectParts(LoadError(path, BITNET_PATH_TL2, BITNET_ERR_UNSUPPORTED),
+                {"was packed with tiles BM 128 BK 96 bm 32", "pass a --lut-tiles table with these tiles"});
+    ModelPtr m = LoadWithTiles(path, BITNET_PATH_TL2, same.f);
+    ASSERT_TRUE(m);
+    ExpectParts(bitnet_model_kernel_summary(m.get()), {"tiles from the file and --lut-tiles"});
+    EXPECT_EQ(Greedy(m.get(), kGoldenPrompt, 16, 2).ids, kGoldenIds);
+}
+
+// A table without the file's shape, or with tiles its scheme cannot use, is refused by name.
+TEST(LutTiles, TableWithoutTheShapeOrWithIllegalTilesIsRefused) {
+    const std::string path = WriteIniTiledFile(BITNET_DUMMY_TL2, false, "norecord-partial-tl2.gguf");
+    const std::string partial = TmpDir() + "/partial.ini";
+    {
+        FILE *f = std::fopen(partial.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fputs("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbk = 96\nbmm = 32\n\n", f);
+        std::fclose(f);
+    }
+    TileFilePtr t = LoadTiles(partial);
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, t.f, BITNET_ERR_UNSUPPORTED),
+                {"tensor 'blk.0.ffn_gate.weight' (TL2, M = 768, K = 256)", "--lut-tiles " + partial,
+                 "lists no tiles for 768x256"});
+    TileFilePtr tl1 = LoadTiles(kIniDir + "tiny-tl1.ini"); // BK 128 is no TL2 tile (not a multiple of 24)
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, tl1.f, BITNET_ERR_INVALID_ARG),
+                {"tensor 'blk.0.attn_q.weight' (TL2, M = 256, K = 256): --lut-tiles", "[Kernels_0] gives BM 128 BK 128 bm 64",
+                 "which TL2 cannot use"});
+}
+
 // bitnet.cpp's Python writers add "<weight name>_scale" (one float) after each TL1/TL2 weight. formats.md
 // measured files where it is not in the tensor table; where a writer does list it, it repeats the scale in
 // the weight's own tail, so a file listing it must load and run exactly like one without it.
@@ -1629,12 +1779,39 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {"-p hi", "no model given"},
         {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
         {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},
+        {m + " --lut-tiles /nonexistent/kernel_config.ini", "--lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
+        {m + " --lut-tiles", "--lut-tiles needs a value"},
     };
     for (const Case &c : cases) {
         std::string err;
         EXPECT_EQ(RunCmd("'" + kCli + "' " + c.args + " 2>&1 >/dev/null", &err), 1) << c.args;
         EXPECT_NE(err.find(c.msg), std::string::npos) << c.args << ": " << err;
     }
+}
+
+// bitnet.cpp's TL2 file (no tile record) through llama-cli: refused with the message and exit 1; with
+// --lut-tiles pointing at the kernel_config.ini of its tiles, the same ids as the I2_S file of the seed.
+TEST(LlamaCli, LutTilesRunsAFileWithoutTileRecord) {
+    if (!CliRuns()) GTEST_SKIP() << kCli << " cannot run here";
+    const std::string tl2 = WriteIniTiledFile(BITNET_DUMMY_TL2, false, "cli-norecord-tl2.gguf");
+    bitnet_dummy_params rp = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 1234);
+    const std::string i2s = TmpDir() + "/cli-norecord-ref-i2_s.gguf";
+    bitnet_error e{};
+    ASSERT_EQ(bitnet_dummy_write(&rp, i2s.c_str(), &e), BITNET_OK) << e.msg;
+    const std::string args = " -p 'hello world' -n 12 --temp 0 -t 2 --print-token-ids 2>&1 >/dev/null";
+    std::string refused, with_ini, ref;
+    EXPECT_EQ(RunCmd("'" + kCli + "' -m '" + tl2 + "'" + args, &refused), 1);
+    ExpectParts(refused, {"records no tile table", "blk.0.attn_q.weight", "M = 256, K = 256", "--lut-tiles"});
+    ASSERT_EQ(RunCmd("'" + kCli + "' -m '" + tl2 + "' --lut-tiles '" + kIniDir + "tiny-tl2.ini'" + args, &with_ini), 0)
+        << with_ini;
+    ASSERT_EQ(RunCmd("'" + kCli + "' -m '" + i2s + "'" + args, &ref), 0) << ref;
+    const auto ids = [](const std::string &log) {
+        const size_t at = log.find("generated ids:");
+        return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+    };
+    EXPECT_FALSE(ids(ref).empty()) << ref;
+    EXPECT_EQ(ids(with_ini), ids(ref)) << with_ini;
+    EXPECT_NE(with_ini.find("tiles from --lut-tiles"), std::string::npos) << with_ini;
 }
 
 } // namespace

@@ -24,6 +24,7 @@
 #include "model.h"
 #include "quants.h"
 #include "rng.h"
+#include "tile_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -50,6 +51,8 @@ static const char *k_usage =
     "  -t, --threads N            threads, LIST (default: the number of online CPUs)\n"
     "      --kernel K             auto|i2_s|tl1|tl2, LIST (default auto: tl2 on x86-64, tl1 on AArch64)\n"
     "      --lut-table T          default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --lut-tiles FILE       the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
+    "                             packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
     "      --head-type H          stored|q8_0, LIST: output head as stored (default) or requantized to\n"
     "                             Q8_0 at load; q8_0 rows say so in the kernel column (\"+q8_0 head\")\n"
     "  -r, --repetitions N        timed repetitions per test (default 5)\n"
@@ -88,6 +91,7 @@ typedef struct options {
     pg_pair *pg;
     size_t n_pg;
     const char *lut_table;
+    const char *lut_tiles; /* --lut-tiles FILE */
     long reps;
     const char *format; /* "md", "csv", "json" */
     unsigned long long seed;
@@ -215,7 +219,7 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         static const char *const with_value[] = {
             "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size", "-t", "--threads",
-            "--kernel", "--lut-table", "--head-type", "-r", "--repetitions", "-o", "--output", "--seed", "-ngl", "--n-gpu-layers"};
+            "--kernel", "--lut-table", "--lut-tiles", "--head-type", "-r", "--repetitions", "-o", "--output", "--seed", "-ngl", "--n-gpu-layers"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return fail("unknown argument '%s' (see --help)", a);
@@ -284,6 +288,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 return fail("--lut-table expects default or pretuned, got '%s'", v);
             }
             o->lut_table = v;
+        } else if (IS("--lut-tiles", NULL)) {
+            o->lut_tiles = v;
         } else if (IS("-r", "--repetitions")) {
             if (parse_long(a, v, strlen(v), 1, 1000000, &o->reps)) return 1;
         } else if (IS("-o", "--output")) {
@@ -697,6 +703,7 @@ int main(int argc, char **argv) {
     online = online >= 1 ? (online > 1024 ? 1024 : online) : 1;
     int rc = 1;
     model_info *mis = NULL;
+    bitnet_tile_file *tiles = NULL;
     if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.batch, 2048) ||
         push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO) ||
         push_long(&o.heads, 0)) {
@@ -719,6 +726,13 @@ int main(int argc, char **argv) {
         goto out;
     }
 
+    if (o.lut_tiles) {
+        bitnet_error err = {{0}};
+        if (bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+            fail("--lut-tiles: %s", err.msg);
+            goto out;
+        }
+    }
     mis = calloc(o.models.n, sizeof *mis);
     if (!mis) {
         fail("out of memory");
@@ -759,7 +773,8 @@ int main(int argc, char **argv) {
             const size_t ki = kh / o.heads.n, hi = kh % o.heads.n;
             bitnet_error err = {{0}};
             bitnet_model *model = NULL;
-            const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi]};
+            const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
+                                            tiles};
             const uint64_t t0 = now_ns();
             if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],
@@ -801,6 +816,7 @@ int main(int argc, char **argv) {
     rc = 0;
 
 out:
+    bitnet_tile_file_free(tiles);
     free(mis);
     free_options(&o);
     return rc;

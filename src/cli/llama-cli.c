@@ -33,6 +33,7 @@
 #include "chat.h"
 #include "model.h"
 #include "sampler.h"
+#include "tile_file.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -63,6 +64,8 @@ static const char *k_usage =
     "  -s, --seed N             sampling seed (default -1 = random, printed on stderr)\n"
     "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64 with AVX2, tl1 on AArch64)\n"
     "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --lut-tiles FILE     the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
+    "                           packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
     "      --head-type H        stored|q8_0: output head as stored in the file (default, exact) or\n"
     "                           requantized to Q8_0 at load (about half the head's bytes per token;\n"
     "                           logits change by the Q8_0 rounding of head and head input)\n"
@@ -89,6 +92,7 @@ typedef struct options {
     long long seed;
     bitnet_kernel_path kernel;
     const char *lut_table;
+    const char *lut_tiles; /* --lut-tiles FILE */
     int head_type; /* bitnet_model_params.head_type */
     int ignore_eos;
     int print_ids;
@@ -162,7 +166,7 @@ static int parse_args(int argc, char **argv, options *o) {
         /* every other flag takes a value */
         const char *known[] = {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
                                "--threads", "-c", "--ctx-size", "-b", "--batch-size", "--temp", "--top-k", "--top-p",
-                               "-s", "--seed", "--kernel", "--lut-table", "-ngl", "--n-gpu-layers",
+                               "-s", "--seed", "--kernel", "--lut-table", "--lut-tiles", "-ngl", "--n-gpu-layers",
                                "--chat-template", "--head-type"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= strcmp(a, known[k]) == 0;
@@ -210,6 +214,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 return fail("--lut-table expects default or pretuned, got '%s'", v);
             }
             o->lut_table = v;
+        } else if (IS("--lut-tiles", NULL)) {
+            o->lut_tiles = v;
         } else if (IS("--head-type", NULL)) {
             if (strcmp(v, "stored") == 0) o->head_type = 0;
             else if (strcmp(v, "q8_0") == 0) o->head_type = BITNET_TYPE_Q8_0;
@@ -718,8 +724,15 @@ int main(int argc, char **argv) {
     int32_t *prompt_ids = NULL, *gen = NULL;
     size_t n_prompt = 0, n_gen = 0;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type};
-    if (bitnet_model_load(o.model, &mp, &model, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL;
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: cannot load model: %s\n", err.msg);
         goto done;
     }

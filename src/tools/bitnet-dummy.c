@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "  --vocab-from GGUF       copy the vocabulary of another GGUF file instead\n"
             "  --tiles M,K,BM,BK,bm    TL1/TL2 tiles for weight shape MxK (repeat per shape; shapes not\n"
             "                          given use the default tile rule of `python3 -m codegen derive`)\n"
+            "  --no-tile-record        TL1/TL2: write no bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's\n"
+            "                          writers do (such a file loads only with llama-cli --lut-tiles)\n"
             "  --name NAME             general.name (default \"bitnet-dummy\")\n"
             "  -q, --quiet             no progress output\n"
             "  -h, --help              this text\n");
@@ -124,6 +126,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(a, "--output-weight")) {
             p.output_separate = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-tile-record")) {
+            p.no_tile_record = true;
             continue;
         }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;

@@ -4,7 +4,7 @@
  *
  *   bitnet-logits -m MODEL (-p TEXT | --tokens 1,2,3) [--out FILE] [--top-k K] [-t N] [-b N]
  *                 [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--head-type stored|q8_0]
- *                 [--no-bos]
+ *                 [--lut-tiles FILE] [--no-bos]
  *
  * FILE: raw IEEE-754 binary32, little endian, row-major [n_tokens][n_vocab] (row t = the logits after
  * token t, i.e. the prediction of token t+1), nothing else. FILE.json: a header describing it —
@@ -21,6 +21,7 @@
  * Exit status: 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
 #include "model.h"
+#include "tile_file.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -46,6 +47,8 @@ static const char *k_usage =
     "  -b, --batch-size N     tokens per forward pass (default 512)\n"
     "      --kernel K         auto|i2_s|tl1|tl2 (default auto)\n"
     "      --lut-table T      default|pretuned: preferred tile table\n"
+    "      --lut-tiles FILE   the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was packed\n"
+    "                         with: bitnet.cpp's include/kernel_config.ini or a configs/-style YAML\n"
     "      --head-type H      stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
     "                         (the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")\n"
     "  -h, --help             this text\n"
@@ -153,7 +156,7 @@ static void top_k(const float *l, int32_t n, int32_t k, int32_t *ids) {
 }
 
 typedef struct options {
-    const char *model, *prompt, *tokens, *out, *lut_table;
+    const char *model, *prompt, *tokens, *out, *lut_table, *lut_tiles;
     long top_k, n_threads, n_batch;
     bool have_top_k, no_bos;
     bitnet_kernel_path kernel;
@@ -173,7 +176,7 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "--tokens", "--out", "--top-k",
                                                  "-t", "--threads", "-b", "--batch-size", "--kernel", "--lut-table",
-                                                 "--head-type"};
+                                                 "--head-type", "--lut-tiles"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
         if (!known) return usage_error("unknown argument '%s'%s", a, "");
@@ -205,6 +208,8 @@ static int parse_args(int argc, char **argv, options *o) {
             if (!strcmp(v, "stored")) o->head_type = 0;
             else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
             else return usage_error("--head-type expects stored or q8_0, got '%s'%s", v, "");
+        } else if (!strcmp(a, "--lut-tiles")) {
+            o->lut_tiles = v;
         } else { /* --lut-table */
             if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
                 return usage_error("--lut-table expects default or pretuned, got '%s'%s", v, "");
@@ -282,8 +287,15 @@ int main(int argc, char **argv) {
     int32_t *top = NULL;
     rc = 1;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type};
-    if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL;
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fprintf(stderr, "bitnet-logits: --lut-tiles: %s\n", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fprintf(stderr, "bitnet-logits: %s\n", err.msg);
         goto done;
     }
