@@ -58,6 +58,9 @@ def parse_args(argv):
     p.add_argument("--head-type", choices=("stored", "q8_0"), default=None,
                    help="output head as stored in the file (llama-cli's default, exact) or requantized to Q8_0 at "
                         "load (faster, logits change slightly); passed to llama-cli --head-type")
+    p.add_argument("--lut-tiles", metavar="FILE", default=None,
+                   help="the tiles a TL1/TL2 model without a tile record (written by bitnet.cpp) was packed with: "
+                        "bitnet.cpp's include/kernel_config.ini or a configs/-style YAML; passed to llama-cli --lut-tiles")
     p.add_argument("--build-dir", default=None, help="where bin/llama-cli is (default build/, env BITNET_BUILD_DIR)")
     a = p.parse_args(argv)
     if a.n_predict < -1:
@@ -75,6 +78,9 @@ def main(argv=None) -> int:
         print(f"run_inference: model file {a.model} not found (make one with `python3 utils/generate-dummy-bitnet-"
               f"model.py`, or prepare a model with `python3 setup_env.py`)", file=sys.stderr)
         return 1
+    if a.lut_tiles and not os.path.isfile(a.lut_tiles):
+        print(f"run_inference: --lut-tiles {a.lut_tiles}: file not found", file=sys.stderr)
+        return 1
     if not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
         print(f"run_inference: {cli} not found: build first (`python3 setup_env.py --build-only` or "
               f"`cmake -S . -B build && cmake --build build`)", file=sys.stderr)
@@ -87,6 +93,8 @@ def main(argv=None) -> int:
         cmd += ["--chat-template", a.chat_template]
     if a.head_type:
         cmd += ["--head-type", a.head_type]
+    if a.lut_tiles:
+        cmd += ["--lut-tiles", a.lut_tiles]
     if a.conversation:
         cmd.append("-cnv")
         return run_chat(cmd)

@@ -70,6 +70,9 @@ def parse_args(argv):
     p.add_argument("--head-type", choices=("stored", "q8_0", "stored,q8_0", "q8_0,stored"), default=None,
                    help="output head as stored in the file or requantized to Q8_0 at load (llama-bench --head-type; "
                         "default: llama-bench's stored)")
+    p.add_argument("--lut-tiles", metavar="FILE", default=None,
+                   help="the tiles a TL1/TL2 model without a tile record (written by bitnet.cpp) was packed with: "
+                        "bitnet.cpp's include/kernel_config.ini or a configs/-style YAML (llama-bench --lut-tiles)")
     p.add_argument("-o", "--output", choices=("md", "csv", "json"), default="md", help="output format (default md)")
     p.add_argument("--build-dir", default=None,
                    help="where bin/llama-bench is (default build/, env BITNET_BUILD_DIR)")
@@ -92,6 +95,8 @@ def bench_command(a, bench: str) -> list[str]:
         cmd += ["-b", a.batch_size]
     if a.head_type:
         cmd += ["--head-type", a.head_type]
+    if a.lut_tiles:
+        cmd += ["--lut-tiles", a.lut_tiles]
     return cmd
 
 
@@ -103,6 +108,9 @@ def main(argv=None) -> int:
         print(f"e2e_benchmark: model file {a.model} not found (make a dummy model with `python3 utils/generate-"
               f"dummy-bitnet-model.py --model-size 125M --outfile {a.model}`, or prepare one with "
               f"`python3 setup_env.py`)", file=sys.stderr)
+        return 1
+    if a.lut_tiles and not os.path.isfile(a.lut_tiles):
+        print(f"e2e_benchmark: --lut-tiles {a.lut_tiles}: file not found", file=sys.stderr)
         return 1
     if not (os.path.isfile(bench) and os.access(bench, os.X_OK)):
         print(f"e2e_benchmark: {bench} not found: build first (`python3 setup_env.py --build-only` or "

@@ -27,6 +27,7 @@ E2E = os.path.join(REPO, "utils", "e2e_benchmark.py")
 CASE = os.path.join(REPO, "tests", "data", "bitnetcpp-tiny")
 TINY = os.path.join(CASE, "ggml-model-i2_s.gguf")
 TINY_F32 = os.path.join(CASE, "ggml-model-f32.gguf")
+INI = os.path.join(REPO, "tests", "data", "kernel_config", "tiny-tl2.ini")  # a kernel_config.ini in bitnet.cpp's format
 BUILD = os.environ.get("BITNET_BUILD_DIR") or os.path.join(REPO, "build")
 BENCH = os.path.join(BUILD, "bin", "llama-bench")
 
@@ -250,12 +251,17 @@ class E2EBenchmark(unittest.TestCase):
     def test_flags_are_passed(self):
         bdir = self.fake_bench("sys.exit(0)")
         rc, _, err = e2e("-m", TINY, "-n", "16", "-p", "32,64", "-t", "1,2", "-r", "3", "--kernel", "i2_s,tl2",
-                         "-b", "1", "-o", "json", "--head-type", "stored,q8_0", env={"BITNET_BUILD_DIR": bdir})
+                         "-b", "1", "-o", "json", "--head-type", "stored,q8_0", "--lut-tiles", INI,
+                         env={"BITNET_BUILD_DIR": bdir})
         self.assertEqual(rc, 0, err)
         argv = self.recorded()
         self.assertEqual(dict(zip(argv[0::2], argv[1::2])),
                          {"-m": TINY, "-n": "16", "-p": "32,64", "-t": "1,2", "-r": "3", "--kernel": "i2_s,tl2",
-                          "-b": "1", "-o": "json", "--head-type": "stored,q8_0"})
+                          "-b": "1", "-o": "json", "--head-type": "stored,q8_0", "--lut-tiles": INI})
+        missing = os.path.join(self.tmp, "no-such.ini")
+        rc, _, err = e2e("-m", TINY, "--lut-tiles", missing, env={"BITNET_BUILD_DIR": bdir})
+        self.assertEqual(rc, 1, err)
+        self.assertIn(f"--lut-tiles {missing}: file not found", err)
 
     def test_exit_status_is_llama_benchs(self):
         rc, _, _ = e2e("-m", TINY, "--build-dir", self.fake_bench("sys.exit(3)"))
