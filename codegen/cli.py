@@ -1,4 +1,4 @@
-"""`python3 -m codegen <command>`: generate, check, validate, shapes, derive, tune (codegen/tune.py).
+"""`python3 -m codegen <command>`: generate, check, validate, shapes, derive, import-ini, tune (codegen/tune.py).
 
 Exit codes: 0 ok; 1 stale generated files (check only); 2 bad input, rule violations, or an output
 directory that is not ours. Messages go to stderr; the data a command is asked for (shapes, a derived
@@ -13,6 +13,7 @@ import sys
 
 from . import config as cfgmod
 from . import derive as derivemod
+from . import import_ini as inimod
 from . import render, shapes as shapesmod, tune as tunemod
 from .targets import TARGETS
 
@@ -207,6 +208,55 @@ def cmd_derive(args) -> int:
     return EXIT_OK
 
 
+def cmd_import_ini(args) -> int:
+    """Turn bitnet.cpp's kernel_config.ini into a config for --target (validated before it is written)."""
+    name = args.name or (cfgmod.name_of(args.out) if args.out else os.path.splitext(os.path.basename(args.ini))[0])
+    if not cfgmod.NAME_RE.match(name):
+        _err(f"codegen: config name {name!r} (from {'--name' if args.name else 'the file name'}): use letters, "
+             f"digits, '.', '_' and '-' (not first); give --name")
+        return EXIT_BAD
+    try:
+        entries = inimod.read_kernel_config(args.ini)
+    except inimod.IniError as e:
+        _err(f"codegen: {e}")
+        return EXIT_BAD
+    text = inimod.config_text(name, args.target, entries, args.ini)
+    where = args.out or "<imported>"
+    data, problems = cfgmod.parse_yaml(text, where)
+    if not problems:
+        _, problems = cfgmod.validate_data(data, where, name)
+    if problems:
+        for p in problems:
+            _err(p)
+        _err(f"codegen: {args.ini}: the tiles break the {args.target} rules above; nothing written")
+        return EXIT_BAD
+    if args.out:
+        if args.out.endswith(os.sep) or os.path.isdir(args.out):
+            _err(f"codegen: --out {args.out}: is a directory; give a file name (its stem is the config's name)")
+            return EXIT_BAD
+        if cfgmod.name_of(args.out) != name:
+            _err(f"codegen: note: the registry names a config by its file stem: {cfgmod.name_of(args.out)!r}, "
+                 f"not {name!r}")
+        try:
+            tunemod.check_out_path(args.out)
+        except tunemod.TuneError as e:
+            _err(str(e).replace("codegen tune:", "codegen import-ini:", 1))
+            return EXIT_BAD
+        try:
+            d = os.path.dirname(args.out)
+            if d:
+                os.makedirs(d, exist_ok=True)
+            with open(args.out, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            _err(f"codegen: {args.out}: {e.strerror or e}")
+            return EXIT_BAD
+        _err(f"codegen: wrote {args.out} ({len(entries)} shapes, {args.target} default table)")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m codegen",
                                 description="Kernel generator: YAML tile configs -> C LUT kernels (TL1 NEON, TL2 AVX2).")
@@ -240,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--name", required=True, help="config name (model: key; use it as the file stem)")
     sp.add_argument("--out", metavar="FILE", help="output YAML (default: stdout)")
     sp.set_defaults(func=cmd_derive)
+    sp = sub.add_parser("import-ini", help="bitnet.cpp's kernel_config.ini -> a config (validated)")
+    sp.add_argument("ini", metavar="KERNEL_CONFIG_INI", help="bitnet.cpp's include/kernel_config.ini")
+    sp.add_argument("--target", required=True, choices=sorted(TARGETS),
+                    help="the scheme the ini's tiles are for (the ini does not say)")
+    sp.add_argument("--out", metavar="FILE", help="output YAML (default: stdout); its stem is the config's name")
+    sp.add_argument("--name", help="config name (default: the stem of --out, else of the ini)")
+    sp.set_defaults(func=cmd_import_ini)
     tunemod.add_parser(sub)  # `tune`: measured tiles (codegen/tune.py; exit 3 when the benchmark fails)
     return p
 
