@@ -16,6 +16,9 @@ Steps (each prints one status line and logs to its own file in --log-dir):
                      configs/ (the pretuned table with --use-pretuned when one covers). When none covers,
                      `codegen derive` writes build/derived/<name>.yaml and `codegen generate` renders
                      every config plus it into build/generated (also done when generated/ is stale).
+                     --lut-tiles FILE (with -q tl1/tl2) adds a config of FILE's tiles (bitnet.cpp's
+                     kernel_config.ini through `codegen import-ini` into build/derived/, or a YAML
+                     config) so they get specialized kernels.
                      configs/ and generated/ are never written. Log: codegen.log.
   3. cmake configure build/ (Ninja when installed), -DBITNET_GENERATED_DIR, -DBITNET_LUT_TABLE.
                      Log: cmake-configure.log.
@@ -235,12 +238,15 @@ def choose_config(args, r: Runner, model: dict | None, build: str) -> dict:
     elif model is not None:
         notes.append(f"no LUT target on {platform.machine()}: the I2_S path needs no kernel config")
 
+    extra = [derived] if derived else []
+    if args.lut_tiles:
+        extra.append(lut_tiles_config(args, r, build, args.quant_type, log))
+        notes.append(f"specialized kernels for the tiles of {display(args.lut_tiles)} (run the model with "
+                     f"--lut-tiles {display(args.lut_tiles)} when it records no tiles)")
     generated = os.path.join(ROOT, "generated")
-    if stale or derived:
+    if stale or extra:
         generated = os.path.join(build, "generated")
-        cmd = [py, "-m", "codegen", "generate", "--configs", os.path.join(ROOT, "configs")]
-        if derived:
-            cmd.append(derived)
+        cmd = [py, "-m", "codegen", "generate", "--configs", os.path.join(ROOT, "configs"), *extra]
         cmd += ["--out", generated]
         rc = r.run(cmd, log)
         if rc != 0:
@@ -248,6 +254,32 @@ def choose_config(args, r: Runner, model: dict | None, build: str) -> dict:
     elif not notes:
         notes.append("generated/ is current")
     return {"generated_dir": generated, "lut_table": lut_table, "text": "; ".join(notes) or "generated/ is current"}
+
+
+def lut_tiles_config(args, r: Runner, build: str, target: str, log: str) -> str:
+    """The config holding the tiles of --lut-tiles FILE for `target` (-q): bitnet.cpp's kernel_config.ini is
+    imported (`codegen import-ini` into build/derived/lut-tiles-<stem>.yaml), a configs/-style YAML is
+    validated and used as it is. Raises StepFailed naming the file."""
+    path = os.path.abspath(args.lut_tiles)
+    if target not in ("tl1", "tl2"):
+        raise StepFailed(f"--lut-tiles {args.lut_tiles}: the tiles are for TL1/TL2 weights and the file does not "
+                         f"say which: give -q tl1 or -q tl2")
+    if not os.path.isfile(path):
+        raise StepFailed(f"--lut-tiles {args.lut_tiles}: file not found")
+    py = sys.executable
+    if path.lower().endswith((".yaml", ".yml")):
+        rc = r.run([py, "-m", "codegen", "validate", path], log)
+        if rc != 0:
+            raise StepFailed(f"--lut-tiles {args.lut_tiles}: the config does not validate (see {r.log_path(log)})")
+        return path
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.splitext(os.path.basename(path))[0]) or "ini"
+    out = os.path.join(build, "derived", f"lut-tiles-{stem}.yaml")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    rc = r.run([py, "-m", "codegen", "import-ini", path, "--target", target, "--out", out], log)
+    if rc != 0:
+        raise StepFailed(f"--lut-tiles {args.lut_tiles}: `codegen import-ini --target {target}` refused it "
+                         f"(exit {rc}; see {r.log_path(log)})")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,6 +400,10 @@ def parse_args(argv):
     p.add_argument("--quant-embd", action="store_true",
                    help="keep the token embedding in F16 when a Hugging Face checkpoint is converted")
     p.add_argument("--use-pretuned", "-p", action="store_true", help="prefer the pretuned tile tables")
+    p.add_argument("--lut-tiles", metavar="FILE",
+                   help="(this project) build specialized kernels for the tiles of a TL1/TL2 model written by "
+                        "bitnet.cpp: its include/kernel_config.ini (imported with `codegen import-ini`) or a "
+                        "configs/-style YAML; run the model with --lut-tiles FILE too")
     p.add_argument("--build-only", action="store_true", help="only codegen check and build (no model)")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="CMake build directory (default build/)")
     a = p.parse_args(argv)

@@ -25,6 +25,7 @@ GEN = os.path.join(REPO, "utils", "generate-dummy-bitnet-model.py")
 SETUP = os.path.join(REPO, "setup_env.py")
 RUN = os.path.join(REPO, "run_inference.py")
 CASE = os.path.join(REPO, "tests", "data", "bitnetcpp-tiny")
+INI = os.path.join(REPO, "tests", "data", "kernel_config", "tiny-tl2.ini")  # a kernel_config.ini in bitnet.cpp's format
 BUILD = os.environ.get("BITNET_BUILD_DIR") or os.path.join(REPO, "build")
 
 if REPO not in sys.path:
@@ -327,6 +328,32 @@ class SetupEnv(TempDir):
         self.assertIn("derived", cfg["text"])
 
 
+    def test_lut_tiles_ini_gets_specialized_kernels(self):
+        # --lut-tiles bitnet.cpp's kernel_config.ini: imported into build/derived/ and rendered with configs/
+        mod, r = self._setup_module()
+        build = self.path("build")
+        folder = self.path("models", "tiny")
+        os.makedirs(folder)
+        shutil.copy(os.path.join(CASE, "ggml-model-i2_s.gguf"), folder)
+        args = self._args(mod, "-md", folder, "-q", "tl2", "--lut-tiles", INI)
+        cfg = mod.choose_config(args, r, mod.find_model(args, r), build)
+        derived = os.path.join(build, "derived", "lut-tiles-tiny-tl2.yaml")
+        self.assertTrue(os.path.isfile(derived))
+        self.assertEqual(cfg["generated_dir"], os.path.join(build, "generated"))
+        with open(os.path.join(build, "generated", "bitnet-lut-kernels.h")) as f:
+            header = f.read()
+        self.assertIn("bitnet_tl2_qgemm_m768_k256_bm384_bk96_sm32__", header)
+        self.assertIn("run the model with --lut-tiles", cfg["text"])
+        # the ini does not say TL1 or TL2: -q i2_s is refused; so is a missing file and tiles TL1 cannot use
+        for argv, needle in ((["-q", "i2_s", "--lut-tiles", INI], "give -q tl1 or -q tl2"),
+                             (["-q", "tl2", "--lut-tiles", self.path("none.ini")], "file not found"),
+                             (["-q", "tl1", "--lut-tiles", INI], "codegen import-ini --target tl1` refused it")):
+            args = self._args(mod, "-md", folder, *argv)
+            with self.assertRaises(mod.StepFailed) as cm:
+                mod.choose_config(args, r, mod.find_model(args, r), build)
+            self.assertIn(needle, str(cm.exception))
+
+
 # --------------------------------------------------------------------------------------------
 # run_inference.py
 # --------------------------------------------------------------------------------------------
@@ -372,13 +399,17 @@ class RunInference(TempDir):
         bdir = self.fake_cli(3)
         model = os.path.join(CASE, "ggml-model-i2_s.gguf")
         rc, out = run(RUN, "-m", model, "-n", "7", "-p", "The quick brown fox", "-t", "1", "-c", "256",
-                      "-temp", "0", "--head-type", "q8_0", "--build-dir", bdir)
+                      "-temp", "0", "--head-type", "q8_0", "--lut-tiles", INI, "--build-dir", bdir)
         self.assertEqual(rc, 3, out)
         with open(self.path("args.json")) as f:
             argv = json.load(f)
         opts = dict(zip(argv[0::2], argv[1::2]))
         self.assertEqual(opts, {"-m": model, "-n": "7", "-t": "1", "-p": "The quick brown fox", "-c": "256",
-                                "--temp": "0.0", "--head-type": "q8_0"})
+                                "--temp": "0.0", "--head-type": "q8_0", "--lut-tiles": INI})
+        missing = self.path("no-such.ini")
+        rc, out = run(RUN, "-m", model, "-p", "x", "--lut-tiles", missing, "--build-dir", bdir)
+        self.assertEqual(rc, 1, out)
+        self.assertIn(f"--lut-tiles {missing}: file not found", out)
         # Defaults of bitnet.cpp's script: -n 128, -t 2, -c 2048, -temp 0.8; -cnv passed on; -n -1 allowed.
         bdir = self.fake_cli(0)
         rc, out = run(RUN, "-m", model, "-p", "hi", "-cnv", "-n", "-1", env={"BITNET_BUILD_DIR": bdir})
