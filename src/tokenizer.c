@@ -561,6 +561,7 @@ int32_t bitnet_vocab_bos(const bitnet_vocab *v) { return v->bos; }
 int32_t bitnet_vocab_eos(const bitnet_vocab *v) { return v->eos; }
 int32_t bitnet_vocab_unk(const bitnet_vocab *v) { return v->unk; }
 bool bitnet_vocab_add_bos(const bitnet_vocab *v) { return v->add_bos && v->bos >= 0; }
+bool bitnet_vocab_add_eos(const bitnet_vocab *v) { return v->add_eos && v->eos >= 0; }
 
 int32_t bitnet_vocab_eot(const bitnet_vocab *v) { return v->eot; }
 int32_t bitnet_vocab_eom(const bitnet_vocab *v) { return v->eom; }

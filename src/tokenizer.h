@@ -62,6 +62,7 @@ const char *bitnet_vocab_text(const bitnet_vocab *v, int32_t token); /* raw toke
 int bitnet_vocab_type(const bitnet_vocab *v, int32_t token); /* -1 when out of range */
 int32_t bitnet_vocab_unk(const bitnet_vocab *v);                 /* -1 if none */
 bool bitnet_vocab_add_bos(const bitnet_vocab *v);  /* BOS exists and tokenizer.ggml.add_bos_token is not false */
+bool bitnet_vocab_add_eos(const bitnet_vocab *v);  /* EOS exists and tokenizer.ggml.add_eos_token is true */
 float bitnet_vocab_score(const bitnet_vocab *v, int32_t token);
 int32_t bitnet_vocab_find(const bitnet_vocab *v, const char *text, size_t len); /* exact text → id, -1 if none */
 

@@ -226,6 +226,7 @@ TEST(TokenizerBitnetCpp, PromptIdsMatchBitnetCpp) {
     EXPECT_EQ(bitnet_vocab_eos(V.v), 2);
     EXPECT_EQ(bitnet_vocab_unk(V.v), 0);
     EXPECT_TRUE(bitnet_vocab_add_bos(V.v));
+    EXPECT_FALSE(bitnet_vocab_add_eos(V.v));
     EXPECT_STREQ(bitnet_vocab_text(V.v, 1), "<s>");
     EXPECT_EQ(bitnet_vocab_type(V.v, 1), BITNET_TOKEN_CONTROL);
     EXPECT_EQ(bitnet_vocab_type(V.v, 3), BITNET_TOKEN_BYTE);
@@ -395,6 +396,7 @@ TEST(TokenizerSpm, FlagsAndFallbacks) {
     Vocab V;
     load(write_vocab(s, "flags"), &V);
     EXPECT_FALSE(bitnet_vocab_add_bos(V.v));
+    EXPECT_TRUE(bitnet_vocab_add_eos(V.v));
     EXPECT_EQ(tok(V.v, "hi", true, false), std::vector<int32_t>({259, 2}));
     EXPECT_EQ(tok(V.v, "hi", false, false), std::vector<int32_t>({259}));
 
