@@ -86,8 +86,13 @@ bitnet_status bitnet_ppl_eval_chunk(bitnet_context *c, const bitnet_model *m, co
 
     bitnet_ppl_sums s = *sums;
     bitnet_status st = BITNET_OK;
-    for (int32_t start = 0; start < n_ctx && st == BITNET_OK; start += n_batch) {
-        const int32_t cnt = n_ctx - start < n_batch ? n_ctx - start : n_batch;
+    int32_t cnt = 0;
+    for (int32_t start = 0; start < n_ctx && st == BITNET_OK; start += cnt) {
+        cnt = n_ctx - start < n_batch ? n_ctx - start : n_batch;
+        /* a batch that crosses `first` ends there: the positions before it need no logits, and the head
+         * (n_vocab x n_embd per kept row) is then computed only for the second half. The logits do not
+         * depend on the batch split (model.h). */
+        if (start < p->first && start + cnt > p->first) cnt = p->first - start;
         /* scored logit positions in this batch: [lo, hi) */
         const int32_t lo = start > p->first ? start : p->first;
         const int32_t hi = start + cnt < n_ctx - 1 ? start + cnt : n_ctx - 1;

@@ -73,8 +73,9 @@ double bitnet_ppl_uncertainty(const bitnet_ppl_sums *s);
  * of model m (m gives n_vocab; c must have been created for m): positions
  * 0 .. n_ctx - 1 in batches of at most n_batch tokens from an empty KV cache (the context's cache is
  * rewritten from position 0; nothing of an earlier chunk is attended to), token 0 replaced by `bos`
- * when bos >= 0 (the caller passes -1 when the vocabulary does not add BOS); logits are kept only for
- * batches holding scored positions. Adds the NLL of every scored token (positions first+1 .. n_ctx-1 of
+ * when bos >= 0 (the caller passes -1 when the vocabulary does not add BOS); a batch that would cross
+ * position `first` is split there, and logits are computed only for batches from `first` on (llama.cpp
+ * likewise asks for the logits of positions >= first only). Adds the NLL of every scored token (positions first+1 .. n_ctx-1 of
  * the chunk, original tokens) to *sums in position order. The context needs n_ctx >= p->n_ctx.
  * Errors: BITNET_ERR_INVALID_ARG for c_idx outside [0, p->n_chunk), n_batch < 1 or bos out of the
  * vocabulary; bitnet_decode's errors (a token id out of range names it); BITNET_ERR_FORMAT when a
