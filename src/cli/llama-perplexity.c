@@ -26,10 +26,12 @@
  * The result does not depend on -t or -b, and is the same on every kernel path (i2_s, tl1, tl2) of a
  * ternary file: every path computes the same int32 sums and the same float steps after them (model.h),
  * so the logits are bit-identical; --head-type q8_0 changes the head and so the PPL.
- * Exit status (as llama-cli and llama-bench, and llama.cpp's tools): 0 success; 1 any error — a bad or
+ * Exit status, the convention of this project's llama-* tools (llama-cli, llama-bench), which is
+ * llama.cpp's (its perplexity returns 1 when the flags do not parse or the model does not load — and 0
+ * after "you need at least ... tokens", which is not followed here): 0 success; 1 any error — a bad or
  * missing flag or value, a file that cannot be read, is empty or is too short for -c (the message gives
  * its token count and the count -c needs), -c beyond the model's context, a model that cannot be
- * loaded, a failed evaluation. */
+ * loaded, a failed evaluation. (The bitnet-* tools exit 2 on a bad command line.) */
 #include "model.h"
 #include "perplexity.h"
 #include "tokenizer.h"
