@@ -4,7 +4,7 @@
  *
  *   llama-perplexity -m MODEL -f TEXT_FILE [-c N_CTX] [-b N_BATCH] [-t N] [--chunks N]
  *                    [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--head-type stored|q8_0]
- *                    [--print-token-ids] [-ngl N (ignored)]
+ *                    [--lut-tiles FILE] [--print-token-ids] [-ngl N (ignored)]
  *
  * Input, as llama.cpp reads it: -f's file whole, one trailing "\n" dropped (common/arg.cpp, -f), then
  * tokenized once with BOS when the vocabulary adds one and special-token texts NOT parsed (the text is
@@ -34,6 +34,7 @@
  * loaded, a failed evaluation. (The bitnet-* tools exit 2 on a bad command line.) */
 #include "model.h"
 #include "perplexity.h"
+#include "tile_file.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -59,6 +60,8 @@ static const char *k_usage =
     "      --chunks N           evaluate at most N chunks (default -1 = all)\n"
     "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64, tl1 on AArch64)\n"
     "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --lut-tiles FILE     the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
+    "                           packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
     "      --head-type H        stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
     "      --print-token-ids    print the token ids of the whole text on stderr\n"
     "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
@@ -68,7 +71,7 @@ static const char *k_usage =
     "Exit status: 0 success, 1 any error (bad flag, file, model, text too short, evaluation).\n";
 
 typedef struct options {
-    const char *model, *file, *lut_table;
+    const char *model, *file, *lut_table, *lut_tiles;
     long n_ctx; /* 0 = default */
     long n_batch, n_threads, chunks;
     bitnet_kernel_path kernel;
@@ -115,7 +118,7 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         static const char *const with_value[] = {"-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b",
                                                  "--batch-size", "-t", "--threads", "--chunks", "--kernel",
-                                                 "--lut-table", "--head-type", "-ngl", "--n-gpu-layers"};
+                                                 "--lut-table", "--lut-tiles", "--head-type", "-ngl", "--n-gpu-layers"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
         if (!known) return fail("unknown argument '%s' (see --help)", a);
@@ -152,6 +155,8 @@ static int parse_args(int argc, char **argv, options *o) {
             if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
                 return fail("--lut-table expects default or pretuned, got '%s'", v);
             o->lut_table = v;
+        } else if (!strcmp(a, "--lut-tiles")) {
+            o->lut_tiles = v;
         } else if (!strcmp(a, "--head-type")) {
             if (!strcmp(v, "stored")) o->head_type = 0;
             else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
@@ -243,8 +248,15 @@ int main(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type};
-    if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL;
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fail("--lut-tiles: %s", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fail("cannot load model: %s", err.msg);
         goto done;
     }
