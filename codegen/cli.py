@@ -189,22 +189,28 @@ def cmd_derive(args) -> int:
         for p in problems:
             _err(f"codegen: internal error, derived config does not validate: {p}")
         return EXIT_BAD
-    if args.out:
-        stem = cfgmod.name_of(args.out)
-        if stem != args.name:
-            _err(f"codegen: note: the registry names a config by its file stem: {stem!r}, not {args.name!r}")
-        try:
-            d = os.path.dirname(args.out)
-            if d:
-                os.makedirs(d, exist_ok=True)
-            with open(args.out, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            _err(f"codegen: {args.out}: {e.strerror or e}")
-            return EXIT_BAD
-        _err(f"codegen: wrote {args.out} ({len(shape_list)} shapes)")
-    else:
+    return _emit_config(text, args.out, args.name, f"{len(shape_list)} shapes")
+
+
+def _emit_config(text: str, out: str | None, name: str, what: str) -> int:
+    """Write a config's text to `out` (its folders made; a note when the file stem is not `name`, the
+    config's registry name), or to stdout without `out`. EXIT_OK or EXIT_BAD (message printed)."""
+    if not out:
         sys.stdout.write(text)
+        return EXIT_OK
+    stem = cfgmod.name_of(out)
+    if stem != name:
+        _err(f"codegen: note: the registry names a config by its file stem: {stem!r}, not {name!r}")
+    try:
+        d = os.path.dirname(out)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        _err(f"codegen: {out}: {e.strerror or e}")
+        return EXIT_BAD
+    _err(f"codegen: wrote {out} ({what})")
     return EXIT_OK
 
 
@@ -234,27 +240,12 @@ def cmd_import_ini(args) -> int:
         if args.out.endswith(os.sep) or os.path.isdir(args.out):
             _err(f"codegen: --out {args.out}: is a directory; give a file name (its stem is the config's name)")
             return EXIT_BAD
-        if cfgmod.name_of(args.out) != name:
-            _err(f"codegen: note: the registry names a config by its file stem: {cfgmod.name_of(args.out)!r}, "
-                 f"not {name!r}")
         try:
             tunemod.check_out_path(args.out)
         except tunemod.TuneError as e:
             _err(str(e).replace("codegen tune:", "codegen import-ini:", 1))
             return EXIT_BAD
-        try:
-            d = os.path.dirname(args.out)
-            if d:
-                os.makedirs(d, exist_ok=True)
-            with open(args.out, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            _err(f"codegen: {args.out}: {e.strerror or e}")
-            return EXIT_BAD
-        _err(f"codegen: wrote {args.out} ({len(entries)} shapes, {args.target} default table)")
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return _emit_config(text, args.out, name, f"{len(entries)} shapes, {args.target} default table")
 
 
 def build_parser() -> argparse.ArgumentParser:

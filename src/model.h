@@ -136,13 +136,15 @@ typedef struct bitnet_model_params {
      * The token-embedding lookup always reads the stored data. A head stored as Q8_0 is used as is.
      * Needs n_embd % 32 == 0 (else BITNET_ERR_UNSUPPORTED); other values → BITNET_ERR_INVALID_ARG. */
     int head_type;
-    /* The tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's; tools'
-     * --lut-tiles FILE, tile_file.h); NULL: none given. A TL1/TL2 tensor without the
-     * bitnet.lut.<tensor>.tiles key is refused unless this table lists its (scheme, M, K); a key that
-     * disagrees with the table is refused. Tiles given here that no built kernel has run on the
-     * generic kernel. Not used for I2_S weights or for the tiles a weight is repacked to. Must
-     * outlive bitnet_model_load only (it is not kept). */
-    const struct bitnet_tile_file *lut_tiles;
+    /* Path of a tile table (the tools' --lut-tiles FILE; bitnet.cpp's kernel_config.ini or a
+     * configs/-style YAML, read by tile_file.h with lut_table choosing among a YAML's tables): the
+     * tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's). NULL: none.
+     * A TL1/TL2 tensor without the bitnet.lut.<tensor>.tiles key is refused unless this table lists
+     * its (scheme, M, K); a key that disagrees with the table is refused. Tiles given here that no
+     * built kernel has run on the generic kernel. Not used for I2_S weights or for the tiles a weight
+     * is repacked to. The file is read at the start of bitnet_model_load: its errors come back as
+     * they are, the message starting with "--lut-tiles: " (BITNET_ERR_IO / _FORMAT). */
+    const char *lut_tiles;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;

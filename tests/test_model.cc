@@ -1378,16 +1378,16 @@ TEST(Archs, TlFileWithTilesOtherThanTheBuiltKernelsIsRefused) {
 
 // ---- TL1/TL2 files without a tile record (bitnet.cpp's) and --lut-tiles (bitnet_model_params.lut_tiles) ----
 
-struct TileFilePtr {
-    bitnet_tile_file *f = nullptr;
-    ~TileFilePtr() { bitnet_tile_file_free(f); }
+struct TileFileDeleter {
+    void operator()(bitnet_tile_file *f) const { bitnet_tile_file_free(f); }
 };
+using TileFilePtr = std::unique_ptr<bitnet_tile_file, TileFileDeleter>;
 
 TileFilePtr LoadTiles(const std::string &path) {
-    TileFilePtr t;
+    bitnet_tile_file *f = nullptr;
     bitnet_error err{};
-    EXPECT_EQ(bitnet_tile_file_load(path.c_str(), nullptr, &t.f, &err), BITNET_OK) << err.msg;
-    return t;
+    EXPECT_EQ(bitnet_tile_file_load(path.c_str(), nullptr, &f, &err), BITNET_OK) << err.msg;
+    return TileFilePtr(f);
 }
 
 const std::string kIniDir = std::string(BITNET_TEST_DATA_DIR) + "/kernel_config/";
@@ -1399,8 +1399,8 @@ std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::
     const std::string scheme = out == BITNET_DUMMY_TL1 ? "tl1" : "tl2";
     TileFilePtr t = LoadTiles(kIniDir + "tiny-" + scheme + ".ini");
     std::vector<bitnet_dummy_shape_tiles> tiles;
-    for (size_t i = 0; t.f && i < t.f->n_entries; i++) {
-        tiles.push_back({t.f->entries[i].M, t.f->entries[i].K, t.f->entries[i].tiles});
+    for (size_t i = 0; t && i < t->n_entries; i++) {
+        tiles.push_back({t->entries[i].M, t->entries[i].K, t->entries[i].tiles});
     }
     EXPECT_EQ(tiles.size(), 3u);
     bitnet_dummy_params p = bitnet_test::tiny_layout_params(out, 1234);
@@ -1413,17 +1413,17 @@ std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::
     return path;
 }
 
-ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const bitnet_tile_file *tiles) {
-    bitnet_model_params p = {kp, nullptr, 0, tiles};
+ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std::string &tiles) {
+    bitnet_model_params p = {kp, nullptr, 0, tiles.c_str()};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
     return ModelPtr(m);
 }
 
-std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const bitnet_tile_file *tiles,
+std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const std::string &tiles,
                                bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr, 0, tiles};
+    bitnet_model_params p = {kp, nullptr, 0, tiles.c_str()};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;
@@ -1467,10 +1467,9 @@ TEST(LutTiles, IniWithTheFileTilesGivesTheI2sFileTokens) {
         const bool tl1 = out == BITNET_DUMMY_TL1;
         const std::string ini = kIniDir + (tl1 ? "tiny-tl1.ini" : "tiny-tl2.ini");
         const std::string path = WriteIniTiledFile(out, false, std::string("norecord-ok-") + (tl1 ? "tl1" : "tl2") + ".gguf");
-        TileFilePtr tiles = LoadTiles(ini);
         const bitnet_kernel_path own = tl1 ? BITNET_PATH_TL1 : BITNET_PATH_TL2;
         for (bitnet_kernel_path kp : {own, BITNET_PATH_I2S, tl1 ? BITNET_PATH_TL2 : BITNET_PATH_TL1}) {
-            ModelPtr m = LoadWithTiles(path, kp, tiles.f);
+            ModelPtr m = LoadWithTiles(path, kp, ini);
             ASSERT_TRUE(m);
             const std::string summary = bitnet_model_kernel_summary(m.get());
             if (kp == own) {
@@ -1492,17 +1491,31 @@ TEST(LutTiles, IniWithTheFileTilesGivesTheI2sFileTokens) {
 TEST(LutTiles, RecordedTilesAndTheTableMustAgree) {
     const std::string path = WriteIniTiledFile(BITNET_DUMMY_TL2, true, "record-ini-tiles-tl2.gguf");
     const std::string built = std::string(BITNET_SOURCE_DIR) + "/configs/bitnetcpp-tiny.yaml";
-    TileFilePtr other = LoadTiles(built), same = LoadTiles(kIniDir + "tiny-tl2.ini");
-    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, other.f, BITNET_ERR_UNSUPPORTED),
+    const std::string same = kIniDir + "tiny-tl2.ini";
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, built, BITNET_ERR_UNSUPPORTED),
                 {"tensor 'blk.0.attn_q.weight' (TL2, M = 256, K = 256) records tiles BM 128 BK 96 bm 32",
                  "--lut-tiles " + built + " gives BM 256 BK 96 bm 32 (tl2/default kernels[0] (line",
                  "drop --lut-tiles or give a table that agrees"});
     ExpectParts(LoadError(path, BITNET_PATH_TL2, BITNET_ERR_UNSUPPORTED),
                 {"was packed with tiles BM 128 BK 96 bm 32", "pass a --lut-tiles table with these tiles"});
-    ModelPtr m = LoadWithTiles(path, BITNET_PATH_TL2, same.f);
+    ModelPtr m = LoadWithTiles(path, BITNET_PATH_TL2, same);
     ASSERT_TRUE(m);
     ExpectParts(bitnet_model_kernel_summary(m.get()), {"tiles from the file and --lut-tiles"});
     EXPECT_EQ(Greedy(m.get(), kGoldenPrompt, 16, 2).ids, kGoldenIds);
+}
+
+// A tile file that cannot be read fails the load before the model is read, with the reader's message.
+TEST(LutTiles, UnreadableTableFailsTheLoad) {
+    const std::string path = WriteIniTiledFile(BITNET_DUMMY_TL2, false, "norecord-badtable-tl2.gguf");
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, TmpDir() + "/no-such.ini", BITNET_ERR_IO),
+                {"--lut-tiles: ", "no-such.ini: cannot open"});
+    const std::string bad = TmpDir() + "/bad.ini";
+    FILE *f = std::fopen(bad.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("[Kernels_0]\nm = 256\n", f);
+    std::fclose(f);
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, bad, BITNET_ERR_FORMAT),
+                {"--lut-tiles: " + bad + ": [Kernels_0] has no key 'k'"});
 }
 
 // A table without the file's shape, or with tiles its scheme cannot use, is refused by name.
@@ -1515,12 +1528,11 @@ TEST(LutTiles, TableWithoutTheShapeOrWithIllegalTilesIsRefused) {
         std::fputs("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbk = 96\nbmm = 32\n\n", f);
         std::fclose(f);
     }
-    TileFilePtr t = LoadTiles(partial);
-    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, t.f, BITNET_ERR_UNSUPPORTED),
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, partial, BITNET_ERR_UNSUPPORTED),
                 {"tensor 'blk.0.ffn_gate.weight' (TL2, M = 768, K = 256)", "--lut-tiles " + partial,
                  "lists no tiles for 768x256"});
-    TileFilePtr tl1 = LoadTiles(kIniDir + "tiny-tl1.ini"); // BK 128 is no TL2 tile (not a multiple of 24)
-    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, tl1.f, BITNET_ERR_INVALID_ARG),
+    // BK 128 is no TL2 tile (not a multiple of 24)
+    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, kIniDir + "tiny-tl1.ini", BITNET_ERR_INVALID_ARG),
                 {"tensor 'blk.0.attn_q.weight' (TL2, M = 256, K = 256): --lut-tiles", "[Kernels_0] gives BM 128 BK 128 bm 64",
                  "which TL2 cannot use"});
 }
@@ -1779,7 +1791,7 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {"-p hi", "no model given"},
         {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
         {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},
-        {m + " --lut-tiles /nonexistent/kernel_config.ini", "--lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
+        {m + " --lut-tiles /nonexistent/kernel_config.ini", "cannot load model: --lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
         {m + " --lut-tiles", "--lut-tiles needs a value"},
     };
     for (const Case &c : cases) {
