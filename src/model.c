@@ -753,12 +753,12 @@ static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *ti
 }
 
 /* Distinct (M, K) of the model's LUT weights. shapes: room for n_layer·N_PROJ entries. */
-static size_t lut_shapes(const bitnet_model *m, int stored_type, int64_t (*shapes)[2]) {
+static size_t lut_shapes(const bitnet_model *m, int64_t (*shapes)[2]) {
     size_t n = 0;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         for (int p = 0; p < N_PROJ; p++) {
             const weight *w = layer_proj(&m->layers[l], p);
-            if (!w->lut || (stored_type >= 0 && w->t.type != stored_type)) continue;
+            if (!w->lut) continue;
             bool seen = false;
             for (size_t i = 0; i < n && !seen; i++) seen = shapes[i][0] == w->M && shapes[i][1] == w->K;
             if (!seen) {
@@ -822,10 +822,10 @@ static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, co
 }
 
 /* The tiles a stored TL1/TL2 weight was packed with (*tiles), from its bitnet.lut.<name>.tiles key
- * (*have_key) or from the user's table (the file params.lut_tiles names; *user_entry). The byte order of TL1/TL2 data
- * depends on the tiles and bitnet.cpp's files record none, so a tensor without the key is refused
- * unless the user's table lists its shape: tiles are never guessed from a built-in table. A key and a
- * user entry that disagree are refused, naming both. */
+ * (*have_key) or from the user's table (the file params.lut_tiles names; *user_entry). The byte
+ * order of TL1/TL2 data depends on the tiles and bitnet.cpp's files record none, so a tensor without
+ * the key is refused unless the user's table lists its shape: tiles are never guessed from a built-in
+ * table. A key and a user entry that disagree are refused, naming both. */
 static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_tile_file *user, bitnet_tiles *tiles,
                                      bool *have_key, const bitnet_tile_entry **user_entry) {
     const int stored = w->t.type;
@@ -893,7 +893,7 @@ static bitnet_status prepare_lut_weights(loader *ld, bitnet_model *m, const char
         const size_t max_shapes = (size_t)m->hp.n_layer * N_PROJ;
         int64_t (*shapes)[2] = malloc(max_shapes * sizeof *shapes);
         if (!shapes) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
-        size_t n = lut_shapes(m, -1, shapes);
+        size_t n = lut_shapes(m, shapes);
         target_table = bitnet_lut_find_table(target, (const int64_t(*)[2])shapes, n, table_name);
         free(shapes);
     }
