@@ -1,6 +1,6 @@
 /* quants.c — per-type facts (names, block and byte sizes of the ggml types that appear in GGUF files),
- * IEEE binary16 conversion, dense row conversion (F32/F16/BF16/Q8_0 → F32), the Q8_0 quantizer and
- * the activation quantizer shared by every ternary path (docs/LAYOUTS.md §1).
+ * IEEE binary16 conversion, dense row conversion (F32/F16/BF16/Q8_0 → F32), the Q8_0 and Q6_K
+ * quantizers and the activation quantizer shared by every ternary path (docs/LAYOUTS.md §1).
  *
  * Sources of the facts used here:
  *  - ggml type ids and block sizes: the public ggml GGUF spec (ggml/docs/gguf.md, "ggml_type") and the
@@ -8,6 +8,10 @@
  *    in the table below, each written as the sum of its fields).
  *  - I2_S / TL1 / TL2 sizes: ../shared/docs/formats.md "Byte size of one tensor".
  *  - binary16: IEEE 754-2008 §3.6; NaN handling as x86 F16C vcvtps2ph (quiet bit set, payload kept).
+ *  - Q8_0 and Q6_K quantization: the rules of ggml's reference quantizers (quantize_row_q8_0_ref,
+ *    quantize_row_q6_K_ref with make_qx_quants and nearest_int in ggml-quants.c), restated in quants.h
+ *    and written here from that description; the Q6_K output is compared byte for byte with ggml's in
+ *    tests/test_quants.cc.
  */
 #include "quants.h"
 
@@ -295,6 +299,117 @@ void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n)
             dst[b].qs[j] = (int8_t)v;
         }
     }
+}
+
+/* ggml's nearest_int: adding 1.5·2^23 puts the rounded integer (round half to even, as the float add
+ * rounds) into the low 23 mantissa bits; the result is defined for every input (a value beyond 2^22 or a
+ * NaN gives the same garbage ggml computes, which the clamps after it then bound). */
+static inline int q6k_round(float v) {
+    const float t = v + 12582912.0f;
+    uint32_t u;
+    memcpy(&u, &t, sizeof u);
+    return (int)(u & 0x007fffffu) - 0x00400000;
+}
+
+static inline int clamp_code(int l) { return l < -32 ? -32 : l > 31 ? 31 : l; }
+
+/* Step 1 of bitnet_quantize_row_q6_k (quants.h): ggml's make_qx_quants for 16 values, nmax = 32,
+ * weights x² (rmse_type 1), no importance matrix. Writes the codes l + 32 of the chosen scale to L[16]
+ * and returns the scale. Each float expression keeps ggml's operand order. */
+static float q6k_group_scale(const float *x, int8_t *L) {
+    enum { N = 16, NMAX = 32 };
+    float max = 0.0f, amax = 0.0f;
+    for (int i = 0; i < N; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < 1e-15f) { /* ggml's GROUP_MAX_EPS */
+        memset(L, 0, N);
+        return 0.0f;
+    }
+    float iscale = (float)-NMAX / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < N; i++) {
+        const int l = clamp_code(q6k_round(iscale * x[i]));
+        L[i] = (int8_t)(l + NMAX);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)NMAX + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0.0f;
+        for (int i = 0; i < N; i++) {
+            const int l = clamp_code(q6k_round(iscale * x[i]));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < N; i++) L[i] = (int8_t)(NMAX + clamp_code(q6k_round(iscale * x[i])));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+bitnet_status bitnet_quantize_row_q6_k(const float *x, bitnet_block_q6_k *dst, int64_t n, bitnet_error *err) {
+    if (n < 0 || n % 256 != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "Q6_K row of %lld values: not a multiple of the 256-value super-block", (long long)n);
+    }
+    for (int64_t b = 0; b < n / 256; b++) {
+        const float *xb = x + b * 256;
+        bitnet_block_q6_k *y = &dst[b];
+        int8_t L[256];
+        float scales[16];
+        float max_scale = 0.0f, max_abs_scale = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            const float s = q6k_group_scale(xb + 16 * g, L + 16 * g);
+            scales[g] = s;
+            if (fabsf(s) > max_abs_scale) {
+                max_abs_scale = fabsf(s);
+                max_scale = s;
+            }
+        }
+        if (max_abs_scale < 1e-15f) {
+            memset(y, 0, sizeof *y); /* d = fp16(0) = 0 */
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        y->d = bitnet_fp32_to_fp16(1.0f / iscale); /* never NaN: max_scale is finite and nonzero or ±inf */
+        for (int g = 0; g < 16; g++) {
+            /* |iscale·s| <= 128 (|s| <= |max_scale|), so the rounded value is >= -128 and fits int8 */
+            const int v = q6k_round(iscale * scales[g]);
+            y->scales[g] = (int8_t)(v < 127 ? v : 127);
+        }
+        const float dh = bitnet_fp16_to_fp32(y->d);
+        for (int g = 0; g < 16; g++) {
+            const float d = dh * (float)y->scales[g];
+            if (d == 0.0f) continue; /* the group decodes to 0 whatever its codes; step 1's stay */
+            for (int i = 0; i < 16; i++) L[16 * g + i] = (int8_t)(clamp_code(q6k_round(xb[16 * g + i] / d)) + 32);
+        }
+        /* pack the codes 0..63: per 128-value half, four quarter-rows of 32 share ql/qh bytes (quants.h) */
+        for (int h = 0; h < 2; h++) {
+            const int8_t *Lh = L + 128 * h;
+            uint8_t *ql = y->ql + 64 * h, *qh = y->qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t c0 = (uint8_t)Lh[l], c1 = (uint8_t)Lh[l + 32], c2 = (uint8_t)Lh[l + 64],
+                              c3 = (uint8_t)Lh[l + 96];
+                ql[l] = (uint8_t)((c0 & 0xF) | (c2 & 0xF) << 4);
+                ql[l + 32] = (uint8_t)((c1 & 0xF) | (c3 & 0xF) << 4);
+                qh[l] = (uint8_t)((c0 >> 4) | (c1 >> 4) << 2 | (c2 >> 4) << 4 | (c3 >> 4) << 6);
+            }
+        }
+    }
+    return BITNET_OK;
 }
 
 float bitnet_quantize_act(const float *x, int64_t K, int8_t *q) {

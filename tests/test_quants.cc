@@ -1,6 +1,7 @@
 // test_quants.cc — type facts and byte sizes, binary16 conversion (exhaustive over all halves, against
 // an independent reference written here and, where the CPU has one, the hardware converter), dense row
-// conversion, the Q8_0 quantizer and the activation quantizer of docs/LAYOUTS.md §1.
+// conversion, the Q8_0 and Q6_K quantizers (Q6_K pinned to ggml's bytes) and the activation quantizer of
+// docs/LAYOUTS.md §1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -343,6 +344,264 @@ TEST(Quants, QuantizeQ8_0) {
     bitnet_error err{};
     ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q8_0, b.data(), y.data(), 64, &err), BITNET_OK);
     for (int j = 0; j < 64; j++) EXPECT_NEAR(y[j], x[j], 0.0501) << j;
+}
+
+// ---- Q6_K quantizer (ggml's quantize_row_q6_K_ref) -------------------------------------------------
+
+// Test inputs from integer arithmetic only (no libm), so they are the same floats on every ISA.
+struct Lcg {
+    uint32_t s;
+    uint32_t next() { return s = s * 1664525u + 1013904223u; }
+    // uniform in [-1, 1): a 24-bit integer times 2^-23 (exact)
+    float unif() { return (float)((int32_t)(next() >> 8) - 8388608) * (1.0f / 8388608.0f); }
+    // roughly normal: four uniforms summed in this order
+    float gauss() {
+        float a = unif();
+        a += unif();
+        a += unif();
+        a += unif();
+        return a;
+    }
+};
+
+// Block b (256 floats) of the pinned input: each block one case the quantizer must get right.
+void q6k_pinned_block(int b, float *x) {
+    Lcg g{0x9e3779b9u + (uint32_t)b * 2654435761u};
+    for (int i = 0; i < 256; i++) x[i] = 0.0f;
+    switch (b) {
+    case 0: break;                                                            // all zero
+    case 1: for (int i = 0; i < 256; i++) x[i] = 1.0f; break;                 // constant
+    case 2: for (int i = 0; i < 256; i++) x[i] = -3.75f; break;               // negative constant
+    case 3: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 4e-15f; break;   // group scales near the 1e-15 eps
+    case 4: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 1e-20f; break;   // below eps: a zero block
+    case 5: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 1e-6f; break;    // d rounds to fp16 -0
+    case 6: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 1e-9f; break;    // d underflows fp16
+    case 7: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 3e4f; break;     // large
+    case 8: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 1e9f; break;     // d overflows fp16 to inf
+    case 9: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 1e30f; break;    // x^2 overflows float
+    case 10: for (int i = 0; i < 256; i++) x[i] = g.gauss(); break;           // mixed signs
+    case 11:                                                                  // one outlier per group
+        for (int i = 0; i < 256; i++) x[i] = g.gauss() * 0.01f;
+        for (int k = 0; k < 16; k++) x[16 * k + (k * 7) % 16] = (k & 1 ? -5.0f : 5.0f) * (1.0f + 0.05f * (float)k);
+        break;
+    case 12:  // ties: max -32 gives iscale = 1, the other values are half-integers
+        for (int k = 0; k < 16; k++)
+            for (int i = 0; i < 16; i++)
+                x[16 * k + i] = i == k ? -32.0f : (float)((int)(g.next() >> 26) - 32) + 0.5f;
+        break;
+    case 13: for (int i = 0; i < 256; i++) x[i] = (float)((int)(g.next() >> 26) - 32); break;  // integer grid
+    case 14:  // groups 2^-g apart: small groups' scales round to 0 (their step-1 codes stay)
+        for (int i = 0; i < 256; i++) x[i] = g.gauss() * (float)(1.0 / (double)(1u << (i / 16)));
+        break;
+    case 15: for (int i = 0; i < 256; i++) x[i] = (g.unif() + 1.0f) * 0.5f; break;   // positive only
+    case 16: for (int i = 0; i < 256; i++) x[i] = -(g.unif() + 1.0f) * 2.0f; break;  // negative only
+    case 17: for (int i = 0; i < 256; i += 37) x[i] = g.gauss(); break;              // sparse
+    case 18: for (int i = 0; i < 256; i++) x[i] = (i / 16) % 2 ? g.gauss() * 0.1f : 0.0f; break;  // zero groups
+    case 19: for (int i = 0; i < 256; i++) x[i] = i == 200 ? 100.0f : g.gauss() * 0.01f; break;  // block outlier
+    case 20: for (int i = 0; i < 256; i++) x[i] = g.gauss() * (i % 2 ? 1.0f : -1.0f) * 0.02f; break;
+    case 21: for (int i = 0; i < 256; i++) x[i] = (float)(i % 16) - 7.5f; break;    // ramp: ties in every group
+    case 22: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 65504.0f; break;      // fp16-max magnitudes
+    default: for (int i = 0; i < 256; i++) x[i] = g.gauss() * 0.05f; break;        // embedding-like
+    }
+}
+constexpr int kQ6kPinnedBlocks = 24;
+
+// 2^e for -126 <= e <= 127, from the bits
+float pow2f(int e) { return float_of((uint32_t)(e + 127) << 23); }
+
+// Block b of the pinned random sweep: a distribution ("kind") and an exponent drawn from g, 256 values.
+void q6k_sweep_block(Lcg &g, int b, float *xb) {
+    const int kind = (int)(g.next() >> 28);
+    const float sc = pow2f((int)(g.next() >> 25) - 64);  // 2^-64 .. 2^63
+    for (int i = 0; i < 256; i++) {
+        float v;
+        switch (kind) {
+        case 0: v = g.gauss() * sc; break;
+        case 1: v = g.unif() * sc; break;
+        case 2: v = (g.next() >> 29) == 0 ? g.gauss() * sc : 0.0f; break;                 // sparse
+        case 3: v = (float)((int)(g.next() >> 26) - 32) * (i % 3 ? 1.0f : 0.5f); break;  // grid
+        case 4: v = (float)((int)(g.next() >> 26) - 32) + 0.5f; break;                   // ties
+        case 5: v = g.gauss() * pow2f((int)(g.next() >> 27) - 16); break;                // per-value scale
+        case 6: v = (i % 16 == (b % 16)) ? sc : g.gauss() * sc * 0.001f; break;          // outliers
+        case 7: v = ((i / 16) % 3 == 0) ? 0.0f : g.gauss() * sc; break;                  // zero groups
+        case 8: v = g.gauss() * 0.02f; break;                                            // embedding-like
+        case 9: v = (float)(i % 16) * sc - 7.5f * sc; break;                             // ramps
+        case 10: v = g.gauss() * pow2f(-(i / 16) * 2); break;                            // fading groups
+        case 11: v = float_of(g.next()); if (v != v) v = 0.0f; break;                    // any bits but NaN
+        case 12: v = i == 5 ? INFINITY : g.gauss(); break;
+        case 13: v = i == 9 ? NAN : g.gauss(); break;
+        case 14: v = (g.next() & 1) ? 3.0e38f : -3.0e38f; break;
+        default: v = g.gauss() * 1e-15f * (float)(1 + i % 7); break;                    // near eps
+        }
+        xb[i] = v;
+    }
+}
+constexpr int kQ6kSweepBlocks = 8192;
+
+uint64_t fnv1a64(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// Value i of a Q6_K block, written here from the layout in quants.h (independent of the runtime's
+// decoder in model.c): group g = i / 16, half h = i / 128, quarter-row r = (i % 128) / 32, l = i % 32.
+void q6k_code_scale(const bitnet_block_q6_k &b, int i, int *q, int *sc) {
+    const int h = i / 128, r = (i % 128) / 32, l = i % 32;
+    const uint8_t lo = b.ql[64 * h + l + 32 * (r & 1)];
+    const int low = r >= 2 ? lo >> 4 : lo & 15;
+    const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
+    *q = low | high << 4;
+    *sc = b.scales[i / 16];
+}
+float q6k_value(const bitnet_block_q6_k &b, int i) {
+    int q, sc;
+    q6k_code_scale(b, i, &q, &sc);
+    return bitnet_fp16_to_fp32(b.d) * (float)sc * (float)(q - 32);
+}
+
+TEST(QuantizeQ6K, PinnedBlocksAreGgmls) {
+    // FNV-1a-64 of the blocks ggml's quantize_row_q6_K_ref wrote for these inputs (the 24 case blocks,
+    // 5040 bytes; the 8192-block sweep, 1.7 MB): checked byte for byte against ggml-org/ggml at commit
+    // d99724f2b141fed9e1a9f402213506c081433465 (2026-08-21; libggml-base built by its own CMake, Release,
+    // x86-64 without FMA) on 2026-12-01, with 262144 further random blocks of the same generator: all
+    // identical. Built with FMA contraction (-march=native -ffp-contract=fast) 2.5 % of those blocks
+    // differ; with a one-ulp change of iscale = -128/s_max, 3 % (251 of the sweep's). bitnet.cpp's
+    // llama.cpp (Eddie-Wang1120/llama.cpp merge-dev) has the same make_qx_quants / quantize_row_q6_K_ref.
+    // The aarch64 build checks the same hashes under qemu.
+    std::vector<float> x(256 * kQ6kPinnedBlocks);
+    for (int b = 0; b < kQ6kPinnedBlocks; b++) q6k_pinned_block(b, x.data() + 256 * b);
+    std::vector<bitnet_block_q6_k> y(kQ6kPinnedBlocks);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), y.data(), (int64_t)x.size(), &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(fnv1a64(y.data(), y.size() * sizeof y[0]), 0x396b11b842c8df15ull);
+    // a few fields of those blocks, readable: constant 1.0 → d = 2^-12 (fp16 0x0c00), every scale -128,
+    // every code 0 (value d·(-128)·(0-32) = 1)
+    EXPECT_EQ(y[1].d, 0x0c00);
+    for (int g = 0; g < 16; g++) EXPECT_EQ(y[1].scales[g], -128) << g;
+    for (int i = 0; i < 256; i++) EXPECT_EQ(q6k_value(y[1], i), 1.0f) << i;
+    EXPECT_EQ(y[8].d, 0xfc00);  // -inf: 1e9-sized values need a scale beyond fp16 (ggml stores it so)
+    EXPECT_EQ(y[5].d, 0x8000);  // -0: d underflows, and the block decodes to zeros
+    EXPECT_EQ(fnv1a64(&y[0], sizeof y[0]), fnv1a64(&y[4], sizeof y[4]));  // zeros and sub-eps: same block
+
+    std::vector<float> xs((size_t)256 * kQ6kSweepBlocks);
+    Lcg g{2026};
+    for (int b = 0; b < kQ6kSweepBlocks; b++) q6k_sweep_block(g, b, xs.data() + 256 * b);
+    std::vector<bitnet_block_q6_k> ys(kQ6kSweepBlocks);
+    ASSERT_EQ(bitnet_quantize_row_q6_k(xs.data(), ys.data(), (int64_t)xs.size(), &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(fnv1a64(ys.data(), ys.size() * sizeof ys[0]), 0x990e2526595627cdull);
+}
+
+TEST(QuantizeQ6K, ZeroAndSubEpsilonBlocksAreAllZero) {
+    std::vector<float> x(512, 0.0f);
+    for (int i = 256; i < 512; i++) x[i] = (i % 2 ? 1e-16f : -3e-17f);  // every group scale < 1e-15
+    std::vector<bitnet_block_q6_k> y(2);
+    std::memset(y.data(), 0xA5, y.size() * sizeof y[0]);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), y.data(), 512, &err), BITNET_OK);
+    for (const bitnet_block_q6_k &b : y) {
+        EXPECT_EQ(b.d, 0);
+        const unsigned char *p = (const unsigned char *)&b;
+        for (size_t i = 0; i < sizeof b; i++) ASSERT_EQ(p[i], 0) << i;
+    }
+}
+
+TEST(QuantizeQ6K, ConstantRowsKeepFp16Precision) {
+    // x = c everywhere: the exact fit is scale -c/32 (every code -32), sub-scale -128 and d = fp16(c/4096),
+    // so each value decodes as 4096 · fp16(c/4096): c within fp16's rounding of c/4096 — relative 2^-11
+    // while c/4096 is a normal half (|c| >= 0.25), absolute 4096 · 2^-25 = 2^-13 below (a subnormal d).
+    for (float c : {1.0f, -3.75f, 0.25f, 1234.5f, 0.1f, 7e-3f, -2e-2f}) {
+        std::vector<float> x(256, c);
+        bitnet_block_q6_k b;
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), &b, 256, &err), BITNET_OK);
+        const double bound = std::max(std::fabs(c) * std::ldexp(1.0, -11), std::ldexp(1.0, -13)) * (1 + 1e-6);
+        for (int i = 0; i < 256; i++) {
+            int q, sc;
+            q6k_code_scale(b, i, &q, &sc);
+            ASSERT_EQ(sc, -128) << c;
+            ASSERT_EQ(q, 0) << c;
+            ASSERT_LE(std::fabs((double)q6k_value(b, i) - c), bound) << c;
+        }
+    }
+}
+
+TEST(QuantizeQ6K, DecodedErrorWithinTheScaleBound) {
+    // Gaussian rows at scales 2^-24..2^11 and rows with outliers. Value i of group g decodes as
+    // d_g·(q - 32) with d_g = fp16(d)·scales[g]. A code inside 1..62 is round(x/d_g) + 32, so
+    // |x - x̂| <= |d_g|/2 (+ float rounding of x/d_g and of the product: 2^-20 relative); an end code
+    // (0 or 63) is the clamp of x/d_g <= -32.5 or >= 31.5, or within |d_g|/2 of the end itself.
+    // d = fp16(s_max/128) with s_max ≈ max|x|/32: a block whose max|x| is below about 4096·2^-25
+    // (1.2e-4) gets d = 0 and decodes to zeros, so its error is |x| itself, below 34·128·2^-25.
+    // Where d is a normal half (max|x| >= ~0.25) every d_g tracks the group's least-squares scale s_g,
+    // and the relative L2 error of a gaussian row is that of a 64-level grid over the group: below 3 %.
+    Lcg g{77};
+    double err2 = 0.0, ref2 = 0.0;
+    int zero_blocks = 0;
+    for (int rep = 0; rep < 500; rep++) {
+        const int e = (int)(g.next() >> 27) - 24;  // 2^-24 .. 2^7
+        const float scale = std::ldexp(1.0f, e);
+        const bool outliers = rep % 4 == 3;
+        std::vector<float> x(1024);
+        for (size_t i = 0; i < x.size(); i++)
+            x[i] = g.gauss() * scale * (outliers && i % 61 == 0 ? 20.0f : 1.0f);
+        std::vector<bitnet_block_q6_k> y(4);
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), y.data(), 1024, &err), BITNET_OK);
+        for (int b = 0; b < 4; b++) {
+            const float d = bitnet_fp16_to_fp32(y[b].d);
+            zero_blocks += d == 0.0f;
+            for (int i = 0; i < 256; i++) {
+                const float v = x[256 * b + i];
+                int q, sc;
+                q6k_code_scale(y[b], i, &q, &sc);
+                const float dg = d * (float)sc;
+                const float xh = q6k_value(y[b], i);
+                const double err_i = std::fabs((double)v - xh), half = 0.5 * std::fabs((double)dg) * (1.0 + 1e-6);
+                if (!outliers && e >= -2) {
+                    err2 += err_i * err_i;
+                    ref2 += (double)v * v;
+                }
+                if (d == 0.0f) {
+                    ASSERT_EQ(xh, 0.0f);
+                    ASSERT_LE(std::fabs(v), 34 * 128 * std::ldexp(1.0f, -25)) << rep << " " << i;
+                    continue;
+                }
+                if (dg == 0.0f) {
+                    // scales[g] rounded to 0: |s_g| < |s_max|/256 ≈ |d|/2, and a group's values stay
+                    // within about 34·|s_g| (its largest maps to code 0 or 1), so |x| < 17·|d|
+                    ASSERT_LE(std::fabs(v), std::fabs(d) * 18.0f) << rep << " " << i;
+                    continue;
+                }
+                const double t = (double)v / dg;
+                if (q > 0 && q < 63) {
+                    ASSERT_LE(err_i, half) << "rep " << rep << " value " << 256 * b + i << " code " << q;
+                } else {
+                    ASSERT_TRUE(err_i <= half || (q == 0 && t <= -32.5) || (q == 63 && t >= 31.5))
+                        << "rep " << rep << " value " << 256 * b + i << " code " << q << " x/d " << t;
+                }
+            }
+        }
+    }
+    EXPECT_GT(zero_blocks, 0);  // the sweep reaches the d = 0 range
+    const double rel = std::sqrt(err2 / ref2);
+    EXPECT_LT(rel, 0.03);
+    EXPECT_GT(rel, 0.001);  // and it does quantize
+}
+
+TEST(QuantizeQ6K, RowLengthMustBeWholeBlocks) {
+    std::vector<float> x(300, 1.0f);
+    bitnet_block_q6_k b[2];
+    std::memset(b, 0x5A, sizeof b);
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_quantize_row_q6_k(x.data(), b, 300, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("300"), std::string::npos) << err.msg;
+    EXPECT_NE(std::string(err.msg).find("256"), std::string::npos) << err.msg;
+    EXPECT_EQ(((unsigned char *)b)[0], 0x5A);  // nothing written
+    EXPECT_EQ(bitnet_quantize_row_q6_k(x.data(), b, -256, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_EQ(bitnet_quantize_row_q6_k(x.data(), b, 0, &err), BITNET_OK);
+    EXPECT_EQ(sizeof(bitnet_block_q6_k), 210u);
 }
 
 // ---- activation quantizer (LAYOUTS.md §1) ----------------------------------------------------------
