@@ -142,6 +142,45 @@ int bitnet_dummy_file_type(bitnet_dummy_outtype t) {
     return -1;
 }
 
+/* ASCII case-insensitive equality (type names are ASCII) */
+static bool name_eq(const char *s, const char *n) {
+    size_t k = 0;
+    while (n[k] && s[k] && (s[k] == n[k] || (s[k] >= 'A' && s[k] <= 'Z' && s[k] - 'A' + 'a' == n[k]))) k++;
+    return !n[k] && !s[k];
+}
+
+bool bitnet_dummy_embd_type_parse(const char *s, int *type) {
+    if (!s) return false;
+    static const struct { const char *name; int type; } names[] = {
+        {"f16", BITNET_TYPE_F16}, {"q8_0", BITNET_TYPE_Q8_0}, {"q6_k", BITNET_TYPE_Q6_K}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (name_eq(s, names[i].name)) {
+            *type = names[i].type;
+            return true;
+        }
+    }
+    return false;
+}
+
+bitnet_status bitnet_dummy_embd_type_check(bitnet_dummy_outtype outtype, int type, int64_t n_embd, bitnet_error *err) {
+    if (type == 0) return BITNET_OK;
+    if (type != BITNET_TYPE_F16 && type != BITNET_TYPE_Q8_0 && type != BITNET_TYPE_Q6_K)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "token_embd.weight: type %s (id %d) is not an embedding type (F16, Q8_0 or Q6_K)",
+                           bitnet_type_name(type), type);
+    if (outtype == BITNET_DUMMY_F32)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "token_embd.weight: outtype f32 stores every tensor as F32 (the unquantized reference); "
+                           "a %s embedding needs another outtype", bitnet_type_name(type));
+    const int64_t block = type == BITNET_TYPE_Q6_K ? 256 : type == BITNET_TYPE_Q8_0 ? 32 : 1;
+    if (n_embd % block != 0)
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "token_embd.weight: %s stores each row of n_embd values in blocks of %lld, and n_embd = %lld "
+                           "is not a multiple of %lld (Q8_0 needs a multiple of 32; F16 holds any n_embd)",
+                           bitnet_type_name(type), (long long)block, (long long)n_embd, (long long)block);
+    return BITNET_OK;
+}
+
 static const char *const arch_names[] = {"bitnet", "bitnet-b1.58", "bitnet-25", "llama"};
 #define N_ARCHS ((int)(sizeof arch_names / sizeof arch_names[0]))
 
@@ -701,10 +740,16 @@ static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *er
     if (bitnet_dummy_ternary_type(p->outtype) < 0)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "outtype %d is not one of f32, f16, i2_s, tl1, tl2",
                            (int)p->outtype);
-    if (p->outtype != BITNET_DUMMY_F32 && p->n_embd % 256 != 0 && p->n_embd % 32 != 0)
+    if (p->embd_type != 0) {
+        bitnet_error e2 = {{0}};
+        if (bitnet_dummy_embd_type_check(p->outtype, p->embd_type, p->n_embd, &e2) != BITNET_OK)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s", e2.msg);
+    }
+    if (p->outtype != BITNET_DUMMY_F32 && p->n_embd % 256 != 0 && p->n_embd % 32 != 0 &&
+        (p->embd_type == 0 || p->output_separate))
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "n_embd = %d: token_embd would be Q8_0 (n_embd %% 256 != 0), which needs n_embd %% 32 == 0",
-                           (int)p->n_embd);
+                           "n_embd = %d: %s would be Q8_0 (n_embd %% 256 != 0), which needs n_embd %% 32 == 0",
+                           (int)p->n_embd, p->embd_type == 0 ? "token_embd" : "output.weight");
 
     const bitnet_dummy_vocab *v = p->vocab;
     if (v) {
@@ -829,6 +874,13 @@ static bitnet_status write_dense(writer_ctx *c, const tensor_desc *t) {
         } else if (t->type == BITNET_TYPE_Q8_0) {
             for (int64_t r = 0; r < n; r++)
                 bitnet_quantize_row_q8_0(f + r * cols, (bitnet_block_q8_0 *)(o + (size_t)r * row_bytes), cols);
+            out = o;
+        } else if (t->type == BITNET_TYPE_Q6_K) {
+            for (int64_t r = 0; r < n; r++) {
+                bitnet_status s = bitnet_quantize_row_q6_k(f + r * cols, (bitnet_block_q6_k *)(o + (size_t)r * row_bytes),
+                                                           cols, c->err);
+                if (s != BITNET_OK) return s; /* n_embd % 256 was checked: not reached */
+            }
             out = o;
         }
         bitnet_status s = emit(c, t, out, (size_t)n * row_bytes);
@@ -996,7 +1048,7 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
         e = &td[k++];
         snprintf(e->name, sizeof e->name, "token_embd.weight");
         e->kind = T_EMBD;
-        e->type = embd_type;
+        e->type = p.embd_type ? p.embd_type : embd_type;
         e->M = v->n_tokens;
         e->K = p.n_embd;
         const int64_t q_dim = head_size(&p) * p.n_head;

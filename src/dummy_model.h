@@ -18,7 +18,9 @@
  *   RoPE row permutation (model.h), so an HF checkpoint holding the same model has them un-permuted.
  * - token_embd (and output.weight when written): z ~ N(0, 1) approximated by the Irwin-Hall sum of 12
  *   uniforms minus 6 (no libm, so identical bits everywhere). Stored as F32 for outtype f32; for the
- *   other outtypes F16 when n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md).
+ *   other outtypes F16 when n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md),
+ *   or token_embd in the type embd_type asks for (F16, Q8_0 or Q6_K by ggml's reference quantizers,
+ *   quants.h; output.weight keeps the rule, as llama-quantize's --token-embedding-type leaves it).
  * - Norm weights (attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm, output_norm): 1 + 0.1·z, F32.
  *
  * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows
@@ -57,6 +59,18 @@ const char *bitnet_dummy_arch_name(bitnet_dummy_arch a); /* "invalid" for a valu
 /* "f32", "f16", "i2_s", "tl1", "tl2" (also upper case). false for anything else. */
 bool bitnet_dummy_outtype_parse(const char *s, bitnet_dummy_outtype *out);
 const char *bitnet_dummy_outtype_name(bitnet_dummy_outtype t);
+/* --quant-embd values: "f16", "q8_0", "q6_k" (also upper case) → BITNET_TYPE_F16 / _Q8_0 / _Q6_K.
+ * false for anything else. */
+bool bitnet_dummy_embd_type_parse(const char *s, int *type);
+
+/* Whether token_embd.weight [n_embd, n_vocab] can be stored as `type` (0: the outtype's default, always
+ * fine) in a file of outtype `o`, shared by the dummy writer and the HF converter:
+ * BITNET_ERR_INVALID_ARG for a type other than F16, Q8_0, Q6_K or for outtype f32 (whose files hold
+ * every tensor in F32); BITNET_ERR_UNSUPPORTED when n_embd is not a multiple of the type's block
+ * (Q6_K 256, Q8_0 32; ggml's block sizes) — never another type instead. Messages name the tensor,
+ * the type, n_embd and the block size. */
+bitnet_status bitnet_dummy_embd_type_check(bitnet_dummy_outtype o, int type, int64_t n_embd, bitnet_error *err);
+
 /* GGUF tensor type id of the ternary projections (F32 0, F16 1, I2_S 36, TL1 38, TL2 39), and the
  * general.file_type value (0, 1, 40, 38, 39). -1 for an invalid outtype. */
 int bitnet_dummy_ternary_type(bitnet_dummy_outtype t);
@@ -118,6 +132,9 @@ typedef struct bitnet_dummy_params {
                                    <arch>.attention.key_length and .value_length (not for "bitnet") */
     bool no_tile_record;        /* TL1/TL2: leave out the bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's
                                    writers do (to test how the runtime treats such files) */
+    /* Added for issue #7 (zero = the behaviour before, byte for byte): */
+    int embd_type;              /* token_embd.weight type: 0 → the rule above; BITNET_TYPE_F16, _Q8_0 or
+                                   _Q6_K (bitnet_dummy_embd_type_check's rules) */
 } bitnet_dummy_params;
 
 /* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */
@@ -138,7 +155,8 @@ void bitnet_dummy_params_init(bitnet_dummy_params *p);
  *   per layer N, "llama": blk.N.{attn_norm, ffn_down, ffn_gate, ffn_up, ffn_norm, attn_k, attn_output,
  *     attn_q, attn_v}.weight (same shapes; no sub-norms);
  *   output_norm.weight [n_embd].
- * output.weight has the type token_embd has (F32 for f32, else F16 or Q8_0 by the n_embd rule).
+ * output.weight has the type token_embd has by default (F32 for f32, else F16 or Q8_0 by the n_embd
+ * rule), also when embd_type sets token_embd's.
  *
  * Keys, in this order (A = the architecture name):
  *   "bitnet" — those of formats.md "Architecture bitnet" in bitnet.cpp's order: general.architecture,
@@ -162,7 +180,8 @@ void bitnet_dummy_params_init(bitnet_dummy_params *p);
  * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head
  * without n_embd_head, n_head % n_head_kv, odd head size, an unknown arch, n_embd_head on "bitnet",
  * I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape the model does not have, Q8_0
- * token_embd with n_embd % 32 != 0, vocabulary too small or with ids out of range); BITNET_ERR_IO
+ * token_embd (or output.weight) with n_embd % 32 != 0, an embd_type bitnet_dummy_embd_type_check
+ * refuses, vocabulary too small or with ids out of range); BITNET_ERR_IO
  * naming the path; BITNET_ERR_NOMEM. */
 bitnet_status bitnet_dummy_write(const bitnet_dummy_params *p, const char *path, bitnet_error *err);
 

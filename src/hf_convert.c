@@ -481,19 +481,23 @@ static bitnet_status missing(conv *c, const char *hf, const char *hf2, const cha
 }
 
 /* Output type of token_embd / output.weight (hf_convert.h). */
+static int i2s_dense_type(const conv *c) { /* bitnet.cpp's llama-quantize for I2_S (formats.md) */
+    return c->cfg.n_embd % 256 == 0 || c->cfg.n_embd % 32 != 0 ? BITNET_TYPE_F16 : BITNET_TYPE_Q8_0;
+}
+
 static int embd_type(const conv *c) {
     const bitnet_dummy_outtype o = c->p->outtype;
     if (o == BITNET_DUMMY_F32) return BITNET_TYPE_F32;
-    if (c->p->quant_embd) return BITNET_TYPE_F16;
-    if (o == BITNET_DUMMY_I2_S)
-        return c->cfg.n_embd % 256 == 0 || c->cfg.n_embd % 32 != 0 ? BITNET_TYPE_F16 : BITNET_TYPE_Q8_0;
+    if (c->p->embd_type) return c->p->embd_type;
+    if (o == BITNET_DUMMY_I2_S) return i2s_dense_type(c);
     return BITNET_TYPE_F32;
 }
 
+/* Not changed by embd_type: llama-quantize's --token-embedding-type leaves output.weight to its own rule. */
 static int output_type(const conv *c) {
     const bitnet_dummy_outtype o = c->p->outtype;
     if (o == BITNET_DUMMY_F32) return BITNET_TYPE_F32;
-    if (o == BITNET_DUMMY_I2_S) return embd_type(c);
+    if (o == BITNET_DUMMY_I2_S) return i2s_dense_type(c);
     return BITNET_TYPE_F16;
 }
 
@@ -664,6 +668,11 @@ static bitnet_status build_plan(conv *c) {
         (st = plan_dense(c, K_OUTPUT, "output.weight", "lm_head.weight", NULL, output_type(c), g->n_vocab, g->n_embd)) !=
             BITNET_OK)
         return st;
+    if ((st = bitnet_dummy_embd_type_check(c->p->outtype, c->p->embd_type, g->n_embd, c->err)) != BITNET_OK) {
+        char msg[sizeof c->err->msg];
+        snprintf(msg, sizeof msg, "%s", c->err->msg);
+        return bitnet_fail(c->err, st, "%s: %s", c->p->model_dir, msg);
+    }
     if ((st = plan_dense(c, K_EMBD, "token_embd.weight", "model.embed_tokens.weight", NULL, embd_type(c), g->n_vocab,
                          g->n_embd)) != BITNET_OK)
         return st;
@@ -758,6 +767,15 @@ static bitnet_status emit_rows(writer *wr, const plan_tensor *e, const float *x,
         bitnet_block_q8_0 *b = (bitnet_block_q8_0 *)wr->obuf;
         for (int64_t r = 0; r < rows; r++) bitnet_quantize_row_q8_0(x + r * e->K, b + r * (e->K / 32), e->K);
         bytes = (size_t)(n / 32) * sizeof(bitnet_block_q8_0);
+        break;
+    }
+    case BITNET_TYPE_Q6_K: { /* K % 256 == 0 was checked at planning (bitnet_dummy_embd_type_check) */
+        bitnet_block_q6_k *b = (bitnet_block_q6_k *)wr->obuf;
+        for (int64_t r = 0; r < rows; r++) {
+            bitnet_status st = bitnet_quantize_row_q6_k(x + r * e->K, b + r * (e->K / 256), e->K, wr->c->err);
+            if (st != BITNET_OK) return st;
+        }
+        bytes = (size_t)(n / 256) * sizeof(bitnet_block_q6_k);
         break;
     }
     default:
@@ -1059,10 +1077,13 @@ bitnet_status bitnet_convert_hf(const bitnet_convert_params *p, char **summary, 
     if (st == BITNET_OK) st = bitnet_gguf_write_end(gw, err);
     if (st == BITNET_OK && summary) {
         char buf[640];
-        snprintf(buf, sizeof buf, "%s (%s) -> GGUF \"%s\", %d layers, %lld tensors, projections %s from %s weights%s%s",
+        snprintf(buf, sizeof buf,
+                 "%s (%s) -> GGUF \"%s\", %d layers, %lld tensors, projections %s from %s weights, token_embd %s%s%s%s",
                  c.cfg.hf_arch, p->model_dir, c.cfg.arch, (int)c.cfg.n_layer, (long long)c.n,
                  bitnet_type_name(bitnet_dummy_ternary_type(p->outtype)), bitnet_hf_weights_name(c.cfg.weights),
-                 c.tile_note[0] ? "; " : "", c.tile_note);
+                 bitnet_type_name(embd_type(&c)), c.tied ? "" : ", output.weight ",
+                 c.tied ? "" : bitnet_type_name(output_type(&c)), c.tile_note[0] ? "; " : "");
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s", c.tile_note);
         *summary = strdup(buf);
     }
 done:

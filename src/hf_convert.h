@@ -35,9 +35,16 @@
  * leaves a truncated file; memory is about one projection tensor as int8 plus its packed form):
  *   projections in the asked type (F32 / F16 hold w·scale; I2_S, TL1, TL2 the packed codes and the
  *   scale, LAYOUTS.md §2-4) — never silently another type: a shape the type cannot hold is an error;
- *   norms F32; token_embd F32 (F16 with quant_embd; for I2_S, as bitnet.cpp's converter followed by its
- *   quantizer produce: F16 when n_embd % 256 == 0, else Q8_0); an untied output.weight F32 for f32,
- *   else F16. Tensor order and key set are those of bitnet_dummy_write for the same architecture
+ *   norms F32; token_embd F32 by default (for I2_S, as bitnet.cpp's converter followed by its quantizer
+ *   produce: F16 when n_embd % 256 == 0 or n_embd % 32 != 0, else Q8_0), or the embd_type asked for
+ *   (bitnet.cpp's --quant-embd: F16; also Q8_0 and Q6_K by ggml's reference quantizers, quants.h) in
+ *   every outtype but f32, whose files hold every tensor in F32; a type whose block does not divide
+ *   n_embd (Q6_K 256, Q8_0 32) is refused, never replaced (llama-quantize falls back to another type
+ *   with a warning). An untied output.weight: F32 for f32, for I2_S the n_embd rule above, else F16 —
+ *   embd_type does not change it, as llama-quantize's --token-embedding-type (what bitnet.cpp's
+ *   setup_env.py passes for --quant-embd) sets token_embd.weight only and output.weight keeps its own
+ *   rule unless --output-tensor-type is given. A tied head is token_embd itself, so there the type
+ *   also decides the head's bytes per generated token. Tensor order and key set are those of bitnet_dummy_write for the same architecture
  *   (dummy_model.h), so a converted file and a dummy file of the same weights hold identical tensors.
  *   For "llama" the q/k rows are permuted for RoPE NORM as llama.cpp's converters do
  *   (bitnet_hf_rope_permute). TL1/TL2 files record bitnet.lut.<tensor>.tiles (LAYOUTS.md §7).
@@ -107,7 +114,8 @@ typedef struct bitnet_convert_params {
     const char *model_dir;      /* config.json, *.safetensors (+ index), tokenizer files */
     const char *outfile;
     bitnet_dummy_outtype outtype;
-    bool quant_embd;            /* token_embd F16 (bitnet.cpp's --quant-embd) */
+    int embd_type;              /* token_embd.weight type: 0 → the outtype's default (above);
+                                   BITNET_TYPE_F16 (bitnet.cpp's --quant-embd), _Q8_0 or _Q6_K */
     bool force;                 /* ternarize AS_STORED weights that are not ternary (see above) */
     const char *name;           /* general.name; NULL → the folder's base name */
     /* TL1/TL2 tiles per shape; shapes not listed take the tiles of the built-in table that covers the
@@ -131,8 +139,10 @@ void bitnet_convert_params_init(bitnet_convert_params *p); /* zeros, outtype I2_
  *     expected), a tensor the graph has no place for (e.g. a bias), vocab_size != embedding rows,
  *     non-ternary AS_STORED weights without force (tensor, two distinct magnitudes), packed code 3;
  *   BITNET_ERR_UNSUPPORTED: a dtype that cannot be converted, a projection shape the output type cannot
- *     hold (I2_S: M·K % 128, TL1/TL2: no legal tiles);
- *   BITNET_ERR_INVALID_ARG: tiles breaking a rule or naming a shape the model does not have;
+ *     hold (I2_S: M·K % 128, TL1/TL2: no legal tiles), an embd_type whose block does not divide n_embd
+ *     (token_embd.weight, n_embd and the block size named);
+ *   BITNET_ERR_INVALID_ARG: tiles breaking a rule or naming a shape the model does not have, an
+ *     embd_type other than 0/F16/Q8_0/Q6_K, or one with outtype f32;
  *   BITNET_ERR_IO: writing the output (the temporary file is removed). */
 bitnet_status bitnet_convert_hf(const bitnet_convert_params *p, char **summary, bitnet_error *err);
 

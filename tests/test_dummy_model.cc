@@ -276,6 +276,68 @@ TEST(DummyFile, ContextDefaultAndEmbeddingTypes) {
     EXPECT_NEAR(mean, 1.0, 0.05);
 }
 
+TEST(DummyFile, EmbeddingTypeIsTheQuantizersOfTheSameValues) {
+    // embd_type F16 / Q8_0 / Q6_K: token_embd holds the rows of the F32 file of the same seed, encoded
+    // by the quantizers of quants.h (ggml's rules), the rest of the file unchanged; output.weight keeps
+    // the default type (F16 here), as llama-quantize's --token-embedding-type leaves it.
+    bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_F32, 11);
+    p.n_layer = 1;
+    p.output_separate = true;
+    Written f32("embd-f32.gguf");
+    write_ok(p, f32.path);
+    Gguf gf(f32.path);
+    ASSERT_TRUE(gf.g);
+    const bitnet_gguf_tensor_info *src = bitnet_gguf_find_tensor(gf.g, "token_embd.weight");
+    ASSERT_TRUE(src && src->type == BITNET_TYPE_F32);
+    const int64_t D = src->ne[0], V = src->ne[1];
+    const float *x = (const float *)src->data;
+    p.outtype = BITNET_DUMMY_I2_S;
+    Written plain("embd-default.gguf");
+    write_ok(p, plain.path);
+    Gguf gp(plain.path);
+    for (int type : {(int)BITNET_TYPE_F16, (int)BITNET_TYPE_Q8_0, (int)BITNET_TYPE_Q6_K}) {
+        p.embd_type = type;
+        Written w(std::string("embd-") + bitnet_type_name(type) + ".gguf");
+        write_ok(p, w.path);
+        Gguf g(w.path);
+        ASSERT_TRUE(g.g && gp.g);
+        const bitnet_gguf_tensor_info *t = bitnet_gguf_find_tensor(g.g, "token_embd.weight");
+        ASSERT_TRUE(t);
+        EXPECT_EQ(t->type, type);
+        std::vector<uint8_t> want;
+        bitnet_error err{};
+        if (type == BITNET_TYPE_F16) {
+            want.resize((size_t)(V * D) * 2);
+            for (int64_t i = 0; i < V * D; i++) {
+                const uint16_t h = bitnet_fp32_to_fp16(x[i]);
+                std::memcpy(want.data() + 2 * i, &h, 2);
+            }
+        } else if (type == BITNET_TYPE_Q8_0) {
+            want.resize((size_t)(V * D / 32) * sizeof(bitnet_block_q8_0));
+            for (int64_t r = 0; r < V; r++)
+                bitnet_quantize_row_q8_0(x + r * D, (bitnet_block_q8_0 *)want.data() + r * (D / 32), D);
+        } else {
+            want.resize((size_t)(V * D / 256) * sizeof(bitnet_block_q6_k));
+            for (int64_t r = 0; r < V; r++)
+                ASSERT_EQ(bitnet_quantize_row_q6_k(x + r * D, (bitnet_block_q6_k *)want.data() + r * (D / 256), D, &err),
+                          BITNET_OK);
+        }
+        ASSERT_EQ(t->nbytes, want.size()) << bitnet_type_name(type);
+        EXPECT_EQ(std::memcmp(t->data, want.data(), want.size()), 0) << bitnet_type_name(type);
+        // every other tensor is the default file's, byte for byte
+        for (int64_t i = 0; i < bitnet_gguf_n_tensors(gp.g); i++) {
+            const bitnet_gguf_tensor_info *a = bitnet_gguf_tensor(gp.g, i);
+            if (std::strcmp(a->name, "token_embd.weight") == 0) continue;
+            const bitnet_gguf_tensor_info *b = bitnet_gguf_find_tensor(g.g, a->name);
+            ASSERT_TRUE(b) << a->name;
+            EXPECT_EQ(a->type, b->type) << a->name;
+            ASSERT_EQ(a->nbytes, b->nbytes) << a->name;
+            EXPECT_EQ(std::memcmp(a->data, b->data, a->nbytes), 0) << a->name;
+        }
+        EXPECT_EQ(bitnet_gguf_find_tensor(g.g, "output.weight")->type, BITNET_TYPE_F16);
+    }
+}
+
 TEST(DummyFile, SameSeedSameBytesOtherSeedOtherBytes) {
     Written a("seed-a.gguf"), b("seed-b.gguf"), c("seed-c.gguf");
     write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 5), a.path);
@@ -642,6 +704,33 @@ TEST(DummyErrors, BadDimensionsAreNamed) {
     p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
     p.n_vocab = 100;
     EXPECT_NE(fail_msg(p, BITNET_ERR_INVALID_ARG, path).find("100"), std::string::npos);
+    // an embedding type whose block does not divide n_embd is refused, naming tensor, n_embd and block
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
+    p.n_embd = 96;
+    p.n_head = 3;
+    p.n_head_kv = 3;
+    p.n_ff = 256;
+    p.embd_type = BITNET_TYPE_Q6_K;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    for (const char *s : {"token_embd.weight", "Q6_K", "n_embd = 96", "256"}) EXPECT_NE(m.find(s), std::string::npos) << m;
+    p.embd_type = BITNET_TYPE_Q8_0;  // 96 = 3 · 32 fits
+    Written ok("embd-q8-96.gguf");
+    write_ok(p, ok.path);
+    p = tiny_layout_params(BITNET_DUMMY_TL2, 7);
+    p.n_embd = 80;
+    p.n_head = 4;
+    p.n_head_kv = 4;
+    p.embd_type = BITNET_TYPE_Q8_0;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    for (const char *s : {"token_embd.weight", "Q8_0", "n_embd = 80", "32"}) EXPECT_NE(m.find(s), std::string::npos) << m;
+    p = tiny_layout_params(BITNET_DUMMY_F32, 7);
+    p.embd_type = BITNET_TYPE_Q6_K;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("f32"), std::string::npos) << m;
+    p.embd_type = BITNET_TYPE_Q4_0;
+    p.outtype = BITNET_DUMMY_I2_S;
+    m = fail_msg(p, BITNET_ERR_INVALID_ARG, path);
+    EXPECT_NE(m.find("Q4_0"), std::string::npos) << m;
 }
 
 TEST(DummyErrors, BadTilesAreNamed) {

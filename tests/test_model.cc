@@ -1614,6 +1614,125 @@ TEST(Archs, Q6KTokenEmbeddingDecodesAsTheFormatDefines) {
     EXPECT_GT(amax, 0.1f);
 }
 
+// Q6_K written by this project's quantizer (quants.h, ggml's rule; --quant-embd q6_k) reads back through
+// the runtime's own decoder (model.c) exactly as the format defines it: a dummy file whose token_embd
+// the writer quantized to Q6_K and a copy holding the same values decoded by the tests' decoder as F32
+// give bit-identical logits and ids (tied head: the input rows and the head are both checked).
+TEST(Archs, Q6KEmbeddingFromTheQuantizerReadsBackExactly) {
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET_B158, BITNET_DUMMY_I2_S, 23);
+    p.embd_type = BITNET_TYPE_Q6_K;
+    const std::string a = TmpDir() + "/q6k-quantized.gguf", b = TmpDir() + "/q6k-decoded-f32.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, a.c_str(), &err), BITNET_OK) << err.msg;
+    bitnet_gguf *g = nullptr;
+    ASSERT_EQ(bitnet_gguf_open(a.c_str(), &g, &err), BITNET_OK) << err.msg;
+    const bitnet_gguf_tensor_info *te = bitnet_gguf_find_tensor(g, "token_embd.weight");
+    ASSERT_TRUE(te);
+    ASSERT_EQ(te->type, BITNET_TYPE_Q6_K);
+    const int64_t D = te->ne[0], V = te->ne[1];
+    std::vector<float> vals((size_t)(V * D));
+    const bitnet_block_q6_k *blk = (const bitnet_block_q6_k *)te->data;
+    for (int64_t j = 0; j < V * D / 256; j++)
+        for (int i = 0; i < 256; i++) vals[(size_t)(j * 256 + i)] = bitnet_test::q6k_value(blk[j], i);
+    bitnet_gguf_close(g);
+    Edit e;
+    e.retype_tensor = "token_embd.weight";
+    e.new_type = BITNET_TYPE_F32;
+    e.new_data.resize(vals.size() * 4);
+    std::memcpy(e.new_data.data(), vals.data(), e.new_data.size());
+    CopyGguf(a, b, e);
+    ModelPtr ma = Load(a, BITNET_PATH_I2S), mb = Load(b, BITNET_PATH_I2S);
+    ASSERT_TRUE(ma && mb);
+    EXPECT_EQ(bitnet_model_head_type(ma.get()), BITNET_TYPE_Q6_K);
+    ExpectSameRun(Greedy(ma.get(), kGoldenPrompt, 8, 2), Greedy(mb.get(), kGoldenPrompt, 8, 1),
+                  "Q6_K token_embd vs its decoded values as F32");
+}
+
+// A Q6_K head against the F16 head it was quantized from, alone (untied "llama" dummy: output.weight
+// replaced, token_embd and everything else kept, so both runs see the same head input x). Per logit r,
+// with Ŵ the Q6_K row and W the F16 row:
+//   |y_f16 − y_q6| ≤ ‖W − Ŵ‖₂·‖x‖₂ + 2^-11·‖W‖₂·‖x‖₂ (the F16 head rounds x to F16) + 2·D·2^-24·‖W‖₂·‖x‖₂
+// (two float sums of D products), where every |W_i − Ŵ_i| is at most the Q6_K step bound |d_g|/2
+// (asserted; an end code clamped from beyond ±32 counts its own distance) and ‖x‖₂ = ‖rmsnorm(h) ·
+// output_norm‖₂ ≤ √D · max|output_norm| (rmsnorm has unit rms). With rounding errors independent of x
+// the expected relative L2 error of a logit vector is ‖W − Ŵ‖_F / ‖W‖_F (1.6 % for these N(0,1) rows:
+// d_g ≈ max|group|/32, error ≈ d_g/√12); twice that is asserted.
+TEST(Archs, Q6KHeadStaysWithinItsStepBound) {
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_LLAMA, BITNET_DUMMY_I2_S, 29);
+    const std::string a = TmpDir() + "/head-f16.gguf", b = TmpDir() + "/head-q6k.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, a.c_str(), &err), BITNET_OK) << err.msg;
+    bitnet_gguf *g = nullptr;
+    ASSERT_EQ(bitnet_gguf_open(a.c_str(), &g, &err), BITNET_OK) << err.msg;
+    const bitnet_gguf_tensor_info *ho = bitnet_gguf_find_tensor(g, "output.weight");
+    const bitnet_gguf_tensor_info *on = bitnet_gguf_find_tensor(g, "output_norm.weight");
+    ASSERT_TRUE(ho && on);
+    ASSERT_EQ(ho->type, BITNET_TYPE_F16);
+    const int64_t D = ho->ne[0], V = ho->ne[1];
+    std::vector<float> w((size_t)(V * D));
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_F16, ho->data, w.data(), V * D, &err), BITNET_OK);
+    float gmax = 0.0f;
+    for (int64_t i = 0; i < D; i++) gmax = std::max(gmax, std::fabs(((const float *)on->data)[i]));
+    bitnet_gguf_close(g);
+    std::vector<bitnet_block_q6_k> q((size_t)(V * D / 256));
+    ASSERT_EQ(bitnet_quantize_row_q6_k(w.data(), q.data(), V * D, &err), BITNET_OK);
+    const double xnorm = std::sqrt((double)D) * gmax;
+    std::vector<double> bound((size_t)V);
+    double e2 = 0.0, w2 = 0.0;
+    for (int64_t r = 0; r < V; r++) {
+        double step2 = 0.0, wr2 = 0.0;
+        for (int64_t i = 0; i < D; i++) {
+            const int64_t k = r * D + i;
+            const bitnet_block_q6_k &bk = q[(size_t)(k / 256)];
+            int code, sc;
+            bitnet_test::q6k_code_scale(bk, (int)(k % 256), &code, &sc);
+            const double dg = std::fabs((double)bitnet_fp16_to_fp32(bk.d) * sc);
+            const double err_i = std::fabs((double)w[(size_t)k] - bitnet_test::q6k_value(bk, (int)(k % 256)));
+            double step = dg / 2 * (1 + 1e-6);
+            if (code == 0 || code == 63) step = std::max(step, err_i);  // clamped: its own distance
+            ASSERT_LE(err_i, step) << "row " << r << " value " << i;
+            step2 += step * step;
+            wr2 += (double)w[(size_t)k] * w[(size_t)k];
+            e2 += err_i * err_i;
+        }
+        w2 += wr2;
+        bound[(size_t)r] = (std::sqrt(step2) + (std::ldexp(1.0, -11) + 2.0 * D * std::ldexp(1.0, -24)) * std::sqrt(wr2)) * xnorm;
+    }
+    Edit e;
+    e.retype_tensor = "output.weight";
+    e.new_type = BITNET_TYPE_Q6_K;
+    e.new_data.resize(q.size() * sizeof q[0]);
+    std::memcpy(e.new_data.data(), q.data(), e.new_data.size());
+    CopyGguf(a, b, e);
+    ModelPtr ma = Load(a, BITNET_PATH_AUTO), mb = Load(b, BITNET_PATH_AUTO);
+    ASSERT_TRUE(ma && mb);
+    EXPECT_EQ(bitnet_model_head_type(mb.get()), BITNET_TYPE_Q6_K);
+    const std::vector<float> ya = PromptLogits(ma.get(), kGoldenPrompt, 2, 512);
+    const std::vector<float> yb = PromptLogits(mb.get(), kGoldenPrompt, 2, 512);
+    ASSERT_EQ(ya.size(), kGoldenPrompt.size() * (size_t)V);
+    ASSERT_EQ(yb.size(), ya.size());
+    double max_abs = 0.0, max_ratio = 0.0, worst_rel = 0.0;
+    for (size_t t = 0; t < kGoldenPrompt.size(); t++) {
+        double num = 0.0, den = 0.0;
+        for (int64_t r = 0; r < V; r++) {
+            const double ra = ya[t * V + r], rb = yb[t * V + r], dd = std::fabs(ra - rb);
+            ASSERT_LE(dd, bound[(size_t)r]) << "position " << t << " token " << r;
+            max_abs = std::max(max_abs, dd);
+            max_ratio = std::max(max_ratio, dd / bound[(size_t)r]);
+            num += dd * dd;
+            den += ra * ra;
+        }
+        worst_rel = std::max(worst_rel, std::sqrt(num / den));
+    }
+    const double emb_rel = std::sqrt(e2 / w2);
+    std::printf("[ info ] Q6_K head vs F16 head: weights relative L2 %.4f, logits max |Δ| %.3g (at most %.3g of the "
+                "bound), relative L2 ≤ %.4f\n", emb_rel, max_abs, max_ratio, worst_rel);
+    EXPECT_GT(emb_rel, 0.005);
+    EXPECT_LT(emb_rel, 0.03);
+    EXPECT_LT(worst_rel, 2.0 * emb_rel);
+    EXPECT_GT(worst_rel, 0.0);
+}
+
 // The dummy writer's key and tensor sets per architecture (dummy_model.h), which converters match.
 TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
     struct Case {

@@ -11,12 +11,16 @@
 #include <vector>
 
 #include "quants.h"
+#include "test_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
 namespace {
+
+using bitnet_test::q6k_code_scale;
+using bitnet_test::q6k_value;
 
 uint32_t bits_of(float f) {
     uint32_t u;
@@ -443,22 +447,6 @@ uint64_t fnv1a64(const void *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
     return h;
-}
-
-// Value i of a Q6_K block, written here from the layout in quants.h (independent of the runtime's
-// decoder in model.c): group g = i / 16, half h = i / 128, quarter-row r = (i % 128) / 32, l = i % 32.
-void q6k_code_scale(const bitnet_block_q6_k &b, int i, int *q, int *sc) {
-    const int h = i / 128, r = (i % 128) / 32, l = i % 32;
-    const uint8_t lo = b.ql[64 * h + l + 32 * (r & 1)];
-    const int low = r >= 2 ? lo >> 4 : lo & 15;
-    const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
-    *q = low | high << 4;
-    *sc = b.scales[i / 16];
-}
-float q6k_value(const bitnet_block_q6_k &b, int i) {
-    int q, sc;
-    q6k_code_scale(b, i, &q, &sc);
-    return bitnet_fp16_to_fp32(b.d) * (float)sc * (float)(q - 32);
 }
 
 TEST(QuantizeQ6K, PinnedBlocksAreGgmls) {

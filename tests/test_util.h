@@ -1,6 +1,6 @@
 // test_util.h — helpers shared by the GoogleTest files (header-only, C++17): a per-process scratch
-// directory that is removed after the last test, whole-file reads and existence checks, and the
-// dummy-model parameters of the bitnetcpp-tiny layout. Everything is `inline` in namespace
+// directory that is removed after the last test, whole-file reads and existence checks, the
+// dummy-model parameters of the bitnetcpp-tiny layout, and a Q6_K decoder of the tests' own. Everything is `inline` in namespace
 // bitnet_test, so a test binary links only the libraries of the helpers it calls (tiny_layout_params
 // needs bitnet_dummy).
 #ifndef BITNET_TEST_UTIL_H
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dummy_model.h"
+#include "quants.h"
 
 namespace bitnet_test {
 
@@ -79,6 +80,25 @@ inline bitnet_dummy_params tiny_layout_params(bitnet_dummy_outtype outtype, uint
     p.outtype = outtype;
     p.seed = seed;
     return p;
+}
+
+// Code (0..63) and sub-scale of value i (0..255) of a Q6_K block, written from the layout in quants.h and
+// independent of the runtime's decoder (model.c): group g = i / 16, half h = i / 128, quarter-row
+// r = (i % 128) / 32, l = i % 32 → low 4 bits in ql[64h + l + 32·(r & 1)] (high nibble for r >= 2),
+// high 2 bits in bits 2r..2r+1 of qh[32h + l].
+inline void q6k_code_scale(const bitnet_block_q6_k &b, int i, int *q, int *sc) {
+    const int h = i / 128, r = (i % 128) / 32, l = i % 32;
+    const uint8_t lo = b.ql[64 * h + l + 32 * (r & 1)];
+    const int low = r >= 2 ? lo >> 4 : lo & 15;
+    const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
+    *q = low | high << 4;
+    *sc = b.scales[i / 16];
+}
+// Its value d · scales[g] · (q − 32), in that float order (the format's definition).
+inline float q6k_value(const bitnet_block_q6_k &b, int i) {
+    int q, sc;
+    q6k_code_scale(b, i, &q, &sc);
+    return bitnet_fp16_to_fp32(b.d) * (float)sc * (float)(q - 32);
 }
 
 // n ternary values (-1, 0, +1), uniform, from std::mt19937(seed): the same bytes on every platform.

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,7 +25,13 @@ static void usage(FILE *f) {
             "  -o, --outfile PATH      output file (written through PATH.tmp, renamed at the end)\n"
             "  --outtype T             f32, f16, i2_s, tl1 or tl2 (default i2_s): the type of every\n"
             "                          projection weight\n"
-            "  --quant-embd            token embedding in F16 (bitnet.cpp's flag)\n"
+            "  --quant-embd [T]        token_embd.weight as f16 (T omitted: bitnet.cpp's flag), q8_0 or\n"
+            "                          q6_k (ggml's reference quantizers; q6_k is what llama-quantize\n"
+            "                          --token-embedding-type q6_k writes); default: F32, for i2_s F16\n"
+            "                          (Q8_0 when n_embd %% 256 != 0). Refused when n_embd is not a\n"
+            "                          multiple of the type's block (q6_k 256, q8_0 32). An untied\n"
+            "                          output.weight keeps its default. With --outtype f32 (all F32)\n"
+            "                          f16 changes nothing and q8_0/q6_k are refused\n"
             "  --force                 ternarize weights of a plain (non-BitNet) checkpoint that are not\n"
             "                          ternary already (changes what the model computes)\n"
             "  --name NAME             general.name (default: the folder's name)\n"
@@ -96,8 +103,18 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
-        } else if (!strcmp(a, "--quant-embd")) {
-            p.quant_embd = true;
+        } else if (!strcmp(a, "--quant-embd") || !strncmp(a, "--quant-embd=", 13)) {
+            /* The value is optional ("--quant-embd" alone = f16, bitnet.cpp's flag, also before MODEL_DIR):
+             * a following word is taken as the value when it is one, or when it is no option and names
+             * no existing file or directory (then it is reported as a bad value). */
+            const char *t = "f16";
+            struct stat sb;
+            int ty;
+            if (a[12] == '=') t = a + 13;
+            else if (val && (bitnet_dummy_embd_type_parse(val, &ty) || (val[0] != '-' && stat(val, &sb) != 0)))
+                t = argv[++i];
+            if (!bitnet_dummy_embd_type_parse(t, &p.embd_type))
+                return bad("--quant-embd: '%s' is not one of f16, q8_0, q6_k", t);
         } else if (!strcmp(a, "--force")) {
             p.force = true;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--outfile") || !strcmp(a, "--outtype") || !strcmp(a, "--name") ||
@@ -148,6 +165,12 @@ int main(int argc, char **argv) {
     if (!p.outfile) return bad("missing -o/--outfile PATH%s", "");
     p.tiles = tiles;
     p.n_tiles = n_tiles;
+    /* f32 files hold every tensor in F32: f16 (what the bare flag means) leaves them so, as bitnet.cpp's
+     * converter does with --outtype f32 --quant-embd; q8_0/q6_k there are refused */
+    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type == BITNET_TYPE_F16) p.embd_type = 0;
+    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type != 0)
+        return bad("--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)",
+                   p.embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0");
 
     progress_state ps = {isatty(2) != 0, -1, -1};
     if (!quiet) {

@@ -34,6 +34,11 @@ static void usage(FILE *f) {
             "  --rope-theta F          <arch>.rope.freq_base (default 10000)\n"
             "  --output-weight         write a separate output.weight (default: tied to token_embd)\n"
             "  --outtype T             f32, f16, i2_s, tl1 or tl2 (default i2_s)\n"
+            "  --quant-embd [T]        token_embd.weight as f16 (T omitted), q8_0 or q6_k (ggml's\n"
+            "                          quantizers) instead of the default F16/Q8_0 rule; output.weight\n"
+            "                          keeps the rule. Refused when n_embd is not a multiple of the\n"
+            "                          type's block (q6_k 256, q8_0 32); with --outtype f32 (all F32)\n"
+            "                          f16 changes nothing and q8_0/q6_k are refused\n"
             "  --seed N                PRNG seed, unsigned 64-bit (default 0)\n"
             "  --vocab-size N          size of the built-in vocabulary (default 32002, at least 259)\n"
             "  --vocab-from GGUF       copy the vocabulary of another GGUF file instead\n"
@@ -133,6 +138,13 @@ int main(int argc, char **argv) {
             continue;
         }
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quant-embd") || !strncmp(a, "--quant-embd=", 13)) {
+            /* the value is optional: "--quant-embd" alone means f16 (bitnet.cpp's flag) */
+            const char *t = a[12] == '=' ? a + 13 : val && val[0] != '-' ? argv[++i] : "f16";
+            if (!bitnet_dummy_embd_type_parse(t, &p.embd_type))
+                return bad("--quant-embd: '%s' is not one of f16, q8_0, q6_k%s", t, "");
+            continue;
+        }
         bool matched = false;
         for (size_t d = 0; d < n_dims; d++) {
             if (strcmp(a, dims[d].flag)) continue;
@@ -205,6 +217,12 @@ int main(int argc, char **argv) {
         return bad("--tiles only applies to --outtype tl1 or tl2 (outtype is %s)%s", bitnet_dummy_outtype_name(p.outtype), "");
     p.tiles = tiles;
     p.n_tiles = n_tiles;
+    /* f32 files hold every tensor in F32: f16 (what the bare flag means) leaves them so, as bitnet.cpp's
+     * converter does; q8_0/q6_k there are refused */
+    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type == BITNET_TYPE_F16) p.embd_type = 0;
+    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type != 0)
+        return bad("--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)%s",
+                   p.embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0", "");
 
     bitnet_error err = {{0}};
     bitnet_dummy_vocab *vocab = NULL;
