@@ -27,8 +27,9 @@ Steps (each prints one status line and logs to its own file in --log-dir):
   5. prepare model   `ggml-model-<quant>.gguf` in the model folder: nothing to do when a GGUF of that
                      type is there (another file name gets a symlink); a Hugging Face checkpoint is
                      converted with utils/convert-hf-to-gguf-bitnet.py (the build's bitnet-convert;
-                     --quant-embd keeps the token embedding in F16). Converting a GGUF into another
-                     type is not supported. Log: prepare-model.log.
+                     --quant-embd [f16|q8_0|q6_k] sets the token embedding's type, f16 when the value
+                     is omitted, as bitnet.cpp's flag). Converting a GGUF into another type is not
+                     supported. Log: prepare-model.log.
 
 Models: bitnet.cpp's list (KNOWN_HF_REPOS below, shown by --help: 1bitLLM bitnet_b1_58-large/3B,
 HF1BitLLM Llama3-8B-1.58-100B-tokens, tiiuae Falcon3-*-1.58bit and Falcon-E-*, microsoft
@@ -66,7 +67,8 @@ KNOWN_HF_REPOS = (
     "microsoft/BitNet-b1.58-2B-4T",
 )
 TERNARY_TYPE_IDS = {"i2_s": 36, "tl1": 38, "tl2": 39}
-TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 36: "I2_S", 38: "TL1", 39: "TL2"}
+TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 14: "Q6_K", 36: "I2_S", 38: "TL1", 39: "TL2"}
+EMBD_TYPES = ("f16", "q8_0", "q6_k")
 BITNET_ARCHS = ("bitnet", "bitnet-b1.58", "bitnet-25", "llama")
 TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
 N_STEPS = 5
@@ -121,8 +123,9 @@ def gguf_facts(path: str) -> dict:
         raise StepFailed(f"{path}: not a readable GGUF ({e})") from None
     ternary = [t for t in g.tensors if re.match(r"blk\.\d+\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$", t.name)]
     types = sorted({t.type for t in ternary})
+    embd = [t.type for t in g.tensors if t.name == "token_embd.weight"]
     return {"path": path, "arch": g.kv.get("general.architecture"), "file_type": g.kv.get("general.file_type"),
-            "ternary_types": types}
+            "ternary_types": types, "embd_type": embd[0] if embd else None}
 
 
 def hf_instructions(repo: str, folder: str, quant: str) -> str:
@@ -344,7 +347,7 @@ def convert_checkpoint(args, r: Runner, model: dict, target: str) -> str:
     cmd = [sys.executable, os.path.join(ROOT, "utils", "convert-hf-to-gguf-bitnet.py"), model["folder"],
            "--outtype", q, "--outfile", target, "--build-dir", os.path.abspath(args.build_dir)]
     if args.quant_embd:
-        cmd.append("--quant-embd")
+        cmd += ["--quant-embd", args.quant_embd]
     if args.use_pretuned:
         cmd.append("--use-pretuned")
     t0 = time.time()
@@ -355,7 +358,8 @@ def convert_checkpoint(args, r: Runner, model: dict, target: str) -> str:
         why = last[-1].strip() if last else f"exit {rc}"
         raise StepFailed(f"converting {model['folder']} to {q.upper()} failed: {why}")
     facts = gguf_facts(target)
-    embd = " (token embedding F16)" if args.quant_embd else ""
+    et = facts["embd_type"]
+    embd = f" (token embedding {TYPE_NAMES.get(et, f'type {et}')})" if args.quant_embd else ""
     return (f"{target}: converted from the Hugging Face checkpoint to {facts['arch']} {q.upper()}{embd} "
             f"in {time.time() - t0:.0f} s")
 
@@ -370,8 +374,8 @@ def prepare_model(args, r: Runner, model: dict) -> str:
     have = facts["ternary_types"]
     have_text = "/".join(TYPE_NAMES.get(t, f"type {t}") for t in have)
     if args.quant_embd:
-        r.log("prepare-model.log", "--quant-embd: applies when a Hugging Face checkpoint is converted; the GGUF is "
-                                   "used as is")
+        r.log("prepare-model.log", f"--quant-embd {args.quant_embd}: applies when a Hugging Face checkpoint is "
+                                   f"converted; the GGUF is used as is")
     if have != [TERNARY_TYPE_IDS[q]]:
         hint = " Use -q i2_s with an I2_S file: the runtime converts I2_S to TL1/TL2 when it loads the model." \
             if TERNARY_TYPE_IDS["i2_s"] in have else ""
@@ -397,8 +401,12 @@ def parse_args(argv):
     p.add_argument("--model-dir", "-md", default="models", help="directory for models (default models)")
     p.add_argument("--log-dir", "-ld", default="logs", help="directory for the step logs (default logs)")
     p.add_argument("--quant-type", "-q", choices=QUANT_TYPES, default="i2_s", help="weight type (default i2_s)")
-    p.add_argument("--quant-embd", action="store_true",
-                   help="keep the token embedding in F16 when a Hugging Face checkpoint is converted")
+    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
+                   metavar="{f16,q8_0,q6_k}",
+                   help="type of the token embedding when a Hugging Face checkpoint is converted: f16 when the "
+                        "value is omitted (bitnet.cpp's flag), q8_0 or q6_k (ggml's quantizers; refused when the "
+                        "hidden size is not a multiple of the block, 32 / 256); an untied output.weight keeps "
+                        "its default")
     p.add_argument("--use-pretuned", "-p", action="store_true", help="prefer the pretuned tile tables")
     p.add_argument("--lut-tiles", metavar="FILE",
                    help="(this project) build specialized kernels for the tiles of a TL1/TL2 model written by "

@@ -2,7 +2,7 @@
 """Convert a Hugging Face checkpoint of a ternary model to a BitNet GGUF, as bitnet.cpp's script of the
 same name does (its flags are accepted):
 
-    python3 utils/convert-hf-to-gguf-bitnet.py MODEL_DIR --outtype i2_s [--outfile PATH] [--quant-embd]
+    python3 utils/convert-hf-to-gguf-bitnet.py MODEL_DIR --outtype i2_s [--outfile PATH] [--quant-embd [f16|q8_0|q6_k]]
 
 MODEL_DIR holds config.json, the weights (model.safetensors, or shards with
 model.safetensors.index.json; BF16, F16 or F32, or transformers' packed 2-bit "bitnet" quantization),
@@ -22,6 +22,15 @@ were packed with (bitnet.lut.<tensor>.tiles): those of the built-in kernel table
 (the kernels this build was generated for; --use-pretuned prefers the pretuned table), else the default
 tile rule, which is what setup_env.py derives and builds kernels from when no config covers the shapes.
 
+--quant-embd [T] stores token_embd.weight as T: f16 (the value when T is omitted: bitnet.cpp's flag, whose
+llama-quantize step writes --token-embedding-type f16), q8_0 or q6_k (ggml's reference quantizers, so the
+bytes are llama-quantize's; q6_k is what bitnet.cpp's setup_env.py briefly passed in January 2026).
+Without it token_embd is F32, for i2_s F16 (Q8_0 when n_embd % 256 != 0). A type whose block does not
+divide n_embd (q6_k 256, q8_0 32) is refused with the tensor, n_embd and block in the message — never
+another type instead. An untied output.weight keeps its default (llama-quantize's --token-embedding-type
+does not touch it either). --outtype f32 keeps every tensor F32: f16 changes nothing there, q8_0/q6_k are
+refused. With a tied head (no output.weight) the type also sets the bytes the head reads per token.
+
 The tools run under $BITNET_RUN_PREFIX when set (e.g. qemu-aarch64 for a cross build's binaries).
 
 Exit status: 0 written; 1 the conversion failed (the message names the file, tensor, key or value);
@@ -40,6 +49,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 OUTTYPES = ("f32", "f16", "i2_s", "tl1", "tl2")
+EMBD_TYPES = ("f16", "q8_0", "q6_k")
+
+
+def quant_embd_argv(argv: list[str]) -> list[str]:
+    """--quant-embd takes an optional value: make the bare flag explicit (--quant-embd=f16) when the next word is
+    not a value but an option or an existing path (bitnet.cpp's command lines put MODEL_DIR anywhere), so argparse
+    does not read MODEL_DIR as the value. A word that is neither stays the value and is reported as a bad choice."""
+    out = []
+    for i, a in enumerate(argv):
+        if a == "--quant-embd":
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if nxt is None or (nxt.lower() not in EMBD_TYPES and (nxt.startswith("-") or os.path.exists(nxt))):
+                a = "--quant-embd=f16"
+        out.append(a)
+    return out
 
 
 class UserError(Exception):
@@ -92,7 +116,11 @@ def parse_args(argv):
     p.add_argument("--outtype", choices=OUTTYPES, default="f32",
                    help="type of the projection weights (default f32, as bitnet.cpp's script)")
     p.add_argument("--outfile", help="output GGUF (default MODEL/ggml-model-<outtype>.gguf)")
-    p.add_argument("--quant-embd", action="store_true", help="token embedding in F16")
+    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
+                   metavar="{f16,q8_0,q6_k}",
+                   help="type of token_embd.weight: f16 when the value is omitted (bitnet.cpp's flag), q8_0 or q6_k; "
+                        "refused when n_embd is not a multiple of its block (q6_k 256, q8_0 32); an untied "
+                        "output.weight keeps its default")
     p.add_argument("--force", action="store_true",
                    help="ternarize a plain model whose weights are not ternary (changes what it computes)")
     p.add_argument("--use-pretuned", action="store_true", help="TL1/TL2: prefer the pretuned built-in tile table")
@@ -106,7 +134,9 @@ def parse_args(argv):
     p.add_argument("--awq-path", help="not supported (refused)")
     p.add_argument("--build-dir", help="where bin/bitnet-convert is (default build/, env BITNET_BUILD_DIR)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    a = p.parse_args(argv)
+    a = p.parse_args(quant_embd_argv(sys.argv[1:] if argv is None else list(argv)))
+    if a.outtype == "f32" and a.quant_embd in ("q8_0", "q6_k"):
+        p.error(f"--quant-embd {a.quant_embd}: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)")
     if a.bigendian:
         p.error("--bigendian: big-endian GGUF files are not supported")
     if a.awq_path:
@@ -153,7 +183,7 @@ def main(argv=None) -> int:
         return 2
     cmd = [tool, model, "-o", outfile, "--outtype", a.outtype]
     if a.quant_embd:
-        cmd.append("--quant-embd")
+        cmd += ["--quant-embd", a.quant_embd]
     if a.force:
         cmd.append("--force")
     if a.use_pretuned:

@@ -5,12 +5,18 @@ Usage, as with bitnet.cpp's script of the same name (its positional model direct
 ignored: nothing is read from it):
 
     python3 utils/generate-dummy-bitnet-model.py --model-size 125M --outtype i2_s \\
-        --outfile models/dummy-bitnet-125m.i2_s.gguf [--seed N] [--tokenizer-dir DIR] [--use-pretuned]
+        --outfile models/dummy-bitnet-125m.i2_s.gguf [--seed N] [--tokenizer-dir DIR] [--use-pretuned] \\
+        [--quant-embd [f16|q8_0|q6_k]]
 
 The weights are made by the C tool build/bin/bitnet-dummy (src/dummy_model.h documents the PRNG and
 the value distributions); this script picks the layout, checks that a kernel config covers its weight
 shapes and passes the covering config's TL1/TL2 tiles. The same --seed gives the same ternary weights
 in every --outtype.
+
+--quant-embd [T] (this project's, as in utils/convert-hf-to-gguf-bitnet.py) stores token_embd.weight as
+f16 (T omitted), q8_0 or q6_k instead of the default (F16, or Q8_0 when hidden % 256 != 0; F32 files
+stay F32); every named layout's hidden size is a multiple of 256, so each type fits. For measuring
+what the embedding type costs and saves (docs/PERFORMANCE.md).
 
 Layouts (hidden / FFN / layers / heads, KV heads = heads) are those of bitnet.cpp's
 utils/generate-dummy-bitnet-model.py; configs/dummy-<size>.yaml holds the matching tile tables.
@@ -45,6 +51,20 @@ MODEL_SIZES = {
     "100B": (8192, 45568, 72, 64),
 }
 OUTTYPES = ("f32", "f16", "i2_s", "tl1", "tl2")
+EMBD_TYPES = ("f16", "q8_0", "q6_k")
+
+
+def quant_embd_argv(argv: list[str]) -> list[str]:
+    """The bare --quant-embd made explicit (--quant-embd=f16) when the next word is an option or an existing path
+    (the ignored positional model directory), the rule of utils/convert-hf-to-gguf-bitnet.py."""
+    out = []
+    for i, a in enumerate(argv):
+        if a == "--quant-embd":
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if nxt is None or (nxt.lower() not in EMBD_TYPES and (nxt.startswith("-") or os.path.exists(nxt))):
+                a = "--quant-embd=f16"
+        out.append(a)
+    return out
 
 
 class UserError(Exception):
@@ -146,11 +166,17 @@ def parse_args(argv):
     p.add_argument("--vocab-size", type=int, help="size of the built-in vocabulary (default 32002)")
     p.add_argument("--ctx", type=int, help="context_length key (default 2048)")
     p.add_argument("--use-pretuned", action="store_true", help="TL1/TL2 tiles from a pretuned table when one covers")
+    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
+                   metavar="{f16,q8_0,q6_k}",
+                   help="type of token_embd.weight (f16 when the value is omitted); default F16 (Q8_0 when "
+                        "hidden %% 256 != 0), F32 for --outtype f32, where q8_0/q6_k are refused")
     p.add_argument("--configs-dir", default=os.environ.get("BITNET_CONFIGS_DIR") or os.path.join(ROOT, "configs"),
                    help="kernel configs to check coverage against (default configs/, env BITNET_CONFIGS_DIR)")
     p.add_argument("--build-dir", default=None, help="where bin/bitnet-dummy is (default build/, env BITNET_BUILD_DIR)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    a = p.parse_args(argv)
+    a = p.parse_args(quant_embd_argv(sys.argv[1:] if argv is None else list(argv)))
+    if a.outtype == "f32" and a.quant_embd in ("q8_0", "q6_k"):
+        p.error(f"--quant-embd {a.quant_embd}: --outtype f32 writes every tensor as F32")
     if not 0 <= a.seed < 2 ** 64:
         p.error(f"--seed {a.seed}: must be in 0 .. 2^64-1")
     if a.vocab_size is not None and a.vocab_size < 259:
@@ -202,6 +228,8 @@ def main(argv=None) -> int:
         cmd += ["--ctx", str(a.ctx)]
     for t in tiles:
         cmd += ["--tiles", ",".join(str(x) for x in t)]
+    if a.quant_embd:
+        cmd += ["--quant-embd", a.quant_embd]
     if a.quiet:
         cmd.append("--quiet")
     return subprocess.call(cmd)

