@@ -79,6 +79,13 @@ bitnet_status bitnet_ppl_eval_chunk(bitnet_context *c, const bitnet_model *m, co
     }
     const int32_t n_ctx = p->n_ctx;
     const int32_t *chunk = tokens + (size_t)c_idx * (size_t)n_ctx;
+    /* every id before any is used: a scored target may lie in a batch bitnet_decode has not seen yet */
+    for (int32_t j = 0; j < n_ctx; j++) {
+        if (chunk[j] < 0 || chunk[j] >= n_vocab) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "chunk %d: token id %d at position %d is out of range [0, %d)",
+                               c_idx, chunk[j], j, n_vocab);
+        }
+    }
     int32_t *ids = malloc((size_t)n_ctx * sizeof *ids); /* the chunk with BOS in front */
     if (!ids) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for %d token ids", n_ctx);
     memcpy(ids, chunk, (size_t)n_ctx * sizeof *ids);

@@ -75,10 +75,11 @@ double bitnet_ppl_uncertainty(const bitnet_ppl_sums *s);
  * rewritten from position 0; nothing of an earlier chunk is attended to), token 0 replaced by `bos`
  * when bos >= 0 (the caller passes -1 when the vocabulary does not add BOS); a batch that would cross
  * position `first` is split there, and logits are computed only for batches from `first` on (llama.cpp
- * likewise asks for the logits of positions >= first only). Adds the NLL of every scored token (positions first+1 .. n_ctx-1 of
- * the chunk, original tokens) to *sums in position order. The context needs n_ctx >= p->n_ctx.
- * Errors: BITNET_ERR_INVALID_ARG for c_idx outside [0, p->n_chunk), n_batch < 1 or bos out of the
- * vocabulary; bitnet_decode's errors (a token id out of range names it); BITNET_ERR_FORMAT when a
+ * likewise asks for the logits of positions >= first only). Adds the NLL of every scored token
+ * (positions first+1 .. n_ctx-1 of the chunk, original tokens) to *sums in position order. The context needs n_ctx >= p->n_ctx.
+ * Errors: BITNET_ERR_INVALID_ARG for c_idx outside [0, p->n_chunk), n_batch < 1, bos or a token id
+ * of the chunk out of the vocabulary (checked before anything is evaluated; names the position and
+ * the id); bitnet_decode's errors; BITNET_ERR_FORMAT when a
  * scored token's NLL is not finite (the model produced NaN/inf logits; names chunk and position);
  * BITNET_ERR_NOMEM. *sums is unchanged on error. */
 bitnet_status bitnet_ppl_eval_chunk(bitnet_context *c, const bitnet_model *m, const int32_t *tokens,

@@ -9,9 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "dummy_model.h"
+#include "model.h"
 #include "perplexity.h"
+#include "test_util.h"
 
 namespace {
+
+std::string g_dir;
+::testing::Environment *const g_env =
+    ::testing::AddGlobalTestEnvironment(new bitnet_test::TempDirEnv("bitnet_perplexity_", &g_dir));
 
 bitnet_ppl_plan plan(size_t n_tokens, int32_t n_ctx, int32_t max_chunks) {
     bitnet_ppl_plan p{};
@@ -118,6 +125,43 @@ TEST(PerplexityEstimate, ValueAndUncertainty) {
     EXPECT_TRUE(std::isnan(bitnet_ppl_uncertainty(&one)));
     const bitnet_ppl_sums none{};
     EXPECT_TRUE(std::isnan(bitnet_ppl_value(&none)));
+}
+
+// bitnet_ppl_eval_chunk's refusals come before anything is evaluated: a bad id anywhere in the chunk —
+// also in a batch later than the one being scored — is named, and the sums stay as they were.
+TEST(PerplexityChunk, ArgumentsAreCheckedBeforeEvaluation) {
+    bitnet_dummy_params dp = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 1234);
+    const std::string path = g_dir + "/tiny-i2_s.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&dp, path.c_str(), &err), BITNET_OK) << err.msg;
+    bitnet_model *m = nullptr;
+    ASSERT_EQ(bitnet_model_load(path.c_str(), nullptr, &m, &err), BITNET_OK) << err.msg;
+    bitnet_context *c = nullptr;
+    ASSERT_EQ(bitnet_context_create(m, 64, 8, 1, &c, &err), BITNET_OK) << err.msg;
+    std::vector<int32_t> toks(128);
+    for (size_t i = 0; i < toks.size(); i++) toks[i] = 3 + (int32_t)(i * 7 % 500);
+    const bitnet_ppl_plan p = plan(toks.size(), 64, -1);
+    bitnet_ppl_sums s{};
+    ASSERT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 0, 8, 1, &s, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(s.count, 64 - 1 - 32);
+    EXPECT_TRUE(std::isfinite(s.nll) && s.nll > 0);
+    const bitnet_ppl_sums before = s;
+    toks[64 + 40] = 2000000000;  // chunk 1, a scored target in the 6th batch of 8
+    EXPECT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 1, 8, 1, &s, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_STREQ(err.msg, "chunk 1: token id 2000000000 at position 40 is out of range [0, 512)");
+    toks[64 + 40] = -3;
+    EXPECT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 1, 8, 1, &s, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_STREQ(err.msg, "chunk 1: token id -3 at position 40 is out of range [0, 512)");
+    EXPECT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 2, 8, 1, &s, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_STREQ(err.msg, "chunk 2 is outside [0, 2)");
+    EXPECT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 0, 0, 1, &s, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_STREQ(err.msg, "n_batch 0: expected >= 1");
+    EXPECT_EQ(bitnet_ppl_eval_chunk(c, m, toks.data(), &p, 0, 8, 512, &s, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_STREQ(err.msg, "BOS id 512 is out of range [0, 512)");
+    EXPECT_EQ(s.count, before.count);
+    EXPECT_EQ(s.nll, before.nll);
+    bitnet_context_free(c);
+    bitnet_model_free(m);
 }
 
 }  // namespace
