@@ -822,7 +822,7 @@ static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, co
 }
 
 /* The tiles a stored TL1/TL2 weight was packed with (*tiles), from its bitnet.lut.<name>.tiles key
- * (*have_key) or from the user's table (the file params.lut_tiles names; *user_entry). The byte
+ * (*have_key) or from the user's table (params.lut_tiles; *user_entry). The byte
  * order of TL1/TL2 data depends on the tiles and bitnet.cpp's files record none, so a tensor without
  * the key is refused unless the user's table lists its shape: tiles are never guessed from a built-in
  * table. A key and a user entry that disagree are refused, naming both. */
@@ -1140,17 +1140,8 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     }
     pthread_once(&g_f16_once, f16_table_init);
 
-    bitnet_tile_file *user_tiles = NULL; /* read first: a bad table fails before the model is mapped */
-    if (params->lut_tiles) {
-        bitnet_error sub;
-        const bitnet_status tst = bitnet_tile_file_load(params->lut_tiles, table_name, &user_tiles, &sub);
-        if (tst != BITNET_OK) return bitnet_fail(err, tst, "--lut-tiles: %s", sub.msg);
-    }
     bitnet_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        bitnet_tile_file_free(user_tiles);
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    }
+    if (!m) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
     loader ld = {.path = path, .err = err};
     bitnet_status st = bitnet_gguf_open(path, &m->gguf, err);
     if (st != BITNET_OK) goto fail;
@@ -1231,10 +1222,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     }
 
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
-    st = prepare_lut_weights(&ld, m, table_name, user_tiles);
-    bitnet_tile_file_free(user_tiles);
-    user_tiles = NULL;
-    if (st != BITNET_OK) goto fail;
+    if ((st = prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
     if (m->head_owned) {
         const size_t len = strlen(m->summary);
         snprintf(m->summary + len, sizeof m->summary - len, "%shead: Q8_0 (requantized from %s at load)",
@@ -1250,7 +1238,6 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     return BITNET_OK;
 
 fail:
-    bitnet_tile_file_free(user_tiles);
     bitnet_model_free(m);
     return st;
 }

@@ -136,15 +136,13 @@ typedef struct bitnet_model_params {
      * The token-embedding lookup always reads the stored data. A head stored as Q8_0 is used as is.
      * Needs n_embd % 32 == 0 (else BITNET_ERR_UNSUPPORTED); other values → BITNET_ERR_INVALID_ARG. */
     int head_type;
-    /* Path of a tile table (the tools' --lut-tiles FILE; bitnet.cpp's kernel_config.ini or a
-     * configs/-style YAML, read by tile_file.h with lut_table choosing among a YAML's tables): the
-     * tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's). NULL: none.
-     * A TL1/TL2 tensor without the bitnet.lut.<tensor>.tiles key is refused unless this table lists
-     * its (scheme, M, K); a key that disagrees with the table is refused. Tiles given here that no
-     * built kernel has run on the generic kernel. Not used for I2_S weights or for the tiles a weight
-     * is repacked to. The file is read at the start of bitnet_model_load: its errors come back as
-     * they are, the message starting with "--lut-tiles: " (BITNET_ERR_IO / _FORMAT). */
-    const char *lut_tiles;
+    /* The tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's): a table
+     * read by tile_file.h (the tools' --lut-tiles FILE: bitnet.cpp's kernel_config.ini or a
+     * configs/-style YAML); NULL: none given. A TL1/TL2 tensor without the bitnet.lut.<tensor>.tiles
+     * key is refused unless this table lists its (scheme, M, K); a key that disagrees with the table is
+     * refused. Tiles given here that no built kernel has run on the generic kernel. Not used for I2_S
+     * weights or for the tiles a weight is repacked to. Read during bitnet_model_load only (not kept). */
+    const struct bitnet_tile_file *lut_tiles;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;
@@ -163,7 +161,8 @@ typedef struct bitnet_model bitnet_model;
  *    params->lut_tiles does not list → BITNET_ERR_UNSUPPORTED saying the file records no tile table,
  *    naming the tensor and (M, K) and the two ways out (--lut-tiles with the tiles it was written
  *    with, or the I2_S file); a key that contradicts params->lut_tiles → BITNET_ERR_UNSUPPORTED naming
- *    both; tiles from params->lut_tiles that break the scheme's rules → BITNET_ERR_INVALID_ARG;
+ *    both; tiles from params->lut_tiles that break the scheme's rules (entries of a kernel_config.ini,
+ *    whose scheme is known only here) → BITNET_ERR_INVALID_ARG;
  *  - a TL1/TL2 tensor run on its own path whose recorded tiles differ from every built tile table
  *    (configs/) that lists its shape, and that params->lut_tiles does not confirm →
  *    BITNET_ERR_UNSUPPORTED naming the tensor, both tile sets and the table (the issue's "tiles do not

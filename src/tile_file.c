@@ -18,22 +18,10 @@
 #define TILE_FILE_MAX_ENTRIES 4096
 #define INI_LINE_MAX 199 /* libinih's INI_MAX_LINE (200) less the NUL */
 
-const char *bitnet_tile_file_format_name(bitnet_tile_file_format format) {
-    return format == BITNET_TILE_FILE_INI ? "kernel_config.ini" : "YAML";
-}
-
 void bitnet_tile_file_free(bitnet_tile_file *f) {
     if (!f) return;
     free(f->entries);
     free(f);
-}
-
-const bitnet_tile_entry *bitnet_tile_file_find(const bitnet_tile_file *f, int type, int64_t M, int64_t K) {
-    for (size_t i = 0; f && i < f->n_entries; i++) {
-        const bitnet_tile_entry *e = &f->entries[i];
-        if ((e->type == type || e->type == 0) && e->M == M && e->K == K) return e;
-    }
-    return NULL;
 }
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -376,7 +364,13 @@ static bool yaml_scheme(const yaml_ctx *c, int type, const yaml_node_t *tables, 
             if (names[0]) strcat(names, ", ");
             strcat(names, text);
         }
-        if (n_tables == 1 || scalar_is(k, table_name)) chosen = p;
+        if (n_tables == 1 || (table_name && scalar_is(k, table_name))) chosen = p;
+    }
+    if (!chosen && !table_name) {
+        bitnet_fail(c->b->err, BITNET_ERR_FORMAT,
+                    "%s: %s has the tables %s: say which one the file was packed with (--lut-table NAME)", f->path,
+                    scheme, names);
+        return false;
     }
     if (!chosen) {
         bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s has the tables %s but none named '%s' (--lut-table)", f->path,
@@ -489,7 +483,6 @@ bitnet_status bitnet_tile_file_parse(const char *text, size_t n, const char *pat
     *out = NULL;
     if (!path) path = "(tile table)";
     if (!text && n) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: no text", path);
-    if (!table_name) table_name = "default";
     if (n > TILE_FILE_MAX_BYTES)
         return bitnet_fail(err, BITNET_ERR_IO, "%s: %zu bytes is more than a tile table can hold (%zu MiB at most)", path,
                            n, TILE_FILE_MAX_BYTES >> 20);

@@ -18,8 +18,9 @@
  *    checked then (bitnet_tiles_check).
  *  - a configs/-style YAML (docs/ARCHITECTURE.md "Configs"): top-level keys `tl1` / `tl2`, each a
  *    mapping of table names (default, pretuned, ...) to {source, kernels: [{m, k, block_m, block_k,
- *    simd_m, note}]}. Of a scheme with several tables the one named `table_name` is used (NULL:
- *    "default"); a scheme with one table uses it. Other top-level keys (model, layout, shapes, notes,
+ *    simd_m, note}]}. A scheme with one table uses it; of a scheme with several tables the one named
+ *    `table_name` is used, and with table_name NULL such a scheme is refused (the file's tiles must
+ *    not depend on which table a build prefers). Other top-level keys (model, layout, shapes, notes,
  *    ...) are not read here — `python3 -m codegen validate` checks a config as a whole. Entries are
  *    checked against the tile rules of their scheme when the file is read.
  *
@@ -57,7 +58,7 @@ typedef struct bitnet_tile_file {
 } bitnet_tile_file;
 
 /* Parse n bytes of text (no NUL needed) named `path` in messages, in `format` (0: tell it as
- * described above). table_name as above (NULL = "default"). On success *out is a new table
+ * described above). table_name as above (NULL: none chosen). On success *out is a new table
  * (bitnet_tile_file_free); on error *out is NULL and err says why. */
 bitnet_status bitnet_tile_file_parse(const char *text, size_t n, const char *path, bitnet_tile_file_format format,
                                      const char *table_name, bitnet_tile_file **out, bitnet_error *err);
@@ -69,11 +70,21 @@ bitnet_status bitnet_tile_file_load(const char *path, const char *table_name, bi
 void bitnet_tile_file_free(bitnet_tile_file *f); /* NULL is fine */
 
 /* The entry for a weight of scheme `type` (BITNET_TYPE_TL1/TL2) and shape M×K: one of that type or of
- * unstated type (0); NULL when the file lists none. f may be NULL (→ NULL). */
-const bitnet_tile_entry *bitnet_tile_file_find(const bitnet_tile_file *f, int type, int64_t M, int64_t K);
+ * unstated type (0); NULL when the file lists none. f may be NULL (→ NULL). Inline, so that code
+ * using a table (the model loader) does not depend on the parsers. */
+static inline const bitnet_tile_entry *bitnet_tile_file_find(const bitnet_tile_file *f, int type, int64_t M,
+                                                             int64_t K) {
+    for (size_t i = 0; f && i < f->n_entries; i++) {
+        const bitnet_tile_entry *e = &f->entries[i];
+        if ((e->type == type || e->type == 0) && e->M == M && e->K == K) return e;
+    }
+    return NULL;
+}
 
 /* "kernel_config.ini" or "YAML" (for messages). */
-const char *bitnet_tile_file_format_name(bitnet_tile_file_format format);
+static inline const char *bitnet_tile_file_format_name(bitnet_tile_file_format format) {
+    return format == BITNET_TILE_FILE_INI ? "kernel_config.ini" : "YAML";
+}
 
 #ifdef __cplusplus
 }

@@ -1414,7 +1414,8 @@ std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::
 }
 
 ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std::string &tiles) {
-    bitnet_model_params p = {kp, nullptr, 0, tiles.c_str()};
+    TileFilePtr t = LoadTiles(tiles);
+    bitnet_model_params p = {kp, nullptr, 0, t.get()};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1423,7 +1424,8 @@ ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std
 
 std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const std::string &tiles,
                                bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr, 0, tiles.c_str()};
+    TileFilePtr t = LoadTiles(tiles);
+    bitnet_model_params p = {kp, nullptr, 0, t.get()};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;
@@ -1502,20 +1504,6 @@ TEST(LutTiles, RecordedTilesAndTheTableMustAgree) {
     ASSERT_TRUE(m);
     ExpectParts(bitnet_model_kernel_summary(m.get()), {"tiles from the file and --lut-tiles"});
     EXPECT_EQ(Greedy(m.get(), kGoldenPrompt, 16, 2).ids, kGoldenIds);
-}
-
-// A tile file that cannot be read fails the load before the model is read, with the reader's message.
-TEST(LutTiles, UnreadableTableFailsTheLoad) {
-    const std::string path = WriteIniTiledFile(BITNET_DUMMY_TL2, false, "norecord-badtable-tl2.gguf");
-    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, TmpDir() + "/no-such.ini", BITNET_ERR_IO),
-                {"--lut-tiles: ", "no-such.ini: cannot open"});
-    const std::string bad = TmpDir() + "/bad.ini";
-    FILE *f = std::fopen(bad.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs("[Kernels_0]\nm = 256\n", f);
-    std::fclose(f);
-    ExpectParts(LoadWithTilesError(path, BITNET_PATH_TL2, bad, BITNET_ERR_FORMAT),
-                {"--lut-tiles: " + bad + ": [Kernels_0] has no key 'k'"});
 }
 
 // A table without the file's shape, or with tiles its scheme cannot use, is refused by name.
@@ -1910,7 +1898,9 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {"-p hi", "no model given"},
         {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
         {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},
-        {m + " --lut-tiles /nonexistent/kernel_config.ini", "cannot load model: --lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
+        {m + " --lut-tiles /nonexistent/kernel_config.ini", "error: --lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
+        {m + " --lut-tiles '" + std::string(BITNET_SOURCE_DIR) + "/configs/Llama3-8B-1.58-100B-tokens.yaml'",
+         "tl1 has the tables default, pretuned: say which one the file was packed with (--lut-table NAME)"},
         {m + " --lut-tiles", "--lut-tiles needs a value"},
     };
     for (const Case &c : cases) {

@@ -130,8 +130,13 @@ TEST(TileFile, ReadsConfigsYamlAndPicksTheTable) {
     const std::string path = kConfigs + "Llama3-8B-1.58-100B-tokens.yaml";
     TileFile d, p;
     bitnet_error err{};
-    ASSERT_EQ(bitnet_tile_file_load(path.c_str(), nullptr, &d.f, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_tile_file_load(path.c_str(), "default", &d.f, &err), BITNET_OK) << err.msg;
     ASSERT_EQ(bitnet_tile_file_load(path.c_str(), "pretuned", &p.f, &err), BITNET_OK) << err.msg;
+    // which of several tables a file was packed with is never the build's guess: no name, no table
+    bitnet_tile_file *none = reinterpret_cast<bitnet_tile_file *>(0x1);
+    EXPECT_EQ(bitnet_tile_file_load(path.c_str(), nullptr, &none, &err), BITNET_ERR_FORMAT);
+    EXPECT_EQ(none, nullptr);
+    ExpectHas(err.msg, {path, "tl1 has the tables default, pretuned: say which one the file was packed with"});
     EXPECT_EQ(d.f->format, BITNET_TILE_FILE_YAML);
     ExpectEntry(d.f, BITNET_TYPE_TL1, 14336, 4096, 256, 128, 32);
     ExpectEntry(p.f, BITNET_TYPE_TL1, 14336, 4096, 256, 128, 64);

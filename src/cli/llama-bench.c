@@ -24,6 +24,7 @@
 #include "model.h"
 #include "quants.h"
 #include "rng.h"
+#include "tile_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -702,6 +703,7 @@ int main(int argc, char **argv) {
     online = online >= 1 ? (online > 1024 ? 1024 : online) : 1;
     int rc = 1;
     model_info *mis = NULL;
+    bitnet_tile_file *tiles = NULL; /* --lut-tiles, read once for every load */
     if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.batch, 2048) ||
         push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO) ||
         push_long(&o.heads, 0)) {
@@ -724,6 +726,13 @@ int main(int argc, char **argv) {
         goto out;
     }
 
+    if (o.lut_tiles) {
+        bitnet_error err = {{0}};
+        if (bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+            fail("--lut-tiles: %s", err.msg);
+            goto out;
+        }
+    }
     mis = calloc(o.models.n, sizeof *mis);
     if (!mis) {
         fail("out of memory");
@@ -765,7 +774,7 @@ int main(int argc, char **argv) {
             bitnet_error err = {{0}};
             bitnet_model *model = NULL;
             const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
-                                            o.lut_tiles};
+                                            tiles};
             const uint64_t t0 = now_ns();
             if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],
@@ -807,6 +816,7 @@ int main(int argc, char **argv) {
     rc = 0;
 
 out:
+    bitnet_tile_file_free(tiles);
     free(mis);
     free_options(&o);
     return rc;

@@ -32,6 +32,7 @@
  *   full; 130 after Ctrl-C at the prompt; 1 on errors (bad flag, model, template, failed evaluation). */
 #include "chat.h"
 #include "model.h"
+#include "tile_file.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -723,8 +724,15 @@ int main(int argc, char **argv) {
     int32_t *prompt_ids = NULL, *gen = NULL;
     size_t n_prompt = 0, n_gen = 0;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, o.lut_tiles};
-    if (bitnet_model_load(o.model, &mp, &model, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: cannot load model: %s\n", err.msg);
         goto done;
     }

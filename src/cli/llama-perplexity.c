@@ -33,6 +33,7 @@
  * its token count and the count -c needs), -c beyond the model's context, a model that cannot be
  * loaded, a failed evaluation. (The bitnet-* tools exit 2 on a bad command line.) */
 #include "model.h"
+#include "tile_file.h"
 #include "perplexity.h"
 #include "tokenizer.h"
 
@@ -247,8 +248,15 @@ int main(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, o.lut_tiles};
-    if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fail("--lut-tiles: %s", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fail("cannot load model: %s", err.msg);
         goto done;
     }

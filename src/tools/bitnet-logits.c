@@ -21,6 +21,7 @@
  * Exit status: 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
 #include "model.h"
+#include "tile_file.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -286,8 +287,15 @@ int main(int argc, char **argv) {
     int32_t *top = NULL;
     rc = 1;
 
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, o.lut_tiles};
-    if (bitnet_model_load(o.model, &mp, &m, &err) != BITNET_OK) {
+    bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fprintf(stderr, "bitnet-logits: --lut-tiles: %s\n", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
         fprintf(stderr, "bitnet-logits: %s\n", err.msg);
         goto done;
     }
