@@ -65,8 +65,8 @@ def read_kernel_config(path: str) -> list[dict]:
             if key not in items:
                 raise IniError(f"{path}: [{section}]: no key '{key}' (every section needs {', '.join(KEYS)})")
             v = items[key].strip()
-            if not re.fullmatch(r"[0-9]+", v) or int(v) < 1:
-                raise IniError(f"{path}: [{section}]: {key} = {items[key]!r} is not a positive integer")
+            if not re.fullmatch(r"[1-9][0-9]*", v):  # no leading zero: the runtime's reader refuses it too
+                raise IniError(f"{path}: [{section}]: {key} = {items[key]!r} is not a positive decimal integer")
             values[key] = int(v)
         e = {"section": section, "m": values["m"], "k": values["k"], "block_m": values["bm"],
              "block_k": values["bk"], "simd_m": values["bmm"]}

@@ -24,24 +24,41 @@ void bitnet_tile_file_free(bitnet_tile_file *f) {
     free(f);
 }
 
-/* ---- entries ------------------------------------------------------------------------------------ */
+/* ---- entries and errors ------------------------------------------------------------------------ */
 
 typedef struct builder {
     bitnet_tile_file *f;
     size_t cap;
     bitnet_error *err;
-    bool failed;
+    bitnet_status status; /* of the first failure */
 } builder;
 
-/* A positive decimal integer of at most 2^31 - 1 written with digits only (no sign, no spaces). */
+/* Records the first failure: "<path>: <message>". Returns false, for `return fail(...)`. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static bool fail(builder *b, bitnet_status st, const char *fmt, ...) {
+    if (b->status != BITNET_OK) return false;
+    char msg[sizeof b->err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    b->status = st;
+    bitnet_fail(b->err, st, "%s: %s", b->f->path, msg);
+    return false;
+}
+
+/* A positive decimal integer of at most 2^31 - 1, digits only: no sign, no spaces and no leading zero
+ * (YAML 1.1 readers such as PyYAML take "0256" for octal, so it is refused rather than read as 256). */
 static bool parse_count(const char *s, size_t len, int64_t *out) {
-    if (len == 0 || len > 10) return false;
+    if (len == 0 || len > 10 || s[0] == '0') return false;
     int64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9') return false;
         v = v * 10 + (s[i] - '0');
     }
-    if (v < 1 || v > INT32_MAX) return false;
+    if (v > INT32_MAX) return false;
     *out = v;
     return true;
 }
@@ -55,34 +72,25 @@ static bool add_entry(builder *b, int type, int64_t M, int64_t K, bitnet_tiles t
     bitnet_tile_file *f = b->f;
     if (type != 0) {
         bitnet_error sub;
-        if (bitnet_tiles_check(type, M, K, t, &sub) != BITNET_OK) {
-            bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: %s: tiles BM %d BK %d bm %d for %lldx%lld break the %s rules: %s",
-                        f->path, where, t.BM, t.BK, t.bm, (long long)M, (long long)K, scheme_name(type), sub.msg);
-            return false;
-        }
+        if (bitnet_tiles_check(type, M, K, t, &sub) != BITNET_OK)
+            return fail(b, BITNET_ERR_FORMAT, "%s: tiles BM %d BK %d bm %d for %lldx%lld break the %s rules: %s", where,
+                        t.BM, t.BK, t.bm, (long long)M, (long long)K, scheme_name(type), sub.msg);
     }
     for (size_t i = 0; i < f->n_entries; i++) {
         const bitnet_tile_entry *e = &f->entries[i];
         if (e->type != type || e->M != M || e->K != K) continue;
         if (e->tiles.BM == t.BM && e->tiles.BK == t.BK && e->tiles.bm == t.bm) return true; /* a repeat */
-        bitnet_fail(b->err, BITNET_ERR_FORMAT,
-                    "%s: shape %lldx%lld is listed twice with different tiles: %s (BM %d BK %d bm %d) and %s (BM %d BK %d "
+        return fail(b, BITNET_ERR_FORMAT,
+                    "shape %lldx%lld is listed twice with different tiles: %s (BM %d BK %d bm %d) and %s (BM %d BK %d "
                     "bm %d)",
-                    f->path, (long long)M, (long long)K, e->where, e->tiles.BM, e->tiles.BK, e->tiles.bm, where, t.BM,
-                    t.BK, t.bm);
-        return false;
+                    (long long)M, (long long)K, e->where, e->tiles.BM, e->tiles.BK, e->tiles.bm, where, t.BM, t.BK,
+                    t.bm);
     }
-    if (f->n_entries == TILE_FILE_MAX_ENTRIES) {
-        bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: more than %d entries", f->path, TILE_FILE_MAX_ENTRIES);
-        return false;
-    }
+    if (f->n_entries == TILE_FILE_MAX_ENTRIES) return fail(b, BITNET_ERR_FORMAT, "more than %d entries", TILE_FILE_MAX_ENTRIES);
     if (f->n_entries == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 16;
         bitnet_tile_entry *ne = realloc(f->entries, cap * sizeof *ne);
-        if (!ne) {
-            bitnet_fail(b->err, BITNET_ERR_NOMEM, "%s: out of memory", f->path);
-            return false;
-        }
+        if (!ne) return fail(b, BITNET_ERR_NOMEM, "out of memory");
         f->entries = ne;
         b->cap = cap;
     }
@@ -101,8 +109,10 @@ static bool add_entry(builder *b, int type, int64_t M, int64_t K, bitnet_tiles t
 enum { INI_M, INI_K, INI_BM, INI_BK, INI_BMM, INI_NKEYS };
 static const char *const k_ini_keys[INI_NKEYS] = {"m", "k", "bm", "bk", "bmm"};
 
+/* One [Kernels_<n>] section: found by the prescan (name, line), filled by libinih's pairs. */
 typedef struct ini_section {
     char name[48];
+    int line;
     int64_t v[INI_NKEYS];
     unsigned have; /* bit per key */
 } ini_section;
@@ -113,7 +123,7 @@ typedef struct ini_state {
     int line;            /* lines handed to libinih so far = the line of the current handler call */
     int err_line;        /* line of the first error the handler found (0: none) */
     ini_section *sec;
-    size_t n_sec, cap_sec;
+    size_t n_sec;
 } ini_state;
 
 /* libinih's fgets-style reader over the text; counts lines. */
@@ -142,7 +152,7 @@ static int ini_error(ini_state *s, const char *fmt, ...) {
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         s->err_line = s->line;
-        bitnet_fail(s->b->err, BITNET_ERR_FORMAT, "%s: line %d: %s", s->b->f->path, s->line, msg);
+        fail(s->b, BITNET_ERR_FORMAT, "line %d: %s", s->line, msg);
     }
     return 0;
 }
@@ -150,28 +160,12 @@ static int ini_error(ini_state *s, const char *fmt, ...) {
 static int on_ini_pair(void *user, const char *section, const char *name, const char *value) {
     ini_state *s = user;
     if (s->err_line) return 0;
-    if (section[0] == '\0')
-        return ini_error(s, "'%s' stands before the first [Kernels_<n>] section", name);
-    const char *digits = strncmp(section, "Kernels_", 8) == 0 ? section + 8 : NULL;
-    int64_t idx;
-    if (!digits || !(parse_count(digits, strlen(digits), &idx) || strcmp(digits, "0") == 0))
-        return ini_error(s, "unknown section [%s] (bitnet.cpp's kernel_config.ini has [Kernels_0], [Kernels_1], ...)",
-                         section);
-    if (s->n_sec == 0 || strcmp(s->sec[s->n_sec - 1].name, section) != 0) {
-        /* a repeated section header was refused before parsing (parse_ini), so this one is new */
-        if (s->n_sec == TILE_FILE_MAX_ENTRIES) return ini_error(s, "more than %d sections", TILE_FILE_MAX_ENTRIES);
-        if (s->n_sec == s->cap_sec) {
-            size_t cap = s->cap_sec ? 2 * s->cap_sec : 16;
-            ini_section *ns = realloc(s->sec, cap * sizeof *ns);
-            if (!ns) return ini_error(s, "out of memory");
-            s->sec = ns;
-            s->cap_sec = cap;
-        }
-        ini_section *n = &s->sec[s->n_sec++];
-        memset(n, 0, sizeof *n);
-        snprintf(n->name, sizeof n->name, "%s", section);
+    if (section[0] == '\0') return ini_error(s, "'%s' stands before the first [Kernels_<n>] section", name);
+    ini_section *cur = NULL; /* every header was seen by the prescan, so the section is in the list */
+    for (size_t i = 0; i < s->n_sec && !cur; i++) {
+        if (strcmp(s->sec[i].name, section) == 0) cur = &s->sec[i];
     }
-    ini_section *cur = &s->sec[s->n_sec - 1];
+    if (!cur) return ini_error(s, "section [%s] was not found by the prescan", section);
     int key = -1;
     for (int i = 0; i < INI_NKEYS; i++) {
         if (strcasecmp(name, k_ini_keys[i]) == 0) key = i;
@@ -179,85 +173,72 @@ static int on_ini_pair(void *user, const char *section, const char *name, const 
     if (key < 0) return ini_error(s, "[%s]: unknown key '%s' (expected m, k, bm, bk, bmm)", section, name);
     if (cur->have & (1u << key)) return ini_error(s, "[%s]: key '%s' is given twice", section, k_ini_keys[key]);
     if (!parse_count(value, strlen(value), &cur->v[key]))
-        return ini_error(s, "[%s]: %s = '%s' is not a positive integer", section, k_ini_keys[key], value);
+        return ini_error(s, "[%s]: %s = '%s' is not a positive decimal integer", section, k_ini_keys[key], value);
     cur->have |= 1u << key;
     return 1;
 }
 
-/* Before libinih reads the text: lines longer than its INI_MAX_LINE (it would cut them and count the
- * pieces as lines) and repeated section headers (its handler sees keys, not headers; ConfigParser
- * refuses a repeated section too) are refused with their line numbers. */
-static bool prescan_ini(builder *b, const char *text, size_t n) {
-    struct header {
-        size_t at, len; /* the name's offset and length */
-        int line;
-    } *h = NULL;
-    size_t n_h = 0, cap = 0;
-    bool ok = true;
+/* Before libinih reads the text (its handler sees keys, not headers): every section header, checked —
+ * a name other than Kernels_<n> (n without leading zero) or one seen before (ConfigParser refuses a
+ * repeated section too) is refused with its line — and lines longer than libinih's INI_MAX_LINE
+ * (it would cut them and count the pieces as lines). The sections go to s->sec in file order. */
+static bool prescan_ini(ini_state *s, const char *text, size_t n) {
+    builder *b = s->b;
+    size_t cap = 0;
     int line = 1;
-    for (size_t i = 0; i < n && ok; line++, i++) { /* i++: past the newline */
+    for (size_t i = 0; i < n; line++, i++) { /* i++: past the newline */
         const size_t start = i;
         while (i < n && text[i] != '\n') i++;
-        if (i - start > INI_LINE_MAX) {
-            ok = !bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: line %d is longer than %d characters", b->f->path, line,
-                              INI_LINE_MAX);
-            break;
-        }
+        if (i - start > INI_LINE_MAX) return fail(b, BITNET_ERR_FORMAT, "line %d is longer than %d characters", line, INI_LINE_MAX);
         size_t p = start;
         while (p < i && (text[p] == ' ' || text[p] == '\t')) p++;
         const char *close = p < i && text[p] == '[' ? memchr(text + p, ']', i - p) : NULL;
         if (!close) continue;
-        const struct header cur = {p + 1, (size_t)(close - (text + p + 1)), line};
-        for (size_t k = 0; k < n_h; k++) {
-            if (h[k].len == cur.len && memcmp(text + h[k].at, text + cur.at, cur.len) == 0) {
-                ok = !bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: line %d: section [%.*s] appears twice (first on line %d)",
-                                  b->f->path, line, (int)cur.len, text + cur.at, h[k].line);
-                break;
-            }
+        const char *name = text + p + 1;
+        const size_t len = (size_t)(close - name);
+        int64_t idx;
+        const bool kernels = len > 8 && memcmp(name, "Kernels_", 8) == 0 &&
+                             ((len == 9 && name[8] == '0') || parse_count(name + 8, len - 8, &idx));
+        if (!kernels)
+            return fail(b, BITNET_ERR_FORMAT,
+                        "line %d: unknown section [%.*s] (bitnet.cpp's kernel_config.ini has [Kernels_0], [Kernels_1], ...)",
+                        line, (int)(len < 40 ? len : 40), name);
+        for (size_t k = 0; k < s->n_sec; k++) {
+            if (strlen(s->sec[k].name) == len && memcmp(s->sec[k].name, name, len) == 0)
+                return fail(b, BITNET_ERR_FORMAT, "line %d: section [%.*s] appears twice (first on line %d)", line,
+                            (int)len, name, s->sec[k].line);
         }
-        if (!ok) break;
-        if (n_h == TILE_FILE_MAX_ENTRIES) {
-            ok = !bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: more than %d sections", b->f->path, TILE_FILE_MAX_ENTRIES);
-            break;
-        }
-        if (n_h == cap) {
+        if (s->n_sec == TILE_FILE_MAX_ENTRIES) return fail(b, BITNET_ERR_FORMAT, "more than %d sections", TILE_FILE_MAX_ENTRIES);
+        if (s->n_sec == cap) {
             cap = cap ? 2 * cap : 16;
-            struct header *nh = realloc(h, cap * sizeof *nh);
-            if (!nh) {
-                ok = !bitnet_fail(b->err, BITNET_ERR_NOMEM, "%s: out of memory", b->f->path);
-                break;
-            }
-            h = nh;
+            ini_section *ns = realloc(s->sec, cap * sizeof *ns);
+            if (!ns) return fail(b, BITNET_ERR_NOMEM, "out of memory");
+            s->sec = ns;
         }
-        h[n_h++] = cur;
+        ini_section *sec = &s->sec[s->n_sec++];
+        memset(sec, 0, sizeof *sec);
+        snprintf(sec->name, sizeof sec->name, "%.*s", (int)len, name); /* len <= 18: "Kernels_" + 10 digits */
+        sec->line = line;
     }
-    free(h);
-    return ok;
+    return true;
 }
 
 static bool parse_ini(builder *b, const char *text, size_t n) {
-    if (!prescan_ini(b, text, n)) return false;
-    ini_state s = {b, text, text + n, 0, 0, NULL, 0, 0};
-    const int rc = ini_parse_stream(ini_read_line, &s, on_ini_pair, &s);
-    bool ok = true;
-    if (rc < 0) {
-        bitnet_fail(b->err, BITNET_ERR_NOMEM, "%s: the ini reader failed (%d)", b->f->path, rc);
-        ok = false;
-    } else if (rc > 0 && (s.err_line == 0 || rc < s.err_line)) {
-        bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: line %d: not a [section] header, a 'key = value' line or a comment",
-                    b->f->path, rc);
-        ok = false;
-    } else if (s.err_line) {
-        ok = false; /* message already written */
+    ini_state s = {b, text, text + n, 0, 0, NULL, 0};
+    bool ok = prescan_ini(&s, text, n);
+    if (ok) {
+        const int rc = ini_parse_stream(ini_read_line, &s, on_ini_pair, &s);
+        if (rc < 0) ok = fail(b, BITNET_ERR_NOMEM, "the ini reader failed (%d)", rc);
+        else if (rc > 0 && (s.err_line == 0 || rc < s.err_line))
+            ok = fail(b, BITNET_ERR_FORMAT, "line %d: not a [section] header, a 'key = value' line or a comment", rc);
+        else if (s.err_line) ok = false; /* message already written */
     }
     for (size_t i = 0; ok && i < s.n_sec; i++) {
         const ini_section *sec = &s.sec[i];
         for (int k = 0; k < INI_NKEYS && ok; k++) {
-            if (!(sec->have & (1u << k))) {
-                bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: [%s] has no key '%s' (every section needs m, k, bm, bk, bmm)",
-                            b->f->path, sec->name, k_ini_keys[k]);
-                ok = false;
-            }
+            if (!(sec->have & (1u << k)))
+                ok = fail(b, BITNET_ERR_FORMAT, "[%s] (line %d) has no key '%s' (every section needs m, k, bm, bk, bmm)",
+                          sec->name, sec->line, k_ini_keys[k]);
         }
         if (!ok) break;
         char where[96];
@@ -281,6 +262,12 @@ static bool scalar_is(const yaml_node_t *n, const char *s) {
            memcmp(n->data.scalar.value, s, n->data.scalar.length) == 0;
 }
 
+static bool same_scalar(const yaml_node_t *a, const yaml_node_t *b) {
+    return a && b && a->type == YAML_SCALAR_NODE && b->type == YAML_SCALAR_NODE &&
+           a->data.scalar.length == b->data.scalar.length &&
+           memcmp(a->data.scalar.value, b->data.scalar.value, a->data.scalar.length) == 0;
+}
+
 static int line_of(const yaml_node_t *n) { return n ? (int)n->start_mark.line + 1 : 0; }
 
 /* The scalar's text for messages (at most 40 bytes). */
@@ -295,16 +282,27 @@ static void scalar_text(const yaml_node_t *n, char *out, size_t cap) {
 
 static yaml_node_t *node(const yaml_ctx *c, int id) { return yaml_document_get_node(c->doc, id); }
 
+/* A mapping whose keys repeat would mean "the last one wins" to PyYAML: refused, naming key and line. */
+static bool unique_keys(const yaml_ctx *c, const yaml_node_t *map, const char *where) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            const yaml_node_t *k = node(c, p->key);
+            if (!same_scalar(k, node(c, q->key))) continue;
+            char text[64];
+            scalar_text(k, text, sizeof text);
+            return fail(c->b, BITNET_ERR_FORMAT, "%s: key '%s' is given twice (line %d)", where, text, line_of(k));
+        }
+    }
+    return true;
+}
+
 static bool yaml_kernel(const yaml_ctx *c, int type, const char *table, size_t index, const yaml_node_t *item) {
     static const char *const keys[5] = {"m", "k", "block_m", "block_k", "simd_m"};
-    bitnet_tile_file *f = c->b->f;
     char where[96];
     snprintf(where, sizeof where, "%s/%s kernels[%zu] (line %d)", type == BITNET_TYPE_TL1 ? "tl1" : "tl2", table, index,
              line_of(item));
-    if (item->type != YAML_MAPPING_NODE) {
-        bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s: expected {m, k, block_m, block_k, simd_m}", f->path, where);
-        return false;
-    }
+    if (item->type != YAML_MAPPING_NODE) return fail(c->b, BITNET_ERR_FORMAT, "%s: expected {m, k, block_m, block_k, simd_m}", where);
+    if (!unique_keys(c, item, where)) return false;
     int64_t v[5];
     unsigned have = 0;
     for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
@@ -317,42 +315,29 @@ static bool yaml_kernel(const yaml_ctx *c, int type, const char *table, size_t i
         char text[64];
         if (ki < 0) {
             scalar_text(k, text, sizeof text);
-            bitnet_fail(c->b->err, BITNET_ERR_FORMAT,
-                        "%s: %s: unknown key '%s' (expected m, k, block_m, block_k, simd_m and optionally note)", f->path,
-                        where, text);
-            return false;
-        }
-        if (have & (1u << ki)) {
-            bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s: key '%s' is given twice", f->path, where, keys[ki]);
-            return false;
+            return fail(c->b, BITNET_ERR_FORMAT,
+                        "%s: unknown key '%s' (expected m, k, block_m, block_k, simd_m and optionally note)", where, text);
         }
         if (!val || val->type != YAML_SCALAR_NODE || val->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
             !parse_count((const char *)val->data.scalar.value, val->data.scalar.length, &v[ki])) {
             scalar_text(val, text, sizeof text);
-            bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s: %s = %s is not a positive integer", f->path, where,
-                        keys[ki], text);
-            return false;
+            return fail(c->b, BITNET_ERR_FORMAT, "%s: %s = %s is not a positive decimal integer", where, keys[ki], text);
         }
         have |= 1u << ki;
     }
     for (int i = 0; i < 5; i++) {
-        if (!(have & (1u << i))) {
-            bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s: no key '%s'", f->path, where, keys[i]);
-            return false;
-        }
+        if (!(have & (1u << i))) return fail(c->b, BITNET_ERR_FORMAT, "%s: no key '%s'", where, keys[i]);
     }
     const bitnet_tiles t = {(int32_t)v[2], (int32_t)v[3], (int32_t)v[4]};
     return add_entry(c->b, type, v[0], v[1], t, where);
 }
 
 static bool yaml_scheme(const yaml_ctx *c, int type, const yaml_node_t *tables, const char *table_name) {
-    bitnet_tile_file *f = c->b->f;
     const char *scheme = type == BITNET_TYPE_TL1 ? "tl1" : "tl2";
-    if (tables->type != YAML_MAPPING_NODE || tables->data.mapping.pairs.top == tables->data.mapping.pairs.start) {
-        bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: line %d: %s must map table names (default, pretuned) to tables",
-                    f->path, line_of(tables), scheme);
-        return false;
-    }
+    if (tables->type != YAML_MAPPING_NODE || tables->data.mapping.pairs.top == tables->data.mapping.pairs.start)
+        return fail(c->b, BITNET_ERR_FORMAT, "line %d: %s must map table names (default, pretuned) to tables",
+                    line_of(tables), scheme);
+    if (!unique_keys(c, tables, scheme)) return false;
     const size_t n_tables = (size_t)(tables->data.mapping.pairs.top - tables->data.mapping.pairs.start);
     const yaml_node_pair_t *chosen = NULL;
     char names[256] = "";
@@ -366,30 +351,27 @@ static bool yaml_scheme(const yaml_ctx *c, int type, const yaml_node_t *tables, 
         }
         if (n_tables == 1 || (table_name && scalar_is(k, table_name))) chosen = p;
     }
-    if (!chosen && !table_name) {
-        bitnet_fail(c->b->err, BITNET_ERR_FORMAT,
-                    "%s: %s has the tables %s: say which one the file was packed with (--lut-table NAME)", f->path,
+    if (!chosen && !table_name)
+        return fail(c->b, BITNET_ERR_FORMAT, "%s has the tables %s: say which one the file was packed with (--lut-table NAME)",
                     scheme, names);
-        return false;
-    }
-    if (!chosen) {
-        bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: %s has the tables %s but none named '%s' (--lut-table)", f->path,
-                    scheme, names, table_name);
-        return false;
-    }
+    if (!chosen)
+        return fail(c->b, BITNET_ERR_FORMAT, "%s has the tables %s but none named '%s' (--lut-table)", scheme, names,
+                    table_name);
     char table[48];
     scalar_text(node(c, chosen->key), table, sizeof table);
+    char where[96];
+    snprintf(where, sizeof where, "%s/%s", scheme, table);
     const yaml_node_t *t = node(c, chosen->value), *kernels = NULL;
-    for (yaml_node_pair_t *p = t && t->type == YAML_MAPPING_NODE ? t->data.mapping.pairs.start : NULL;
-         p && p < t->data.mapping.pairs.top; p++) {
-        if (scalar_is(node(c, p->key), "kernels")) kernels = node(c, p->value);
+    if (t && t->type == YAML_MAPPING_NODE) {
+        if (!unique_keys(c, t, where)) return false;
+        for (yaml_node_pair_t *p = t->data.mapping.pairs.start; p < t->data.mapping.pairs.top; p++) {
+            if (scalar_is(node(c, p->key), "kernels")) kernels = node(c, p->value);
+        }
     }
     if (!kernels || kernels->type != YAML_SEQUENCE_NODE ||
-        kernels->data.sequence.items.top == kernels->data.sequence.items.start) {
-        bitnet_fail(c->b->err, BITNET_ERR_FORMAT, "%s: line %d: %s/%s has no list 'kernels' of {m, k, block_m, block_k, "
-                    "simd_m}", f->path, line_of(t), scheme, table);
-        return false;
-    }
+        kernels->data.sequence.items.top == kernels->data.sequence.items.start)
+        return fail(c->b, BITNET_ERR_FORMAT, "line %d: %s has no list 'kernels' of {m, k, block_m, block_k, simd_m}",
+                    line_of(t), where);
     size_t index = 0;
     for (yaml_node_item_t *it = kernels->data.sequence.items.start; it < kernels->data.sequence.items.top; it++) {
         if (!yaml_kernel(c, type, table, index++, node(c, *it))) return false;
@@ -398,59 +380,37 @@ static bool yaml_scheme(const yaml_ctx *c, int type, const yaml_node_t *tables, 
 }
 
 static bool parse_yaml(builder *b, const char *text, size_t n, const char *table_name) {
-    bitnet_tile_file *f = b->f;
     yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) {
-        bitnet_fail(b->err, BITNET_ERR_NOMEM, "%s: out of memory (YAML parser)", f->path);
-        return false;
-    }
+    if (!yaml_parser_initialize(&parser)) return fail(b, BITNET_ERR_NOMEM, "out of memory (YAML parser)");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, n);
     if (!yaml_parser_load(&parser, &doc)) {
-        bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: YAML error at line %d, column %d: %s%s%s", f->path,
-                    (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1,
-                    parser.problem ? parser.problem : "malformed", parser.context ? " " : "",
-                    parser.context ? parser.context : "");
+        fail(b, BITNET_ERR_FORMAT, "YAML error at line %d, column %d: %s%s%s", (int)parser.problem_mark.line + 1,
+             (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed",
+             parser.context ? " " : "", parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         return false;
     }
     bool ok = true;
     const yaml_ctx c = {b, &doc};
     const yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: empty YAML document (no tl1/tl2 tables)", f->path);
-        ok = false;
-    } else if (root->type != YAML_MAPPING_NODE) {
-        bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: the top level must be a mapping with tl1 and/or tl2 tables "
-                    "(configs/ style)", f->path);
-        ok = false;
-    }
-    bool seen[2] = {false, false};
+    if (!root) ok = fail(b, BITNET_ERR_FORMAT, "empty YAML document (no tl1/tl2 tables)");
+    else if (root->type != YAML_MAPPING_NODE)
+        ok = fail(b, BITNET_ERR_FORMAT, "the top level must be a mapping with tl1 and/or tl2 tables (configs/ style)");
+    else ok = unique_keys(&c, root, "the top level");
     for (yaml_node_pair_t *p = ok ? root->data.mapping.pairs.start : NULL; ok && p < root->data.mapping.pairs.top; p++) {
         const yaml_node_t *k = node(&c, p->key);
-        const int s = scalar_is(k, "tl1") ? 0 : scalar_is(k, "tl2") ? 1 : -1;
-        if (s < 0) continue;
-        if (seen[s]) {
-            bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: line %d: key '%s' is given twice", f->path, line_of(k),
-                        s ? "tl2" : "tl1");
-            ok = false;
-            break;
-        }
-        seen[s] = true;
-        ok = yaml_scheme(&c, s ? BITNET_TYPE_TL2 : BITNET_TYPE_TL1, node(&c, p->value), table_name);
+        if (scalar_is(k, "tl1") || scalar_is(k, "tl2"))
+            ok = yaml_scheme(&c, scalar_is(k, "tl1") ? BITNET_TYPE_TL1 : BITNET_TYPE_TL2, node(&c, p->value), table_name);
     }
     yaml_document_delete(&doc);
     if (ok) { /* one document only: a second one would be ignored silently */
         yaml_document_t more;
         if (!yaml_parser_load(&parser, &more)) {
-            bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: YAML error at line %d: %s", f->path,
-                        (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "malformed");
-            ok = false;
+            ok = fail(b, BITNET_ERR_FORMAT, "YAML error at line %d: %s", (int)parser.problem_mark.line + 1,
+                      parser.problem ? parser.problem : "malformed");
         } else {
-            if (yaml_document_get_root_node(&more)) {
-                bitnet_fail(b->err, BITNET_ERR_FORMAT, "%s: more than one YAML document ('---')", f->path);
-                ok = false;
-            }
+            if (yaml_document_get_root_node(&more)) ok = fail(b, BITNET_ERR_FORMAT, "more than one YAML document ('---')");
             yaml_document_delete(&more);
         }
     }
@@ -496,20 +456,17 @@ bitnet_status bitnet_tile_file_parse(const char *text, size_t n, const char *pat
     if (!f) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
     snprintf(f->path, sizeof f->path, "%s", path);
     f->format = format;
-    builder b = {f, 0, err, false};
     bitnet_error local;
-    if (!err) b.err = &local;
-    const bool ok = format == BITNET_TILE_FILE_INI ? parse_ini(&b, text, n) : parse_yaml(&b, text, n, table_name);
+    builder b = {f, 0, err ? err : &local, BITNET_OK};
+    bool ok = format == BITNET_TILE_FILE_INI ? parse_ini(&b, text, n) : parse_yaml(&b, text, n, table_name);
     if (ok && f->n_entries == 0) {
-        bitnet_fail(b.err, BITNET_ERR_FORMAT, "%s: no tiles in this file (%s)", path,
-                    format == BITNET_TILE_FILE_INI ? "no [Kernels_<n>] section with m, k, bm, bk, bmm"
-                                                   : "no tl1 or tl2 table with kernels");
-        bitnet_tile_file_free(f);
-        return BITNET_ERR_FORMAT;
+        ok = fail(&b, BITNET_ERR_FORMAT, "no tiles in this file (%s)",
+                  format == BITNET_TILE_FILE_INI ? "no [Kernels_<n>] section with m, k, bm, bk, bmm"
+                                                 : "no tl1 or tl2 table with kernels");
     }
     if (!ok) {
         bitnet_tile_file_free(f);
-        return strstr(b.err->msg, "out of memory") ? BITNET_ERR_NOMEM : BITNET_ERR_FORMAT;
+        return b.status != BITNET_OK ? b.status : BITNET_ERR_FORMAT;
     }
     *out = f;
     return BITNET_OK;

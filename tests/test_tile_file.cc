@@ -108,11 +108,18 @@ TEST(TileFile, MalformedIniIsRefusedNamingLineSectionKeyAndValue) {
     ExpectHas(ParseFails("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbk = 96\nbmm = 32\nbn = 4\n", "a.ini"),
               {"a.ini: line 7", "unknown key 'bn'"});
     ExpectHas(ParseFails("[Kernels_0]\nm = 256\nk = -256\nbm = 128\nbk = 96\nbmm = 32\n", "a.ini"),
-              {"line 3", "k = '-256' is not a positive integer"});
+              {"line 3", "k = '-256' is not a positive decimal integer"});
     ExpectHas(ParseFails("[Kernels_0]\nm = 0x100\n", "a.ini"), {"m = '0x100'"});
     ExpectHas(ParseFails("[Kernels_0]\nm = 256\nm = 256\n", "a.ini"), {"line 3", "key 'm' is given twice"});
     ExpectHas(ParseFails(std::string(kIni) + kIni, "a.ini"), {"line 8: section [Kernels_0] appears twice (first on line 1)"});
-    ExpectHas(ParseFails("[DEFAULT]\nm = 256\n", "a.ini"), {"unknown section [DEFAULT]"});
+    ExpectHas(ParseFails("[DEFAULT]\nm = 256\n", "a.ini"), {"line 1: unknown section [DEFAULT]"});
+    // sections without keys are seen too (libinih reports only key/value pairs)
+    ExpectHas(ParseFails(std::string(kIni) + "[Kernels_1]\n", "a.ini"), {"[Kernels_1] (line 8) has no key 'm'"});
+    ExpectHas(ParseFails(std::string(kIni) + "[Foo]\n", "a.ini"), {"line 8: unknown section [Foo]"});
+    ExpectHas(ParseFails("[Kernels_01]\nm = 1\n", "a.ini"), {"unknown section [Kernels_01]"});
+    // a leading zero is refused: YAML 1.1 (PyYAML, codegen) reads 0256 as octal 174
+    ExpectHas(ParseFails("[Kernels_0]\nm = 0256\n", "a.ini"), {"m = '0256' is not a positive decimal integer"});
+    ExpectHas(ParseFails("[Kernels_0]\nm = 0\n", "a.ini"), {"m = '0' is not a positive decimal integer"});
     ExpectHas(ParseFails("m = 256\n[Kernels_0]\n", "a.ini"), {"line 1", "before the first [Kernels_<n>] section"});
     ExpectHas(ParseFails("[Kernels_0]\nm = 256\nthis is not a pair\n", "a.ini"),
               {"a.ini: line 3", "not a [section] header, a 'key = value' line or a comment"});
@@ -161,14 +168,25 @@ TEST(TileFile, MalformedYamlIsRefusedNamingEntryKeyAndValue) {
     ExpectHas(ParseFails(head + "      - {m: 256, k: 256, blok_m: 128, block_k: 96, simd_m: 32}\n", "t.yaml"),
               {"unknown key 'blok_m'"});
     ExpectHas(ParseFails(head + "      - {m: 256, k: 256, block_m: \"128\", block_k: 96, simd_m: 32}\n", "t.yaml"),
-              {"block_m = 128 is not a positive integer"});
+              {"block_m = 128 is not a positive decimal integer"});
     ExpectHas(ParseFails(head + "      - {m: 256, k: 256, block_m: [1], block_k: 96, simd_m: 32}\n", "t.yaml"),
-              {"block_m = (a list) is not a positive integer"});
+              {"block_m = (a list) is not a positive decimal integer"});
     ExpectHas(ParseFails(head + "      - {m: 256, k: 256, block_k: 96, simd_m: 32}\n", "t.yaml"), {"no key 'block_m'"});
     ExpectHas(ParseFails(head + "      - {m: 256, k: 256, block_m: 128, block_m: 128, block_k: 96, simd_m: 32}\n",
                          "t.yaml"),
               {"key 'block_m' is given twice"});
+    ExpectHas(ParseFails(head + "      - {m: 0256, k: 256, block_m: 128, block_k: 96, simd_m: 32}\n", "t.yaml"),
+              {"m = 0256 is not a positive decimal integer"});
     ExpectHas(ParseFails(head + "      - 5\n", "t.yaml"), {"kernels[0] (line 5): expected {m, k, block_m"});
+    // repeated keys would mean "the last one wins" to PyYAML: refused at every level
+    const std::string entry = "      - {m: 256, k: 256, block_m: 128, block_k: 96, simd_m: 32}\n";
+    ExpectHas(ParseFails("tl2:\n  default:\n    source: x\n    kernels:\n" + entry + "  default:\n    source: y\n"
+                         "    kernels:\n" + entry, "t.yaml"),
+              {"t.yaml: tl2: key 'default' is given twice (line 6)"});
+    ExpectHas(ParseFails(head + entry + "    kernels:\n" + entry, "t.yaml"),
+              {"tl2/default: key 'kernels' is given twice (line 6)"});
+    ExpectHas(ParseFails(head + entry + "tl2:\n  default:\n    source: x\n    kernels:\n" + entry, "t.yaml"),
+              {"the top level: key 'tl2' is given twice (line 6)"});
     ExpectHas(ParseFails(head + "      - {m: 256\n", "t.yaml"), {"t.yaml: YAML error at line"});
     ExpectHas(ParseFails("tl2:\n  default:\n    source: x\n", "t.yaml"), {"tl2/default has no list 'kernels'"});
     ExpectHas(ParseFails("- 1\n- 2\n", "t.yaml"), {"the top level must be a mapping"});

@@ -107,7 +107,9 @@ class ImportIni(unittest.TestCase):
         cases = [
             ("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbk = 96\n", "[Kernels_0]: no key 'bmm'"),
             (good.replace("bmm = 32", "bmm = 32\nbn = 1"), "[Kernels_0]: unknown key 'bn'"),
-            (good.replace("k = 256", "k = -256"), "[Kernels_0]: k = '-256' is not a positive integer"),
+            (good.replace("k = 256", "k = -256"), "[Kernels_0]: k = '-256' is not a positive decimal integer"),
+            (good.replace("k = 256", "k = 0256"), "[Kernels_0]: k = '0256' is not a positive decimal integer"),
+            (good + "[Kernels_1]\n", "[Kernels_1]: no key 'm'"),
             (good.replace("Kernels_0", "kernels"), "unknown section [kernels]"),
             ("[DEFAULT]\nm = 1\n", "unknown section [DEFAULT]"),
             (good + good, "section 'Kernels_0' already exists"),
