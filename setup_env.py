@@ -309,7 +309,7 @@ def cached_generator(build: str) -> str | None:
 
 def configure(args, r: Runner, build: str, cfg: dict) -> str:
     if not shutil.which("cmake"):
-        raise StepFailed("cmake is not installed (apt-get install cmake ninja-build, or run ./quickstart.sh)")
+        raise StepFailed("cmake is not installed (deps/install.sh build installs what the build needs, or run ./quickstart.sh)")
     gen = cached_generator(build) or ("Ninja" if shutil.which("ninja") else "Unix Makefiles")
     gtest = os.path.isfile("/usr/src/googletest/CMakeLists.txt")
     cmd = ["cmake", "-S", ROOT, "-B", build, "-G", gen, "-DCMAKE_BUILD_TYPE=Release",

@@ -22,7 +22,7 @@ for a in "$@"; do
     case "$a" in
         --list) mode=list ;;
         --check) mode=check ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "deps/install.sh: unknown flag '$a' (see --help)" >&2; exit 2 ;;
         *) groups+=("$a") ;;
     esac
@@ -57,10 +57,13 @@ fi
 provided=$(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
            awk -F'|' '$1 ~ /^ii/ { n = split($2, a, ","); for (i = 1; i <= n; i++) {
                           sub(/^ +/, "", a[i]); sub(/ .*/, "", a[i]); if (a[i] != "") print a[i] } }' | sort -u)
+# A name without ":arch" means this machine's architecture (or an Architecture: all package): dpkg-query
+# alone would also match a foreign copy, e.g. libyaml-dev:arm64 for libyaml-dev.
+native=$(dpkg --print-architecture)
+installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q '^ii'; }
 present() {
-    dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q '^ii' && return 0
-    case "$1" in *:*) return 1 ;; esac
-    grep -qx -- "$1" <<< "$provided"
+    case "$1" in *:*) installed "$1"; return ;; esac
+    installed "$1:$native" || installed "$1:all" || grep -qx -- "$1" <<< "$provided"
 }
 
 missing=()

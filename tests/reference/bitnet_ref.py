@@ -41,8 +41,8 @@ import sys
 try:
     import numpy as np
 except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError("the reference forward pass needs numpy: apt-get install python3-numpy "
-                      "(tests/run-all.sh and .ci/run install it)") from e
+    raise ImportError("the reference forward pass needs numpy (Debian package python3-numpy): run "
+                      "deps/install.sh tests (tests/run-all.sh and .ci/run do)") from e
 
 # ---- GGUF reader (GGUF v2/v3, little endian) -----------------------------------------------------
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -199,6 +200,41 @@ class GeneratorWrites(TempDir):
 # --------------------------------------------------------------------------------------------
 # setup_env.py
 # --------------------------------------------------------------------------------------------
+
+class PackageList(unittest.TestCase):
+    """deps/debian-packages is the one package list; deps/install.sh its only reader."""
+    INSTALL = os.path.join(REPO, "deps", "install.sh")
+
+    def test_groups_list_their_packages_once(self):
+        r = subprocess.run([self.INSTALL, "--list", "build", "tests", "aarch64"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pkgs = r.stdout.split()
+        self.assertEqual(len(pkgs), len(set(pkgs)))
+        for p in ("cmake", "ninja-build", "libpcre2-dev", "libjson-c-dev", "libyaml-dev", "libinih-dev", "googletest",
+                  "python3-numpy", "nodejs", "npm", "qemu-user", "libpcre2-dev:arm64", "libinih-dev:arm64"):
+            self.assertIn(p, pkgs)
+        self.assertTrue(all(re.fullmatch(r"[a-z0-9][a-z0-9.+-]*(:arm64)?", p) for p in pkgs), pkgs)
+        r = subprocess.run([self.INSTALL, "--list", "build"], capture_output=True, text=True)
+        self.assertNotIn("googletest", r.stdout.split())  # quickstart.sh installs only what it needs
+
+    def test_bad_group_or_flag_exits_2(self):
+        for args, needle in ((["nope"], "no group 'nope'"), (["--bogus", "build"], "unknown flag '--bogus'"),
+                             ([], "name at least one group")):
+            r = subprocess.run([self.INSTALL, *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(needle, r.stderr)
+
+    def test_no_other_file_installs_packages(self):
+        # the scripts call deps/install.sh; none runs apt-get or keeps a package list of its own
+        for rel in ("quickstart.sh", "tests/run-all.sh", ".ci/run", "setup_env.py", "CMakeLists.txt",
+                    "tests/CMakeLists.txt"):
+            with open(os.path.join(REPO, rel)) as f:
+                text = f.read()
+            self.assertNotRegex(text, r"apt(-get)? install", rel)
+        for rel in ("quickstart.sh", "tests/run-all.sh", ".ci/run"):
+            with open(os.path.join(REPO, rel)) as f:
+                self.assertIn("deps/install.sh", f.read(), rel)
+
 
 class SetupEnv(TempDir):
     def test_hf_repo_without_local_files_says_where_to_put_them(self):
