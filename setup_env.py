@@ -55,6 +55,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
 from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
+from utils import quant_embd  # noqa: E402  (needs ROOT on sys.path)
 
 QUANT_TYPES = ("i2_s", "tl1", "tl2")
 # bitnet.cpp's setup_env.py list, for the help text and the no-download instructions only.
@@ -68,7 +69,6 @@ KNOWN_HF_REPOS = (
 )
 TERNARY_TYPE_IDS = {"i2_s": 36, "tl1": 38, "tl2": 39}
 TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 14: "Q6_K", 36: "I2_S", 38: "TL1", 39: "TL2"}
-EMBD_TYPES = ("f16", "q8_0", "q6_k")
 BITNET_ARCHS = ("bitnet", "bitnet-b1.58", "bitnet-25", "llama")
 TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
 N_STEPS = 5
@@ -401,9 +401,7 @@ def parse_args(argv):
     p.add_argument("--model-dir", "-md", default="models", help="directory for models (default models)")
     p.add_argument("--log-dir", "-ld", default="logs", help="directory for the step logs (default logs)")
     p.add_argument("--quant-type", "-q", choices=QUANT_TYPES, default="i2_s", help="weight type (default i2_s)")
-    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
-                   metavar="{f16,q8_0,q6_k}",
-                   help="type of the token embedding when a Hugging Face checkpoint is converted: f16 when the "
+    quant_embd.add_argument(p, help="type of the token embedding when a Hugging Face checkpoint is converted: f16 when the "
                         "value is omitted (bitnet.cpp's flag), q8_0 or q6_k (ggml's quantizers; refused when the "
                         "hidden size is not a multiple of the block, 32 / 256); an untied output.weight keeps "
                         "its default")

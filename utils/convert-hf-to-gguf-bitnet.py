@@ -47,23 +47,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from utils import quant_embd  # noqa: E402  (needs ROOT on sys.path)
 
 OUTTYPES = ("f32", "f16", "i2_s", "tl1", "tl2")
-EMBD_TYPES = ("f16", "q8_0", "q6_k")
-
-
-def quant_embd_argv(argv: list[str]) -> list[str]:
-    """--quant-embd takes an optional value: make the bare flag explicit (--quant-embd=f16) when the next word is
-    not a value but an option or an existing path (bitnet.cpp's command lines put MODEL_DIR anywhere), so argparse
-    does not read MODEL_DIR as the value. A word that is neither stays the value and is reported as a bad choice."""
-    out = []
-    for i, a in enumerate(argv):
-        if a == "--quant-embd":
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if nxt is None or (nxt.lower() not in EMBD_TYPES and (nxt.startswith("-") or os.path.exists(nxt))):
-                a = "--quant-embd=f16"
-        out.append(a)
-    return out
 
 
 class UserError(Exception):
@@ -116,9 +102,7 @@ def parse_args(argv):
     p.add_argument("--outtype", choices=OUTTYPES, default="f32",
                    help="type of the projection weights (default f32, as bitnet.cpp's script)")
     p.add_argument("--outfile", help="output GGUF (default MODEL/ggml-model-<outtype>.gguf)")
-    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
-                   metavar="{f16,q8_0,q6_k}",
-                   help="type of token_embd.weight: f16 when the value is omitted (bitnet.cpp's flag), q8_0 or q6_k; "
+    quant_embd.add_argument(p, help="type of token_embd.weight: f16 when the value is omitted (bitnet.cpp's flag), q8_0 or q6_k; "
                         "refused when n_embd is not a multiple of its block (q6_k 256, q8_0 32); an untied "
                         "output.weight keeps its default")
     p.add_argument("--force", action="store_true",
@@ -134,7 +118,7 @@ def parse_args(argv):
     p.add_argument("--awq-path", help="not supported (refused)")
     p.add_argument("--build-dir", help="where bin/bitnet-convert is (default build/, env BITNET_BUILD_DIR)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    a = p.parse_args(quant_embd_argv(sys.argv[1:] if argv is None else list(argv)))
+    a = p.parse_args(quant_embd.bare_flag_argv(sys.argv[1:] if argv is None else list(argv)))
     if a.outtype == "f32" and a.quant_embd in ("q8_0", "q6_k"):
         p.error(f"--quant-embd {a.quant_embd}: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)")
     if a.bigendian:

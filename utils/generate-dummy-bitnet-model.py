@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
+from utils import quant_embd  # noqa: E402  (needs ROOT on sys.path)
 
 # size -> (hidden, ffn, layers, heads)
 MODEL_SIZES = {
@@ -51,20 +52,6 @@ MODEL_SIZES = {
     "100B": (8192, 45568, 72, 64),
 }
 OUTTYPES = ("f32", "f16", "i2_s", "tl1", "tl2")
-EMBD_TYPES = ("f16", "q8_0", "q6_k")
-
-
-def quant_embd_argv(argv: list[str]) -> list[str]:
-    """The bare --quant-embd made explicit (--quant-embd=f16) when the next word is an option or an existing path
-    (the ignored positional model directory), the rule of utils/convert-hf-to-gguf-bitnet.py."""
-    out = []
-    for i, a in enumerate(argv):
-        if a == "--quant-embd":
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if nxt is None or (nxt.lower() not in EMBD_TYPES and (nxt.startswith("-") or os.path.exists(nxt))):
-                a = "--quant-embd=f16"
-        out.append(a)
-    return out
 
 
 class UserError(Exception):
@@ -166,15 +153,13 @@ def parse_args(argv):
     p.add_argument("--vocab-size", type=int, help="size of the built-in vocabulary (default 32002)")
     p.add_argument("--ctx", type=int, help="context_length key (default 2048)")
     p.add_argument("--use-pretuned", action="store_true", help="TL1/TL2 tiles from a pretuned table when one covers")
-    p.add_argument("--quant-embd", nargs="?", const="f16", default=None, type=str.lower, choices=EMBD_TYPES,
-                   metavar="{f16,q8_0,q6_k}",
-                   help="type of token_embd.weight (f16 when the value is omitted); default F16 (Q8_0 when "
+    quant_embd.add_argument(p, help="type of token_embd.weight (f16 when the value is omitted); default F16 (Q8_0 when "
                         "hidden %% 256 != 0), F32 for --outtype f32, where q8_0/q6_k are refused")
     p.add_argument("--configs-dir", default=os.environ.get("BITNET_CONFIGS_DIR") or os.path.join(ROOT, "configs"),
                    help="kernel configs to check coverage against (default configs/, env BITNET_CONFIGS_DIR)")
     p.add_argument("--build-dir", default=None, help="where bin/bitnet-dummy is (default build/, env BITNET_BUILD_DIR)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    a = p.parse_args(quant_embd_argv(sys.argv[1:] if argv is None else list(argv)))
+    a = p.parse_args(quant_embd.bare_flag_argv(sys.argv[1:] if argv is None else list(argv)))
     if a.outtype == "f32" and a.quant_embd in ("q8_0", "q6_k"):
         p.error(f"--quant-embd {a.quant_embd}: --outtype f32 writes every tensor as F32")
     if not 0 <= a.seed < 2 ** 64:
