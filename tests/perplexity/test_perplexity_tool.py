@@ -258,6 +258,26 @@ class PerplexityIdentical(Base):
                     self.parse(out, err)  # the format
                 self.assertEqual((out, precise), ref, f"--kernel {kernel} -t {t} -b {b}")
 
+    def test_tl2_file_without_tile_record_with_lut_tiles(self):
+        # bitnet.cpp's TL2 files record no tiles: refused without --lut-tiles; with the kernel_config.ini of
+        # its tiles, the same numbers bit for bit as the I2_S file of the same weights
+        ini = os.path.join(ROOT, "tests", "data", "kernel_config", "tiny-tl2.ini")
+        dims = ["--n-embd", "256", "--n-ff", "768", "--n-layer", "2", "--n-head", "4", "--vocab-size", "512",
+                "--seed", "1234", "-q"]
+        i2s, tl2 = self.path("norecord-ref.i2_s.gguf"), self.path("norecord.tl2.gguf")
+        for args in (["-o", i2s, "--outtype", "i2_s"],
+                     ["-o", tl2, "--outtype", "tl2", "--no-tile-record", "--tiles", "256,256,128,96,32",
+                      "--tiles", "256,768,128,48,32", "--tiles", "768,256,384,96,32"]):
+            p = run([self.dummy, *dims, *args])
+            self.assertEqual(p.returncode, 0, p.stderr)
+        p = run([self.tool, "-m", tl2, "-f", self.text, "-c", "24", "--chunks", "2"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("records no tile table", p.stderr)
+        ref_out, ref_err = self.ppl(i2s, "-c", "24", "--chunks", "2", "--kernel", "tl2")
+        out, err = self.ppl(tl2, "-c", "24", "--chunks", "2", "--lut-tiles", ini)
+        self.assertIn("tiles from --lut-tiles", err)
+        self.assertEqual((out, RE_PRECISE.search(err).group(0)), (ref_out, RE_PRECISE.search(ref_err).group(0)))
+
     def test_default_ctx_is_capped_by_the_model(self):
         # a model with a 64-token context: -c defaults to 64, not llama.cpp's 512
         model = self.path("ctx64.gguf")
