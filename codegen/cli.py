@@ -215,7 +215,17 @@ def _emit_config(text: str, out: str | None, name: str, what: str) -> int:
 
 
 def cmd_import_ini(args) -> int:
-    """Turn bitnet.cpp's kernel_config.ini into a config for --target (validated before it is written)."""
+    """Turn bitnet.cpp's kernel_config.ini into a config for --target (validated before it is written;
+    a broken rule is reported against the ini's [Kernels_<n>] section)."""
+    if args.out:
+        if args.out.endswith(os.sep) or os.path.isdir(args.out):
+            _err(f"codegen: --out {args.out}: is a directory; give a file name (its stem is the config's name)")
+            return EXIT_BAD
+        try:
+            render.check_proposal_path(args.out, "codegen import-ini", "an imported config is a proposal")
+        except render.ProposalPathError as e:
+            _err(str(e))
+            return EXIT_BAD
     name = args.name or (cfgmod.name_of(args.out) if args.out else os.path.splitext(os.path.basename(args.ini))[0])
     if not cfgmod.NAME_RE.match(name):
         _err(f"codegen: config name {name!r} (from {'--name' if args.name else 'the file name'}): use letters, "
@@ -227,24 +237,16 @@ def cmd_import_ini(args) -> int:
         _err(f"codegen: {e}")
         return EXIT_BAD
     text = inimod.config_text(name, args.target, entries, args.ini)
-    where = args.out or "<imported>"
-    data, problems = cfgmod.parse_yaml(text, where)
+    data, problems = cfgmod.parse_yaml(text, args.ini)
     if not problems:
-        _, problems = cfgmod.validate_data(data, where, name)
+        _, problems = cfgmod.validate_data(data, args.ini, name)
     if problems:
         for p in problems:
+            for i, e in enumerate(entries):  # the config's kernels[i] is the ini's section e
+                p = p.replace(f".default.kernels[{i}] ", f".default.kernels[{i}] [{e['section']}] ")
             _err(p)
         _err(f"codegen: {args.ini}: the tiles break the {args.target} rules above; nothing written")
         return EXIT_BAD
-    if args.out:
-        if args.out.endswith(os.sep) or os.path.isdir(args.out):
-            _err(f"codegen: --out {args.out}: is a directory; give a file name (its stem is the config's name)")
-            return EXIT_BAD
-        try:
-            tunemod.check_out_path(args.out)
-        except tunemod.TuneError as e:
-            _err(str(e).replace("codegen tune:", "codegen import-ini:", 1))
-            return EXIT_BAD
     return _emit_config(text, args.out, name, f"{len(entries)} shapes, {args.target} default table")
 
 

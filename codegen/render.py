@@ -14,6 +14,7 @@ inputs are byte-identical; `check` relies on that.
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
@@ -257,3 +258,42 @@ def check_outputs(out_dir: str, files: dict[str, str]) -> list[str]:
 
 __all__ = ["Kernel", "RenderError", "OutDirError", "collect_kernels", "render_all", "check_out_dir",
            "write_outputs", "check_outputs", "has_banner", "display_path"]
+
+
+class ProposalPathError(ValueError):
+    """An output path a proposing command (tune, import-ini) must not write."""
+
+
+def check_proposal_path(out: str, tool: str, why: str) -> None:
+    """Refuse an output file of `tool` (a config it proposes: `why`) inside configs/, generated/ and the
+    other source folders, and over files git tracks. Which files are tracked is asked of git; where git
+    is not installed or the checkout is not a git work tree, every existing file inside the repository
+    outside build*/ is refused instead, with a message saying why. Raises ProposalPathError."""
+    real = os.path.realpath(out)
+    for d in ("configs", "generated", "templates", "src", "codegen"):
+        root = os.path.realpath(os.path.join(REPO_ROOT, d))
+        if real == root or real.startswith(root + os.sep):
+            raise ProposalPathError(f"{tool}: --out {out}: refusing to write into {d}/ ({why}; "
+                                    f"copy it into configs/ yourself after review)")
+    repo = os.path.realpath(REPO_ROOT)
+    if not (real.startswith(repo + os.sep) and os.path.exists(real)):
+        return
+    try:
+        p = subprocess.run(["git", "-C", REPO_ROOT, "ls-files", "--error-unmatch", real], capture_output=True,
+                           text=True, timeout=30)
+        if p.returncode == 0:
+            raise ProposalPathError(f"{tool}: --out {out}: refusing to overwrite a file tracked by git")
+        inside = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--is-inside-work-tree"], capture_output=True,
+                                text=True, timeout=30)
+        if inside.returncode == 0 and inside.stdout.strip() == "true":
+            return
+        reason = f"{REPO_ROOT} is not a git work tree"
+    except FileNotFoundError:
+        reason = "git is not installed"
+    except subprocess.SubprocessError as e:
+        reason = f"git failed ({e})"
+    first = os.path.relpath(real, repo).split(os.sep)[0]
+    if not first.startswith("build"):
+        raise ProposalPathError(f"{tool}: --out {out}: refusing to overwrite an existing file in the repository: "
+                                f"{reason}, so whether git tracks it cannot be told (write outside the repository "
+                                f"or under build/)")

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from . import config as cfgmod
 from . import derive as derivemod
 from . import shapes as shapesmod
-from .render import DEFAULT_CONFIGS, REPO_ROOT, display_path
+from .render import DEFAULT_CONFIGS, REPO_ROOT, ProposalPathError, check_proposal_path, display_path
 from .targets import TARGETS, native_target
 
 EXIT_OK, EXIT_BAD, EXIT_BENCH = 0, 2, 3
@@ -403,37 +403,11 @@ def git_describe() -> str:
 
 
 def check_out_path(out: str) -> None:
-    """Refuse outputs inside configs/, generated/ and the other source folders, and over files git
-    tracks (tuning only proposes). Which files are tracked is asked of git; where git is not installed
-    or the checkout is not a git work tree, every existing file inside the repository outside build*/
-    is refused instead, with a message saying why. Raises TuneError."""
-    real = os.path.realpath(out)
-    for d in ("configs", "generated", "templates", "src", "codegen"):
-        root = os.path.realpath(os.path.join(REPO_ROOT, d))
-        if real == root or real.startswith(root + os.sep):
-            raise TuneError(f"codegen tune: --out {out}: refusing to write into {d}/ (tuning proposes a file; "
-                            f"copy it into configs/ yourself after review)")
-    repo = os.path.realpath(REPO_ROOT)
-    if not (real.startswith(repo + os.sep) and os.path.exists(real)):
-        return
+    """Refuse an --out that tuning must not write (render.check_proposal_path). Raises TuneError."""
     try:
-        p = subprocess.run(["git", "-C", REPO_ROOT, "ls-files", "--error-unmatch", real], capture_output=True,
-                           text=True, timeout=30)
-        if p.returncode == 0:
-            raise TuneError(f"codegen tune: --out {out}: refusing to overwrite a file tracked by git")
-        inside = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--is-inside-work-tree"], capture_output=True,
-                                text=True, timeout=30)
-        if inside.returncode == 0 and inside.stdout.strip() == "true":
-            return
-        why = f"{REPO_ROOT} is not a git work tree"
-    except FileNotFoundError:
-        why = "git is not installed"
-    except subprocess.SubprocessError as e:
-        why = f"git failed ({e})"
-    first = os.path.relpath(real, repo).split(os.sep)[0]
-    if not first.startswith("build"):
-        raise TuneError(f"codegen tune: --out {out}: refusing to overwrite an existing file in the repository: {why}, "
-                        f"so whether git tracks it cannot be told (write outside the repository or under build/)")
+        check_proposal_path(out, "codegen tune", "tuning proposes a file")
+    except ProposalPathError as e:
+        raise TuneError(str(e)) from None
 
 
 def _q(s: str) -> str:

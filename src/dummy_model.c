@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ============================================================================================
  * Weight streams (the generator is rng.h's)
@@ -143,18 +144,12 @@ int bitnet_dummy_file_type(bitnet_dummy_outtype t) {
 }
 
 /* ASCII case-insensitive equality (type names are ASCII) */
-static bool name_eq(const char *s, const char *n) {
-    size_t k = 0;
-    while (n[k] && s[k] && (s[k] == n[k] || (s[k] >= 'A' && s[k] <= 'Z' && s[k] - 'A' + 'a' == n[k]))) k++;
-    return !n[k] && !s[k];
-}
-
 bool bitnet_dummy_embd_type_parse(const char *s, int *type) {
     if (!s) return false;
     static const struct { const char *name; int type; } names[] = {
         {"f16", BITNET_TYPE_F16}, {"q8_0", BITNET_TYPE_Q8_0}, {"q6_k", BITNET_TYPE_Q6_K}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (name_eq(s, names[i].name)) {
+        if (strcasecmp(s, names[i].name) == 0) {
             *type = names[i].type;
             return true;
         }

@@ -14,7 +14,7 @@ ppl_<model>_<time>.csv when --csv is not given, and a .log with every run's comm
 -c at most 128). bitnet.cpp's -e/--test-embeddings and --quantize-bin need llama-quantize, which this
 project does not have: -e is refused with a message. This project's additions: -f/--file FILE... (files
 to test, repeatable; the dataset name is the file name without extension), -b/--batch-size, --chunks,
---kernel, --head-type, --lut-tiles, --build-dir (where bin/llama-perplexity is, default build/ or $BITNET_BUILD_DIR),
+--kernel, --head-type, --lut-table, --lut-tiles, --build-dir (where bin/llama-perplexity is, default build/ or $BITNET_BUILD_DIR),
 --timeout (seconds per run, default 3600 as bitnet.cpp).
 
 CSV columns: model, dataset, file, kernel (the path llama-perplexity reports), n_ctx, batch, threads,
@@ -96,6 +96,8 @@ def parse_args(argv):
     p.add_argument("--kernel", choices=KERNELS, default=None, help="ternary kernel path (default auto)")
     p.add_argument("--head-type", choices=("stored", "q8_0"), default=None,
                    help="output head as stored (default) or requantized to Q8_0 at load")
+    p.add_argument("--lut-table", choices=("default", "pretuned"), default=None,
+                   help="preferred tile table; also which table of a --lut-tiles YAML (llama-perplexity --lut-table)")
     p.add_argument("--lut-tiles", metavar="FILE", default=None,
                    help="the tiles a TL1/TL2 model without a tile record (bitnet.cpp's) was packed with: its "
                         "include/kernel_config.ini or a configs/-style YAML (llama-perplexity --lut-tiles)")
@@ -156,6 +158,8 @@ def run_one(a, tool: str, dataset: str, path: str, text_path: str, n_ctx: int) -
         cmd += ["--kernel", a.kernel]
     if a.head_type:
         cmd += ["--head-type", a.head_type]
+    if a.lut_table:
+        cmd += ["--lut-table", a.lut_table]
     if a.lut_tiles:
         cmd += ["--lut-tiles", a.lut_tiles]
     row = {k: "" for k in FIELDS}

@@ -45,7 +45,7 @@ static void usage(FILE *f) {
             "  --tiles M,K,BM,BK,bm    TL1/TL2 tiles for weight shape MxK (repeat per shape; shapes not\n"
             "                          given use the default tile rule of `python3 -m codegen derive`)\n"
             "  --no-tile-record        TL1/TL2: write no bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's\n"
-            "                          writers do (such a file loads only with llama-cli --lut-tiles)\n"
+            "                          writers do (such a file loads only with the tools' --lut-tiles)\n"
             "  --name NAME             general.name (default \"bitnet-dummy\")\n"
             "  -q, --quiet             no progress output\n"
             "  -h, --help              this text\n");

@@ -90,7 +90,8 @@ class ImportIni(unittest.TestCase):
         # the TL2 ini's BK 96 does not divide K = 256, which TL1 needs
         r = run_cli("import-ini", TL2_INI, "--target", "tl1", "--out", os.path.join(tempdir(self), "x.yaml"))
         self.assertEqual(r.returncode, 2)
-        self.assertIn("tl1.default.kernels[0] (m=256, k=256): block_k = 96: k % block_k must be 0", r.stderr)
+        self.assertIn(f"{TL2_INI}: tl1.default.kernels[0] [Kernels_0] (m=256, k=256): block_k = 96: "
+                      f"k % block_k must be 0", r.stderr)
         self.assertIn("nothing written", r.stderr)
         # bitnet.cpp's bitnet_b1_58-large TL2 preset says bm 64 for one shape (design.md §2): refused
         d = tempdir(self)
@@ -98,7 +99,7 @@ class ImportIni(unittest.TestCase):
                                                                    (4096, 1536, 256, 96, 64)]))
         r = run_cli("import-ini", ini, "--target", "tl2", "--out", os.path.join(d, "large.yaml"))
         self.assertEqual(r.returncode, 2)
-        self.assertIn("kernels[2] (m=4096, k=1536): simd_m = 64", r.stderr)
+        self.assertIn("kernels[2] [Kernels_2] (m=4096, k=1536): simd_m = 64", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(d, "large.yaml")))
 
     def test_malformed_inis_are_refused_by_name(self):
@@ -136,12 +137,19 @@ class ImportIni(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("invalid choice: 'tl9'", r.stderr)
 
+    def test_out_directory_is_refused(self):
+        d = tempdir(self)
+        r = run_cli("import-ini", TL2_INI, "--target", "tl2", "--out", d + os.sep)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("is a directory; give a file name", r.stderr)
+
     def test_never_overwrites_tracked_or_source_files(self):
         for out in (os.path.join(REPO, "README.md"), os.path.join(CONFIGS, "tiny-tl2.yaml")):
             before = read_bytes(out)
             r = run_cli("import-ini", TL2_INI, "--target", "tl2", "--name", "tiny-tl2", "--out", out)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertRegex(r.stderr, r"codegen import-ini: --out .*refusing to (write into|overwrite)")
+            self.assertNotIn("tuning", r.stderr)
             self.assertEqual(read_bytes(out), before)
 
 
