@@ -14,7 +14,7 @@ The file does not say TL1 or TL2; the caller names the target. The config writte
 `shapes:` list (the ini knows no layout) and one `default` table, and is validated like any other
 config before it is written: tiles that break the target's rules (design.md §2, e.g. a TL2 bm of 64
 as in one of bitnet.cpp's presets) are refused with the validator's message. The C runtime reads the
-same ini directly (src/tile_file.h, `--lut-tiles FILE`) and checks the same rules.
+same ini directly (src/tilefile/tile_file.h, `--lut-tiles FILE`) and checks the same rules.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Outputs (docs/ARCHITECTURE.md, "Generated files"):
                            its contract comment (templates/bitnet-lut-kernels.h.j2)
   <Target.output>          one kernel file per target, rendered from Target.template (written by the
                            kernels engineer); context: target, kernels, banner, ctor_name, generic_name
-  bitnet-lut-registry.c    the arrays src/lut.h declares (templates/bitnet-lut-registry.c.j2)
+  bitnet-lut-registry.c    the arrays src/kernels/lut/lut.h declares (templates/bitnet-lut-registry.c.j2)
   kernels.cmake            BITNET_GENERATED_SOURCES and per-file ISA flags (templates/kernels.cmake.j2)
 
 Determinism: everything sorted, repo-relative names only, no timestamps, so two runs over the same

@@ -61,7 +61,7 @@ class Target:
 
     @property
     def type_macro(self) -> str:
-        """The C enum constant of the GGUF type (src/common.h), e.g. BITNET_TYPE_TL2."""
+        """The C enum constant of the GGUF type (src/base/common.h), e.g. BITNET_TYPE_TL2."""
         return f"BITNET_TYPE_{self.ggml_type}"
 
     def __str__(self) -> str:  # templates may write {{ kernel.target }} for the YAML name

@@ -63,7 +63,7 @@ EXIT_OK, EXIT_BAD, EXIT_BENCH = 0, 2, 3
 BENCH_NAME = "bitnet-kernel-bench"
 DEFAULT_BUDGET = 300.0
 DEFAULT_MAX_BLOCK_M = 512
-HOST_MAX_BLOCK_M = 8192          # src/lut_host.c: BITNET_HOST_ACC_CAP
+HOST_MAX_BLOCK_M = 8192          # src/runtime/lut_host.c: BITNET_HOST_ACC_CAP
 ROUND1_REPS, ROUND1_MIN_TIME = 3, 0.01
 
 

@@ -20,8 +20,8 @@
 /* clang-format off */
 /* TL1 LUT kernels for AArch64 NEON: the qlut constructor bitnet_tl1_lut_ctor__neon, the runtime-tiled
  * bitnet_tl1_qgemm_generic__neon and one specialized kernel per configured shape (constants folded in).
- * Weight layout: docs/LAYOUTS.md §3; qlut: §5; contracts: §6 and src/lut.h. Every function here is
- * bit-exact with its scalar twin in src/lut_ref.c (tests/test_lut_kernels.cc).
+ * Weight layout: docs/LAYOUTS.md §3; qlut: §5; contracts: §6 and src/kernels/lut/lut.h. Every function here is
+ * bit-exact with its scalar twin in src/kernels/lut/lut_ref.c (tests/test_lut_kernels.cc).
  *
  * How one 16-byte weight load becomes int16 partial sums of 16 rows:
  *  - byte i holds row h*16 + i of the micro tile: pair p0 in the high nibble, p0+1 in the low one.
@@ -54,7 +54,7 @@ static const int16_t tl1_digit_a[16] = {-1, -1, -1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0
 static const int16_t tl1_digit_b[16] = {-1, 0, 1, -1, 0, 1, -1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
 
 /* q of 4 floats: vcvtnq_s32_f32 rounds half to even and maps NaN to 0 (and saturates), then clamp to
- * ±127: exactly bitnet_quantize_act (src/quants.c). */
+ * ±127: exactly bitnet_quantize_act (src/base/quants.c). */
 TL1_INLINE int32x4_t tl1_quant4(const float *x, float32x4_t vs) {
     const int32x4_t q = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(x), vs));
     return vmaxq_s32(vminq_s32(q, vdupq_n_s32(127)), vdupq_n_s32(-127));

@@ -20,8 +20,8 @@
 /* clang-format off */
 /* TL2 LUT kernels for x86-64 AVX2: the qlut constructor bitnet_tl2_lut_ctor__avx2, the runtime-tiled
  * bitnet_tl2_qgemm_generic__avx2 and one specialized kernel per configured shape (constants folded in).
- * Weight layout: docs/LAYOUTS.md §4 (formats.md "TL2"); qlut: §5; contracts: §6 and src/lut.h.
- * Every function here is bit-exact with its scalar twin in src/lut_ref.c (tests/test_lut_kernels.cc).
+ * Weight layout: docs/LAYOUTS.md §4 (formats.md "TL2"); qlut: §5; contracts: §6 and src/kernels/lut/lut.h.
+ * Every function here is bit-exact with its scalar twin in src/kernels/lut/lut_ref.c (tests/test_lut_kernels.cc).
  *
  * How one 32-byte index load becomes int16 partial sums of 32 rows:
  *  - byte b holds row qrow(b) = {0,2,1,3}[b/8]*8 + b%8 of the micro tile, group G in the high nibble
@@ -71,7 +71,7 @@ static const int16_t tl2_pair_b[16] = {-1, 0, 1, -1, 0, 1, -1, 0, 1, 0, 0, 0, 0,
 
 /* q of 8 floats: NaN products → 0, clamp to ±127 (rounding a clamped value gives the same integer as
  * clamping the rounded one), then _mm256_cvtps_epi32 rounds half to even in the default MXCSR mode.
- * Exactly bitnet_quantize_act (src/quants.c). */
+ * Exactly bitnet_quantize_act (src/base/quants.c). */
 TL2_INLINE __m256i tl2_quant8(const float *x, __m256 vs) {
     __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x), vs);
     p = _mm256_and_ps(p, _mm256_cmp_ps(p, p, _CMP_ORD_Q));

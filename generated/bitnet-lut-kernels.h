@@ -20,12 +20,12 @@
 /* clang-format off */
 /* bitnet-lut-kernels.h — prototypes of the generated LUT code: per target (TL1 NEON, TL2 AVX2) the
  * LUT constructor, the runtime-tiled generic kernel, and one specialized kernel per (M, K, tiles)
- * of the configs. Contracts: docs/LAYOUTS.md §5-6 and src/lut.h (bitnet_lut_ctor_fn,
+ * of the configs. Contracts: docs/LAYOUTS.md §5-6 and src/kernels/lut/lut.h (bitnet_lut_ctor_fn,
  * bitnet_qgemm_fn). Every declaration sits under its target's ISA guard, like its definition. */
 #ifndef BITNET_LUT_KERNELS_H
 #define BITNET_LUT_KERNELS_H
 
-#include "lut.h"
+#include "kernels/lut/lut.h"
 
 #ifdef __cplusplus
 extern "C" {

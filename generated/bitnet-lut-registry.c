@@ -18,11 +18,11 @@
  * with templates/bitnet-lut-registry.c.j2; DO NOT EDIT.
  */
 /* clang-format off */
-/* bitnet-lut-registry.c — the arrays src/lut.h declares: the specialized kernels and the per-ISA
+/* bitnet-lut-registry.c — the arrays src/kernels/lut/lut.h declares: the specialized kernels and the per-ISA
  * constructor/generic kernel compiled into this build (each under its target's ISA guard), and every
  * tile table of every config (unguarded: tables are data, listed on every architecture).
  * Each array ends with a zero sentinel (C has no empty arrays); the counts exclude it. */
-#include "lut.h"
+#include "kernels/lut/lut.h"
 #include "bitnet-lut-kernels.h"
 
 const bitnet_lut_kernel bitnet_lut_kernels[] = {

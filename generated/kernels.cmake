@@ -16,7 +16,7 @@
 #   configs/dummy-70B.yaml
 #   configs/dummy-7B.yaml
 # with templates/kernels.cmake.j2; DO NOT EDIT.
-# kernels.cmake — included by the top-level CMakeLists.txt: the generated sources of bitnet_kernels
+# kernels.cmake — included by src/kernels/CMakeLists.txt: the generated sources of bitnet_kernels
 # (absolute paths) and each kernel file's ISA flags on the processors where its guard is true.
 set(BITNET_GENERATED_SOURCES
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-neon.c"

@@ -1,4 +1,4 @@
-// test_chat.cc — chat templates (src/chat.h) and llama-cli's chat mode (-cnv).
+// test_chat.cc — chat templates (src/text/chat.h) and llama-cli's chat mode (-cnv).
 //
 // 1. Rendering: the exact strings of each family, the increment identity
 //    format(first n_past) + increment == format(all) for every split, the closing text of an open reply,
@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "chat.h"
-#include "dummy_model.h"
-#include "gguf.h"
-#include "hf_tokenizer.h"
+#include "text/chat.h"
+#include "convert/dummy_model.h"
+#include "base/gguf.h"
+#include "convert/hf_tokenizer.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #ifndef BITNET_CLI_EMULATOR
 #define BITNET_CLI_EMULATOR ""

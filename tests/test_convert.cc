@@ -1,5 +1,5 @@
-// test_convert.cc — the safetensors reader (src/safetensors.h) and the pieces of the HF → GGUF
-// converter (src/hf_convert.h): config.json mapping, ternary decoding of each weight kind, the 2-bit
+// test_convert.cc — the safetensors reader (src/convert/safetensors.h) and the pieces of the HF → GGUF
+// converter (src/convert/hf_convert.h): config.json mapping, ternary decoding of each weight kind, the 2-bit
 // unpacking and the llama Q/K row permutation. Whole conversions (make-hf-checkpoint.py → convert →
 // run) are tested in tests/convert/test_convert.py.
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "hf_convert.h"
-#include "pack.h"
-#include "safetensors.h"
+#include "convert/hf_convert.h"
+#include "kernels/lut/pack.h"
+#include "convert/safetensors.h"
 #include "test_util.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Tests of the dummy-model writer (src/dummy_model.h): the weight distribution (the PRNG's own
+// Tests of the dummy-model writer (src/convert/dummy_model.h): the weight distribution (the PRNG's own
 // known answers are in test_rng.cc), the file against the bitnet.cpp-written case file
 // (tests/data/bitnetcpp-tiny: same keys in the same order with the same types, same tensor names,
 // shapes, types and offsets), determinism, one model in every outtype, recorded TL1/TL2 tiles,
@@ -18,12 +18,12 @@
 #include <unistd.h>
 
 extern "C" {
-#include "dummy_model.h"
-#include "gguf.h"
-#include "lut.h"
-#include "pack.h"
-#include "quants.h"
-#include "tokenizer.h"
+#include "convert/dummy_model.h"
+#include "base/gguf.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
+#include "text/tokenizer.h"
 }
 #include "test_util.h"
 

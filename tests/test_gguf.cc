@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
-#include "quants.h"
+#include "base/gguf.h"
+#include "base/quants.h"
 #include "test_util.h"
 
 namespace {

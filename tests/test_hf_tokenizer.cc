@@ -1,4 +1,4 @@
-// test_hf_tokenizer.cc — src/hf_tokenizer.c on small hand-written Hugging Face tokenizer folders:
+// test_hf_tokenizer.cc — src/convert/hf_tokenizer.c on small hand-written Hugging Face tokenizer folders:
 // byte-level and SentencePiece-style tokenizer.json, a hand-encoded tokenizer.model protobuf,
 // tokenizer_config.json / special_tokens_map.json, the pre-tokenizer identification, padding to the
 // model's vocab_size, the GGUF keys written, and the error message of every broken input.
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
-#include "hf_tokenizer.h"
+#include "base/gguf.h"
+#include "convert/hf_tokenizer.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/i2s.c: scalar, AVX2, AVX-512 VNNI,
-// NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/lut_ref.c) and a plain
+// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/kernels/i2s/i2s.c: scalar, AVX2, AVX-512 VNNI,
+// NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/kernels/lut/lut_ref.c) and a plain
 // product on unpacked ternary weights: int32 sums must be equal, for N = 1..33 columns (the AVX-512
 // kernel reads packed bytes for N < 16 and decodes them once for N ≥ 16), partial row
 // ranges, odd row counts (register-block tails), K % 64 == 32 (a half 64-byte step), K % 128 ≠ 0
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "i2s.h"
-#include "lut.h"
-#include "pack.h"
-#include "quants.h"
+#include "kernels/i2s/i2s.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
 #include "test_util.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// test_lut_host.cc — the matmul host (src/lut_host.c) and the I2_S dot kernels (src/i2s.c):
+// test_lut_host.cc — the matmul host (src/runtime/lut_host.c) and the I2_S dot kernels (src/kernels/i2s/i2s.c):
 // products on every path and thread count against an independent integer product, bit-identity
 // between I2_S / TL1 / TL2 and across thread counts, the quantization error bound, workspace size
 // (exact formula, canary bytes, ASan poisoning), extras lifecycle, can_mul_mat / get_type_bits rules
@@ -17,12 +17,12 @@
 #include <tuple>
 #include <vector>
 
-#include "i2s.h"
-#include "lut.h"
-#include "lut_host.h"
-#include "pack.h"
-#include "quants.h"
-#include "threadpool.h"
+#include "kernels/i2s/i2s.h"
+#include "kernels/lut/lut.h"
+#include "runtime/lut_host.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
+#include "runtime/threadpool.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BITNET_TEST_ASAN 1
@@ -70,7 +70,7 @@ std::vector<float> random_acts(int64_t K, int64_t N, uint32_t seed, int64_t zero
     return x;
 }
 
-// The I2_S layout written here from formats.md, independently of src/pack.c.
+// The I2_S layout written here from formats.md, independently of src/kernels/lut/pack.c.
 std::vector<uint8_t> local_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale) {
     const size_t n = (size_t)(M * K);
     std::vector<uint8_t> out(n / 4 + 32, 0);
@@ -376,7 +376,7 @@ TEST(I2sKernel, ExtremesDoNotSaturate) {
 }
 
 TEST(I2sKernel, AgreesWithPackerAndReference) {
-    // src/pack.c writes the bytes this test packs itself, and bitnet_ref_gemm gives the same sums.
+    // src/kernels/lut/pack.c writes the bytes this test packs itself, and bitnet_ref_gemm gives the same sums.
     for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{32, 96}, {32, 80}, {32, 8640}, {64, 256}}) {
         const auto w = random_ternary(M * K, 77);
         const float scale = 0.75f;

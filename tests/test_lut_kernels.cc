@@ -1,4 +1,4 @@
-// test_lut_kernels.cc — every LUT kernel against the scalar reference (src/lut_ref.c):
+// test_lut_kernels.cc — every LUT kernel against the scalar reference (src/kernels/lut/lut_ref.c):
 //  - one parameterized suite over bitnet_lut_kernels (every specialized kernel this build compiled:
 //    adding a shape to a config adds its test),
 //  - one over the distinct (type, shape, tiles) of every registry table, for the generic SIMD kernel
@@ -27,9 +27,9 @@
 #include <vector>
 
 extern "C" {
-#include "lut.h"
-#include "pack.h"
-#include "quants.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
 }
 
 namespace {

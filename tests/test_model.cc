@@ -17,18 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "dummy_model.h"
-#include "gguf.h"
-#include "i2s.h"
-#include "lut.h"
-#include "lut_host.h"
-#include "model.h"
-#include "pack.h"
-#include "quants.h"
-#include "sampler.h"
+#include "convert/dummy_model.h"
+#include "base/gguf.h"
+#include "kernels/i2s/i2s.h"
+#include "kernels/lut/lut.h"
+#include "runtime/lut_host.h"
+#include "model/model.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
+#include "text/sampler.h"
 #include "test_util.h"
-#include "tile_file.h"
-#include "tokenizer.h"
+#include "tilefile/tile_file.h"
+#include "text/tokenizer.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-// test_pack.cc — ternarization, tile rules and the I2_S / TL1 / TL2 packers (src/pack.c) against
+// test_pack.cc — ternarization, tile rules and the I2_S / TL1 / TL2 packers (src/kernels/lut/pack.c) against
 // hand-computed bytes (docs/LAYOUTS.md §2-4, formats.md), the per-element reference decoder
-// (bitnet_ref_weight in src/lut_ref.c, an independent implementation of the same formulas), and the
+// (bitnet_ref_weight in src/kernels/lut/lut_ref.c, an independent implementation of the same formulas), and the
 // I2_S file written by bitnet.cpp itself (tests/data/bitnetcpp-tiny).
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@
 #include <vector>
 
 extern "C" {
-#include "lut.h"
-#include "pack.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
 }
 
 namespace {
@@ -495,7 +495,7 @@ TEST(TL2, Errors) {
 
 namespace {
 
-// Minimal GGUF v2/v3 reader for the test (tensor table only), independent of src/gguf.c.
+// Minimal GGUF v2/v3 reader for the test (tensor table only), independent of src/base/gguf.c.
 struct MiniGguf {
     struct Tensor {
         std::vector<int64_t> ne;

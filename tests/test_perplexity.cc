@@ -1,4 +1,4 @@
-// test_perplexity.cc — the pieces of llama.cpp's perplexity method in src/perplexity.h: the chunk plan
+// test_perplexity.cc — the pieces of llama.cpp's perplexity method in src/eval/perplexity.h: the chunk plan
 // (n_chunk = n_tokens / n_ctx capped by --chunks, first = n_ctx / 2, n_ctx - 1 - first scored tokens per
 // chunk, the 2 · n_ctx minimum and the other refusals with their numbers), the NLL of one token against
 // closed forms, and the estimate and its uncertainty against hand-computed values. The whole method
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "dummy_model.h"
-#include "model.h"
-#include "perplexity.h"
+#include "convert/dummy_model.h"
+#include "model/model.h"
+#include "eval/perplexity.h"
 #include "test_util.h"
 
 namespace {

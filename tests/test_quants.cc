@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "quants.h"
+#include "base/quants.h"
 #include "test_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)

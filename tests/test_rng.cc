@@ -1,4 +1,4 @@
-// test_rng.cc — the project's one PRNG (src/rng.h) against known answers: splitmix64's published
+// test_rng.cc — the project's one PRNG (src/base/rng.h) against known answers: splitmix64's published
 // outputs, xoshiro256**'s reference outputs, the seeding (four consecutive splitmix64 outputs) and
 // the range and mean of the uniform doubles. The sampler and the dummy-model weights both draw from
 // it, so these pin --seed runs and every dummy model.
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "rng.h"
+#include "base/rng.h"
 
 TEST(Rng, SplitMix64MatchesPublishedOutputs) {
     // splitmix64 from state 0: the first outputs listed with the reference implementation

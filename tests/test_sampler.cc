@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sampler.h"
+#include "text/sampler.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// test_threadpool.cc — the pthread pool, its spin barrier and bitnet_split_range (src/threadpool.c).
+// test_threadpool.cc — the pthread pool, its spin barrier and bitnet_split_range (src/runtime/threadpool.c).
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "threadpool.h"
+#include "runtime/threadpool.h"
 
 namespace {
 

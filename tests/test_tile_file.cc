@@ -1,4 +1,4 @@
-// test_tile_file.cc — user tile tables (src/tile_file.h, `--lut-tiles FILE`): bitnet.cpp's
+// test_tile_file.cc — user tile tables (src/tilefile/tile_file.h, `--lut-tiles FILE`): bitnet.cpp's
 // kernel_config.ini (the hand-written files of tests/data/kernel_config/, every key spelling
 // ConfigParser accepts) and configs/-style YAML (the committed configs, table choice); every malformed
 // input is refused with a message naming the file, the section or entry, the key and the value.
@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "common.h"
-#include "tile_file.h"
+#include "base/common.h"
+#include "tilefile/tile_file.h"
 #include "test_util.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// test_tokenizer.cc — the tokenizers and detokenizers of src/tokenizer.c on small inputs:
+// test_tokenizer.cc — the tokenizers and detokenizers of src/text/tokenizer.c on small inputs:
 // SentencePiece-style: the bitnet.cpp case (prompt ids from expected.json), an independent naive merge
 // reference on random strings, byte fallback, special tokens, invalid UTF-8, the vocabulary keys and
 // their errors. Byte-level BPE: merges by rank on hand-made vocabularies (with an independent naive
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "gguf.h"
+#include "base/gguf.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace {
 

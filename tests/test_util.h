@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "dummy_model.h"
-#include "quants.h"
+#include "convert/dummy_model.h"
+#include "base/quants.h"
 
 namespace bitnet_test {
 

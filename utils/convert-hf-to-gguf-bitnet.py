@@ -11,7 +11,7 @@ and tokenizer.json or tokenizer.model (+ tokenizer_config.json). Architectures (
 "bitnet-b1.58" with hidden_act relu2) and LlamaForCausalLM with ternary weights (GGUF "llama").
 
 This script checks the arguments and the model folder, reports which kernel config covers the model's
-weight shapes for TL1/TL2, and runs the C converter build/bin/bitnet-convert (src/hf_convert.h documents
+weight shapes for TL1/TL2, and runs the C converter build/bin/bitnet-convert (src/convert/hf_convert.h documents
 what it does: ternarization, the weight kinds, the output types, the tensor and key sets). The heavy
 bytes never pass through Python: memory stays about one projection tensor, the output is written to
 PATH.tmp and renamed at the end (a failure leaves no truncated GGUF), and a progress bar goes to stderr.

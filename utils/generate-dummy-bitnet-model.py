@@ -8,7 +8,7 @@ ignored: nothing is read from it):
         --outfile models/dummy-bitnet-125m.i2_s.gguf [--seed N] [--tokenizer-dir DIR] [--use-pretuned] \\
         [--quant-embd [f16|q8_0|q6_k]]
 
-The weights are made by the C tool build/bin/bitnet-dummy (src/dummy_model.h documents the PRNG and
+The weights are made by the C tool build/bin/bitnet-dummy (src/convert/dummy_model.h documents the PRNG and
 the value distributions); this script picks the layout, checks that a kernel config covers its weight
 shapes and passes the covering config's TL1/TL2 tiles. The same --seed gives the same ternary weights
 in every --outtype.

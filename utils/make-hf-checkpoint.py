@@ -18,7 +18,7 @@ tokenizer files, in the formats of the real models (hf_convert.h cites the sourc
                        tokenizer (no Falcon3 tokenizer is available offline, so the Falcon-style models are
                        represented by the Llama 3 one: same GGUF model "gpt2", another pre-tokenizer).
 
-The weights are the dummy generator's (build/bin/bitnet-dummy, src/dummy_model.h) for the same --seed,
+The weights are the dummy generator's (build/bin/bitnet-dummy, src/convert/dummy_model.h) for the same --seed,
 read back from a dummy F32 GGUF, so converting the checkpoint must give the dummy GGUF's tensors:
   - projections, --weights latent (default for bitnet, bitnet-b1.58): BF16 "latent" values built so
     that absmean ternarization (hf_convert.h LATENT) gives exactly the dummy's ternary values and scale:

@@ -1,6 +1,6 @@
 """--quant-embd [f16|q8_0|q6_k], shared by setup_env.py, utils/convert-hf-to-gguf-bitnet.py and
 utils/generate-dummy-bitnet-model.py: the token embedding's type, f16 when the value is omitted
-(bitnet.cpp's bare flag). Block sizes and refusals: src/dummy_model.h (bitnet_dummy_embd_type_check)."""
+(bitnet.cpp's bare flag). Block sizes and refusals: src/convert/dummy_model.h (bitnet_dummy_embd_type_check)."""
 from __future__ import annotations
 
 import argparse

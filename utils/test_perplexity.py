@@ -19,7 +19,7 @@ to test, repeatable; the dataset name is the file name without extension), -b/--
 
 CSV columns: model, dataset, file, kernel (the path llama-perplexity reports), n_ctx, batch, threads,
 chunks (evaluated), text_tokens (the file's tokens, BOS included), scored_tokens, ppl, ppl_err (the
-final estimate and its uncertainty at full precision, llama.cpp's formula: src/perplexity.h), seconds
+final estimate and its uncertainty at full precision, llama.cpp's formula: src/eval/perplexity.h), seconds
 (evaluation time llama-perplexity measured), tokens_per_s (chunks x n_ctx / seconds), wall_seconds (the
 whole run, model load and tokenization included), status (ok | failed | timeout), error (the tool's
 last error line). stdout: one line per run and a summary table.
@@ -47,7 +47,7 @@ FIELDS = ["model", "dataset", "file", "kernel", "n_ctx", "batch", "threads", "ch
 QUICK_CHARS = 4096  # bitnet.cpp's quick mode: the first 4096 characters
 QUICK_CTX = 128     # ... and a context of at most 128
 
-# The lines of llama-perplexity's stderr this script reads (src/cli/llama-perplexity.c documents them).
+# The lines of llama-perplexity's stderr this script reads (src/tools/llama-perplexity.c documents them).
 RE_MODEL = re.compile(r"^llama-perplexity: model .*; path ([^:]+):", re.M)
 RE_FILE = re.compile(r": \d+ bytes, (\d+) tokens \((?:BOS added|no BOS)\); n_ctx (\d+)(?: \(default\))?, "
                      r"(\d+) of \d+ chunks, batch (\d+), threads (\d+);", re.M)

@@ -1,9 +1,9 @@
-/* bitnet-convert — command-line front end of the HF → GGUF converter (src/hf_convert.h), the C core of
+/* bitnet-convert — command-line front end of the HF → GGUF converter (src/convert/hf_convert.h), the C core of
  * utils/convert-hf-to-gguf-bitnet.py. A progress bar goes to stderr (one line redrawn on a terminal,
  * a line per 10% otherwise).
  * Exit status: 0 written; 1 conversion failed (the message names the file, tensor, key or value; no
  * output file is left behind); 2 bad command line. */
-#include "hf_convert.h"
+#include "convert/hf_convert.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,10 +1,10 @@
-/* bitnet-dummy — command-line front end of the dummy-model writer (src/dummy_model.h): writes a GGUF
+/* bitnet-dummy — command-line front end of the dummy-model writer (src/convert/dummy_model.h): writes a GGUF
  * of architecture "bitnet" (default), "bitnet-b1.58", "bitnet-25" or "llama" of the given dimensions
  * with seeded random ternary weights.
  * utils/generate-dummy-bitnet-model.py calls it with the named size layouts. Progress goes to stderr.
  * Exit status: 0 written; 1 generation failed (I/O, memory; the message names what); 2 bad command line
  * or a parameter combination the writer refuses (the message names the value). */
-#include "dummy_model.h"
+#include "convert/dummy_model.h"
 
 #include <errno.h>
 #include <stdio.h>

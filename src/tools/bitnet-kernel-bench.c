@@ -30,13 +30,13 @@
  *
  * Exit status: 0 done; 1 a kernel's output differs from the reference, or memory/threads failed;
  * 2 bad command line (the message names the flag and value). */
-#include "i2s.h"
-#include "lut.h"
-#include "lut_host.h"
-#include "pack.h"
-#include "quants.h"
-#include "rng.h"
-#include "threadpool.h"
+#include "kernels/i2s/i2s.h"
+#include "kernels/lut/lut.h"
+#include "runtime/lut_host.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
+#include "base/rng.h"
+#include "runtime/threadpool.h"
 
 #include <errno.h>
 #include <math.h>

@@ -20,9 +20,9 @@
  * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
  * Exit status: 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
-#include "model.h"
-#include "tile_file.h"
-#include "tokenizer.h"
+#include "model/model.h"
+#include "tilefile/tile_file.h"
+#include "text/tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>

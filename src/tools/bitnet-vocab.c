@@ -1,10 +1,10 @@
 /* bitnet-vocab — writes the tokenizer of a Hugging Face model folder (tokenizer.json or tokenizer.model,
  * with tokenizer_config.json) as a vocabulary-only GGUF: general.architecture plus the tokenizer.ggml.*
- * keys llama.cpp's converters write, no tensors (src/hf_tokenizer.h). Tests and the dummy-model writer
+ * keys llama.cpp's converters write, no tensors (src/convert/hf_tokenizer.h). Tests and the dummy-model writer
  * (--vocab-from) use such files. A summary goes to stderr.
  * Exit status: 0 written; 1 the folder's tokenizer could not be read or written (the message names the
  * file and what is wrong); 2 bad command line. */
-#include "hf_tokenizer.h"
+#include "convert/hf_tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -290,7 +290,7 @@ class BuiltinVocabulary(unittest.TestCase):
 
     def test_tiles_the_kernels_were_not_built_for_are_refused(self):
         """A TL2 file packed with legal tiles other than those of the built kernel table for its shapes is
-        refused at load, naming the tensor and both tile sets (src/model.c); the converter's own choice,
+        refused at load, naming the tensor and both tile sets (src/model/model.c); the converter's own choice,
         the built table's tiles, loads (test_kernel_paths_agree)."""
         arch = "bitnet-b1.58"
         g = read_gguf(self.converted(arch, "tl2"))
@@ -368,7 +368,7 @@ def f16_value(h: int) -> float:
 
 def decode_rows(ti, data: bytes) -> list[list[float]]:
     """Rows of an F32 / F16 / Q8_0 / Q6_K tensor [K, M] as floats (the formats' definitions; Q6_K's layout
-    in src/quants.h), plus for block types the step of each value: Q8_0 0.5625·d (|w − ŵ| ≤ d/2 + the
+    in src/base/quants.h), plus for block types the step of each value: Q8_0 0.5625·d (|w − ŵ| ≤ d/2 + the
     F16 rounding of d = max/127, 127·2^-11·d), Q6_K |d·scale|/2 (codes 0 and 63: +inf, i.e. clamped)."""
     K, M = ti.ne[0], ti.ne[1]
     rows, steps = [], []

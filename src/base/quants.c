@@ -1,0 +1,433 @@
+/* quants.c — per-type facts (names, block and byte sizes of the ggml types that appear in GGUF files),
+ * IEEE binary16 conversion, dense row conversion (F32/F16/BF16/Q8_0 → F32), the Q8_0 and Q6_K
+ * quantizers and the activation quantizer shared by every ternary path (docs/LAYOUTS.md §1).
+ *
+ * Sources of the facts used here:
+ *  - ggml type ids and block sizes: the public ggml GGUF spec (ggml/docs/gguf.md, "ggml_type") and the
+ *    block structure definitions of the k-quants / i-quants in ggml (published layouts; sizes restated
+ *    in the table below, each written as the sum of its fields).
+ *  - I2_S / TL1 / TL2 sizes: ../shared/docs/formats.md "Byte size of one tensor".
+ *  - binary16: IEEE 754-2008 §3.6; NaN handling as x86 F16C vcvtps2ph (quiet bit set, payload kept).
+ *  - Q8_0 and Q6_K quantization: the rules of ggml's reference quantizers (quantize_row_q8_0_ref,
+ *    quantize_row_q6_K_ref with make_qx_quants and nearest_int in ggml-quants.c), restated in quants.h
+ *    and written here from that description; the Q6_K output is compared byte for byte with ggml's in
+ *    tests/test_quants.cc.
+ */
+#include "base/quants.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Type table
+ * ------------------------------------------------------------------------------------------- */
+
+enum { TERNARY_NONE = 0, TERNARY_I2S, TERNARY_TL1, TERNARY_TL2, NOT_STORED };
+
+typedef struct type_info {
+    const char *name;
+    int32_t blck;   /* elements per block (0: id not in use) */
+    int32_t size;   /* bytes per block */
+    int special;    /* TERNARY_* or NOT_STORED */
+} type_info;
+
+#define QK_K 256
+
+/* Indexed by ggml type id. Comments give each block's fields (bytes). */
+static const type_info k_types[] = {
+    [0] = {"F32", 1, 4, 0},
+    [1] = {"F16", 1, 2, 0},
+    [2] = {"Q4_0", 32, 2 + 16, 0},                         /* d, 32 nibbles */
+    [3] = {"Q4_1", 32, 2 + 2 + 16, 0},                     /* d, m, 32 nibbles */
+    /* 4, 5: Q4_2 / Q4_3, removed from ggml; rejected as unknown */
+    [6] = {"Q5_0", 32, 2 + 4 + 16, 0},                     /* d, qh, nibbles */
+    [7] = {"Q5_1", 32, 2 + 2 + 4 + 16, 0},                 /* d, m, qh, nibbles */
+    [8] = {"Q8_0", 32, 2 + 32, 0},                         /* d, 32 int8 */
+    [9] = {"Q8_1", 32, 2 + 2 + 32, 0},                     /* d, s, 32 int8 */
+    [10] = {"Q2_K", QK_K, 16 + 64 + 2 + 2, 0},             /* scales, qs, d, dmin */
+    [11] = {"Q3_K", QK_K, 32 + 64 + 12 + 2, 0},            /* hmask, qs, scales, d */
+    [12] = {"Q4_K", QK_K, 2 + 2 + 12 + 128, 0},            /* d, dmin, scales, qs */
+    [13] = {"Q5_K", QK_K, 2 + 2 + 12 + 32 + 128, 0},       /* d, dmin, scales, qh, qs */
+    [14] = {"Q6_K", QK_K, 128 + 64 + 16 + 2, 0},           /* ql, qh, scales, d */
+    [15] = {"Q8_K", QK_K, 4 + 256 + 32, 0},                /* float d, qs, int16 bsums[16] */
+    [16] = {"IQ2_XXS", QK_K, 2 + 64, 0},                   /* d, qs[32] u16 */
+    [17] = {"IQ2_XS", QK_K, 2 + 64 + 8, 0},                /* d, qs, scales */
+    [18] = {"IQ3_XXS", QK_K, 2 + 96, 0},                   /* d, qs[3*QK_K/8] */
+    [19] = {"IQ1_S", QK_K, 2 + 32 + 16, 0},                /* d, qs, qh[u16 8] */
+    [20] = {"IQ4_NL", 32, 2 + 16, 0},                      /* d, nibbles */
+    [21] = {"IQ3_S", QK_K, 2 + 64 + 8 + 32 + 4, 0},        /* d, qs, qh, signs, scales */
+    [22] = {"IQ2_S", QK_K, 2 + 64 + 8 + 8, 0},             /* d, qs, qh, scales */
+    [23] = {"IQ4_XS", QK_K, 2 + 2 + 4 + 128, 0},           /* d, scales_h, scales_l, qs */
+    [24] = {"I8", 1, 1, 0},
+    [25] = {"I16", 1, 2, 0},
+    [26] = {"I32", 1, 4, 0},
+    [27] = {"I64", 1, 8, 0},
+    [28] = {"F64", 1, 8, 0},
+    [29] = {"IQ1_M", QK_K, 32 + 16 + 8, 0},                /* qs, qh, scales (d inside scales) */
+    [30] = {"BF16", 1, 2, 0},
+    [31] = {"Q4_0_4_4", 32, 2 + 16, 0},                    /* interleaved Q4_0 (bitnet.cpp's ggml) */
+    [32] = {"Q4_0_4_8", 32, 2 + 16, 0},
+    [33] = {"Q4_0_8_8", 32, 2 + 16, 0},
+    [34] = {"TQ1_0", QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2, 0}, /* qs, qh, d */
+    [35] = {"TQ2_0", QK_K, QK_K / 4 + 2, 0},               /* qs, d */
+    [36] = {"I2_S", 1, 0, TERNARY_I2S},
+    [37] = {"I8_S", 1, 1, NOT_STORED},
+    [38] = {"TL1", 1, 0, TERNARY_TL1},
+    [39] = {"TL2", 1, 0, TERNARY_TL2},
+};
+
+#define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
+
+static const type_info *type_get(int type) {
+    if (type < 0 || type >= N_TYPES || k_types[type].name == NULL) return NULL;
+    return &k_types[type];
+}
+
+const char *bitnet_type_name(int type) {
+    const type_info *t = type_get(type);
+    return t ? t->name : "unknown";
+}
+
+bool bitnet_type_is_ternary(int type) {
+    return type == BITNET_TYPE_I2_S || type == BITNET_TYPE_TL1 || type == BITNET_TYPE_TL2;
+}
+
+/* a*b into *out; false on size_t overflow. */
+static bool mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+static bitnet_status ternary_nbytes(const type_info *t, int n_dims, const int64_t *ne, size_t *out,
+                                    bitnet_error *err) {
+    if (n_dims != 2) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor must be 2-D [K, M], got n_dims = %d", t->name,
+                           n_dims);
+    }
+    const int64_t K = ne[0], M = ne[1];
+    size_t n;
+    if (!mul_size((size_t)K, (size_t)M, &n) || n > (SIZE_MAX >> 3)) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor [%lld, %lld]: element count overflows", t->name,
+                           (long long)K, (long long)M);
+    }
+    if (t->special == TERNARY_I2S || t->special == TERNARY_TL1) {
+        /* I2_S: whole 128-weight blocks (LAYOUTS.md §2); TL1: 4 weights per byte (pairs of pairs). */
+        const size_t unit = t->special == TERNARY_I2S ? 128 : 4;
+        if (n % unit != 0) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT,
+                               "%s tensor [%lld, %lld]: M*K = %zu is not a multiple of %zu (dimension ne[0]=K)",
+                               t->name, (long long)K, (long long)M, n, unit);
+        }
+        *out = n / 4 + 32;
+        return BITNET_OK;
+    }
+    /* TL2: pad32((K-256)*M/3*5/8 + 256*M/2*4/8) + 32, integer arithmetic left to right. */
+    if (K < 256) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "TL2 tensor [%lld, %lld]: ne[0]=K = %lld must be >= 256",
+                           (long long)K, (long long)M, (long long)K);
+    }
+    size_t a = (size_t)(K - 256) * (size_t)M; /* <= n, no overflow */
+    a = a / 3 * 5 / 8;                          /* a/3*5 <= n*5/3 < SIZE_MAX (n < SIZE_MAX/8) */
+    size_t b = 256 * (size_t)M / 2 * 4 / 8;     /* 256*M <= K*M = n (K >= 256), no overflow */
+    size_t s = a + b;
+    s = (s + 31) / 32 * 32 + 32;
+    *out = s;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_type_nbytes(int type, int n_dims, const int64_t *ne, size_t *out, bitnet_error *err) {
+    const type_info *t = type_get(type);
+    if (!t) return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "unknown tensor type id %d", type);
+    if (t->special == NOT_STORED) {
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "tensor type %s (id %d) is an activation-only type and is never stored", t->name, type);
+    }
+    if (n_dims < 1 || n_dims > 4) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: n_dims = %d, must be 1..4", t->name, n_dims);
+    }
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] < 1) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: ne[%d] = %lld, must be >= 1", t->name, i,
+                               (long long)ne[i]);
+        }
+    }
+    if (t->special != TERNARY_NONE) return ternary_nbytes(t, n_dims, ne, out, err);
+
+    if (ne[0] % t->blck != 0) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: ne[0] = %lld is not a multiple of the block size %d",
+                           t->name, (long long)ne[0], t->blck);
+    }
+    size_t bytes = (size_t)(ne[0] / t->blck);
+    bool ok = mul_size(bytes, (size_t)t->size, &bytes);
+    for (int i = 1; i < n_dims && ok; i++) ok = mul_size(bytes, (size_t)ne[i], &bytes);
+    /* Keep sizes well inside off_t / ptrdiff_t range. */
+    if (!ok || bytes > (SIZE_MAX >> 2)) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor [%lld, %lld, %lld, %lld]: byte size overflows",
+                           t->name, (long long)ne[0], (long long)(n_dims > 1 ? ne[1] : 1),
+                           (long long)(n_dims > 2 ? ne[2] : 1), (long long)(n_dims > 3 ? ne[3] : 1));
+    }
+    *out = bytes;
+    return BITNET_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * binary16 (IEEE 754: 1 sign, 5 exponent bits with bias 15, 10 fraction bits)
+ * ------------------------------------------------------------------------------------------- */
+
+static float f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float bitnet_fp16_to_fp32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1f) {
+        /* inf; NaN keeps sign and payload and becomes quiet (as F16C vcvtph2ps and AArch64 fcvt) */
+        return f32_from_bits(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
+    }
+    if (e != 0) return f32_from_bits(sign | ((e + 127 - 15) << 23) | (m << 13));
+    if (m == 0) return f32_from_bits(sign); /* ±0 */
+    /* subnormal: m * 2^-24. Normalise: shift until the implicit bit (bit 10) is set. */
+    uint32_t exp = 127 - 15 + 1; /* exponent of 2^-14 */
+    while ((m & 0x400u) == 0) {
+        m <<= 1;
+        exp--;
+    }
+    return f32_from_bits(sign | (exp << 23) | ((m & 0x3ffu) << 13));
+}
+
+uint16_t bitnet_fp32_to_fp16(float f) {
+    const uint32_t x = f32_bits(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) {
+        /* NaN: keep the top 10 payload bits, force the quiet bit (as F16C vcvtps2ph). */
+        return (uint16_t)(sign | 0x7c00u | 0x200u | ((ax >> 13) & 0x3ffu));
+    }
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (incl. inf) rounds to inf */
+    if (ax >= 0x38800000u) {
+        /* normal half: exponent rebias, 13 fraction bits dropped with round to nearest even;
+         * a carry out of the fraction correctly bumps the exponent. */
+        uint32_t h = ((ax >> 23) - 127 + 15) << 10 | ((ax >> 13) & 0x3ffu);
+        const uint32_t rem = ax & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+        return (uint16_t)(sign | h);
+    }
+    if (ax <= 0x33000000u) return sign; /* <= 2^-25: rounds to zero (2^-25 is a tie, goes to even 0) */
+    /* subnormal half: value / 2^-24 rounded to nearest even. value = mant * 2^(E-150). */
+    const uint32_t E = ax >> 23;              /* 102..112 here */
+    const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - E;           /* 14..24 */
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Rows
+ * ------------------------------------------------------------------------------------------- */
+
+bitnet_status bitnet_row_to_f32(int type, const void *row, float *dst, int64_t n, bitnet_error *err) {
+    if (n < 0) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "row_to_f32: negative element count %lld", (long long)n);
+    const uint8_t *p = (const uint8_t *)row;
+    switch (type) {
+    case BITNET_TYPE_F32:
+        memcpy(dst, row, (size_t)n * sizeof(float));
+        return BITNET_OK;
+    case BITNET_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            dst[i] = bitnet_fp16_to_fp32(h);
+        }
+        return BITNET_OK;
+    case 30: /* BF16: the upper half of a binary32 */
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            dst[i] = f32_from_bits((uint32_t)h << 16);
+        }
+        return BITNET_OK;
+    case BITNET_TYPE_Q8_0:
+        if (n % 32 != 0) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "Q8_0 row of %lld elements: not a multiple of 32",
+                               (long long)n);
+        }
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = p + (size_t)b * sizeof(bitnet_block_q8_0);
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            const float d = bitnet_fp16_to_fp32(dh);
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            for (int j = 0; j < 32; j++) dst[b * 32 + j] = (float)qs[j] * d;
+        }
+        return BITNET_OK;
+    default:
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "row_to_f32: type %s (id %d) is not a dense type",
+                           bitnet_type_name(type), type);
+    }
+}
+
+void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n) {
+    /* ggml's reference Q8_0 quantizer (a fact about the format, so our files match llama-quantize):
+     * amax = max|x|, d = amax/127, id = 1/d (0 when d == 0), q = round-half-away(x*id), d stored fp16. */
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(xb[j]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        dst[b].d = bitnet_fp32_to_fp16(d);
+        for (int j = 0; j < 32; j++) {
+            float v = roundf(xb[j] * id);
+            if (!(v == v)) v = 0.0f; /* NaN input: store 0 rather than an undefined conversion */
+            if (v > 127.0f) v = 127.0f;
+            if (v < -127.0f) v = -127.0f;
+            dst[b].qs[j] = (int8_t)v;
+        }
+    }
+}
+
+/* ggml's nearest_int: adding 1.5·2^23 puts the rounded integer (round half to even, as the float add
+ * rounds) into the low 23 mantissa bits; the result is defined for every input (a value beyond 2^22 or a
+ * NaN gives the same garbage ggml computes, which the clamps after it then bound). */
+static inline int q6k_round(float v) {
+    const float t = v + 12582912.0f;
+    uint32_t u;
+    memcpy(&u, &t, sizeof u);
+    return (int)(u & 0x007fffffu) - 0x00400000;
+}
+
+static inline int clamp_code(int l) { return l < -32 ? -32 : l > 31 ? 31 : l; }
+
+/* Step 1 of bitnet_quantize_row_q6_k (quants.h): ggml's make_qx_quants for 16 values, nmax = 32,
+ * weights x² (rmse_type 1), no importance matrix. Writes the codes l + 32 of the chosen scale to L[16]
+ * and returns the scale. Each float expression keeps ggml's operand order. */
+static float q6k_group_scale(const float *x, int8_t *L) {
+    enum { N = 16, NMAX = 32 };
+    float max = 0.0f, amax = 0.0f;
+    for (int i = 0; i < N; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < 1e-15f) { /* ggml's GROUP_MAX_EPS */
+        memset(L, 0, N);
+        return 0.0f;
+    }
+    float iscale = (float)-NMAX / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < N; i++) {
+        const int l = clamp_code(q6k_round(iscale * x[i]));
+        L[i] = (int8_t)(l + NMAX);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)NMAX + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0.0f;
+        for (int i = 0; i < N; i++) {
+            const int l = clamp_code(q6k_round(iscale * x[i]));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < N; i++) L[i] = (int8_t)(NMAX + clamp_code(q6k_round(iscale * x[i])));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+bitnet_status bitnet_quantize_row_q6_k(const float *x, bitnet_block_q6_k *dst, int64_t n, bitnet_error *err) {
+    if (n < 0 || n % 256 != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "Q6_K row of %lld values: not a multiple of the 256-value super-block", (long long)n);
+    }
+    for (int64_t b = 0; b < n / 256; b++) {
+        const float *xb = x + b * 256;
+        bitnet_block_q6_k *y = &dst[b];
+        int8_t L[256];
+        float scales[16];
+        float max_scale = 0.0f, max_abs_scale = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            const float s = q6k_group_scale(xb + 16 * g, L + 16 * g);
+            scales[g] = s;
+            if (fabsf(s) > max_abs_scale) {
+                max_abs_scale = fabsf(s);
+                max_scale = s;
+            }
+        }
+        if (max_abs_scale < 1e-15f) {
+            memset(y, 0, sizeof *y); /* d = fp16(0) = 0 */
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        y->d = bitnet_fp32_to_fp16(1.0f / iscale); /* never NaN: max_scale is finite and nonzero or ±inf */
+        for (int g = 0; g < 16; g++) {
+            /* |iscale·s| <= 128 (|s| <= |max_scale|), so the rounded value is >= -128 and fits int8 */
+            const int v = q6k_round(iscale * scales[g]);
+            y->scales[g] = (int8_t)(v < 127 ? v : 127);
+        }
+        const float dh = bitnet_fp16_to_fp32(y->d);
+        for (int g = 0; g < 16; g++) {
+            const float d = dh * (float)y->scales[g];
+            if (d == 0.0f) continue; /* the group decodes to 0 whatever its codes; step 1's stay */
+            for (int i = 0; i < 16; i++) L[16 * g + i] = (int8_t)(clamp_code(q6k_round(xb[16 * g + i] / d)) + 32);
+        }
+        /* pack the codes 0..63: per 128-value half, four quarter-rows of 32 share ql/qh bytes (quants.h) */
+        for (int h = 0; h < 2; h++) {
+            const int8_t *Lh = L + 128 * h;
+            uint8_t *ql = y->ql + 64 * h, *qh = y->qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t c0 = (uint8_t)Lh[l], c1 = (uint8_t)Lh[l + 32], c2 = (uint8_t)Lh[l + 64],
+                              c3 = (uint8_t)Lh[l + 96];
+                ql[l] = (uint8_t)((c0 & 0xF) | (c2 & 0xF) << 4);
+                ql[l + 32] = (uint8_t)((c1 & 0xF) | (c3 & 0xF) << 4);
+                qh[l] = (uint8_t)((c0 >> 4) | (c1 >> 4) << 2 | (c2 >> 4) << 4 | (c3 >> 4) << 6);
+            }
+        }
+    }
+    return BITNET_OK;
+}
+
+float bitnet_quantize_act(const float *x, int64_t K, int8_t *q) {
+    /* LAYOUTS.md §1. max over |x| ignores NaN (comparisons with NaN are false). */
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+        const float a = fabsf(x[k]);
+        if (a > amax) amax = a;
+    }
+    const float s = 127.0f / (amax > 1e-5f ? amax : 1e-5f);
+    for (int64_t k = 0; k < K; k++) {
+        const float p = x[k] * s;
+        float r = nearbyintf(p); /* default rounding mode: round half to even */
+        /* clamp; a NaN product (NaN input, or inf * 0 when max|x| is inf) maps to 0 */
+        if (r > 127.0f) r = 127.0f;
+        else if (r < -127.0f) r = -127.0f;
+        else if (!(r == r)) r = 0.0f;
+        q[k] = (int8_t)r;
+    }
+    return s;
+}

@@ -1,0 +1,1171 @@
+/* dummy_model.c — dummy BitNet GGUF writer: the seeded weight generator, the built-in vocabulary, a
+ * vocabulary copier, and the streaming writer loop. What the weights are and why: dummy_model.h. */
+#include "convert/dummy_model.h"
+
+#include "base/gguf.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
+#include "base/quants.h"
+#include "base/rng.h"
+#include "text/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ============================================================================================
+ * Weight streams (the generator is rng.h's)
+ * ========================================================================================== */
+
+uint64_t bitnet_dummy_tensor_seed(uint64_t seed, const char *tensor_name) {
+    /* FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3) of the name. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)tensor_name; *c; c++) {
+        h ^= *c;
+        h *= 0x100000001b3ull;
+    }
+    uint64_t st = seed ^ h;
+    return bitnet_splitmix64(&st);
+}
+
+/* Ternary stream: each 64-bit output is cut into 8 bytes (lowest first); a byte b < 243 = 3^5 gives
+ * five base-3 digits (least significant first) and a byte >= 243 is skipped, so every digit is
+ * uniform on {0, 1, 2} and independent; digit d becomes the weight d - 1. */
+typedef struct trit_stream {
+    bitnet_rng rng;
+    int8_t buf[40];
+    int n, pos;
+} trit_stream;
+
+static void trit_refill(trit_stream *t) {
+    t->n = 0;
+    t->pos = 0;
+    while (t->n == 0) {
+        uint64_t x = bitnet_rng_next(&t->rng);
+        for (int b = 0; b < 8; b++) {
+            unsigned v = (unsigned)(x >> (8 * b)) & 0xffu;
+            if (v >= 243) continue;
+            for (int d = 0; d < 5; d++) {
+                t->buf[t->n++] = (int8_t)((int)(v % 3) - 1);
+                v /= 3;
+            }
+        }
+    }
+}
+
+static void trit_fill(trit_stream *t, int8_t *w, int64_t n) {
+    int64_t i = 0;
+    while (i < n) {
+        if (t->pos == t->n) trit_refill(t);
+        int64_t take = t->n - t->pos;
+        if (take > n - i) take = n - i;
+        memcpy(w + i, t->buf + t->pos, (size_t)take);
+        t->pos += (int)take;
+        i += take;
+    }
+}
+
+/* The tensor's scale is the first output of its stream: (768 + top 7 bits) / 1024. */
+static float ternary_stream_init(trit_stream *t, uint64_t seed, const char *name) {
+    bitnet_rng_seed(&t->rng, bitnet_dummy_tensor_seed(seed, name));
+    t->n = t->pos = 0;
+    uint64_t x = bitnet_rng_next(&t->rng);
+    return (float)(768 + (int)(x >> 57)) / 1024.0f;
+}
+
+void bitnet_dummy_ternary_values(uint64_t seed, const char *tensor_name, int64_t M, int64_t K, int8_t *w,
+                                 float *scale) {
+    trit_stream t;
+    float s = ternary_stream_init(&t, seed, tensor_name);
+    if (scale) *scale = s;
+    trit_fill(&t, w, M * K);
+}
+
+/* Approximately N(0,1): Irwin-Hall sum of 12 uniforms on [0,1) with 24-bit resolution, minus 6.
+ * Mean 0, variance 1, range (-6, 6). Each 64-bit output supplies two uniforms (bits 40..63, 8..31);
+ * every float operation is exact or correctly rounded in a fixed order, so results are the same on
+ * every IEEE-754 machine. */
+static float gauss12(bitnet_rng *r) {
+    const float inv = 1.0f / 16777216.0f;
+    float sum = 0.0f;
+    for (int i = 0; i < 6; i++) {
+        uint64_t x = bitnet_rng_next(r);
+        sum += (float)(uint32_t)(x >> 40) * inv;
+        sum += (float)(uint32_t)((x >> 8) & 0xffffffu) * inv;
+    }
+    return sum - 6.0f;
+}
+
+/* ============================================================================================
+ * Outtypes
+ * ========================================================================================== */
+
+static const char *const outtype_names[] = {"f32", "f16", "i2_s", "tl1", "tl2"};
+
+bool bitnet_dummy_outtype_parse(const char *s, bitnet_dummy_outtype *out) {
+    if (!s) return false;
+    for (int i = 0; i < 5; i++) {
+        const char *n = outtype_names[i];
+        size_t k = 0;
+        while (n[k] && s[k] && (s[k] == n[k] || (s[k] >= 'A' && s[k] <= 'Z' && s[k] - 'A' + 'a' == n[k]))) k++;
+        if (!n[k] && !s[k]) {
+            *out = (bitnet_dummy_outtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *bitnet_dummy_outtype_name(bitnet_dummy_outtype t) {
+    return ((int)t >= 0 && (int)t < 5) ? outtype_names[t] : "invalid";
+}
+
+int bitnet_dummy_ternary_type(bitnet_dummy_outtype t) {
+    switch (t) {
+    case BITNET_DUMMY_F32: return BITNET_TYPE_F32;
+    case BITNET_DUMMY_F16: return BITNET_TYPE_F16;
+    case BITNET_DUMMY_I2_S: return BITNET_TYPE_I2_S;
+    case BITNET_DUMMY_TL1: return BITNET_TYPE_TL1;
+    case BITNET_DUMMY_TL2: return BITNET_TYPE_TL2;
+    }
+    return -1;
+}
+
+int bitnet_dummy_file_type(bitnet_dummy_outtype t) {
+    switch (t) {
+    case BITNET_DUMMY_F32: return 0;
+    case BITNET_DUMMY_F16: return 1;
+    case BITNET_DUMMY_I2_S: return 40;
+    case BITNET_DUMMY_TL1: return 38;
+    case BITNET_DUMMY_TL2: return 39;
+    }
+    return -1;
+}
+
+/* ASCII case-insensitive equality (type names are ASCII) */
+bool bitnet_dummy_embd_type_parse(const char *s, int *type) {
+    if (!s) return false;
+    static const struct { const char *name; int type; } names[] = {
+        {"f16", BITNET_TYPE_F16}, {"q8_0", BITNET_TYPE_Q8_0}, {"q6_k", BITNET_TYPE_Q6_K}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcasecmp(s, names[i].name) == 0) {
+            *type = names[i].type;
+            return true;
+        }
+    }
+    return false;
+}
+
+bitnet_status bitnet_dummy_embd_type_check(bitnet_dummy_outtype outtype, int type, int64_t n_embd, bitnet_error *err) {
+    if (type == 0) return BITNET_OK;
+    if (type != BITNET_TYPE_F16 && type != BITNET_TYPE_Q8_0 && type != BITNET_TYPE_Q6_K)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "token_embd.weight: type %s (id %d) is not an embedding type (F16, Q8_0 or Q6_K)",
+                           bitnet_type_name(type), type);
+    if (outtype == BITNET_DUMMY_F32)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "token_embd.weight: outtype f32 stores every tensor as F32 (the unquantized reference); "
+                           "a %s embedding needs another outtype", bitnet_type_name(type));
+    const int64_t block = type == BITNET_TYPE_Q6_K ? 256 : type == BITNET_TYPE_Q8_0 ? 32 : 1;
+    if (n_embd % block != 0)
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "token_embd.weight: %s stores each row of n_embd values in blocks of %lld, and n_embd = %lld "
+                           "is not a multiple of %lld (Q8_0 needs a multiple of 32; F16 holds any n_embd)",
+                           bitnet_type_name(type), (long long)block, (long long)n_embd, (long long)block);
+    return BITNET_OK;
+}
+
+static const char *const arch_names[] = {"bitnet", "bitnet-b1.58", "bitnet-25", "llama"};
+#define N_ARCHS ((int)(sizeof arch_names / sizeof arch_names[0]))
+
+bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out) {
+    if (!s) return false;
+    for (int i = 0; i < N_ARCHS; i++) {
+        if (strcmp(s, arch_names[i]) == 0) {
+            *out = (bitnet_dummy_arch)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *bitnet_dummy_arch_name(bitnet_dummy_arch a) {
+    return ((int)a >= 0 && (int)a < N_ARCHS) ? arch_names[a] : "invalid";
+}
+
+void bitnet_dummy_params_init(bitnet_dummy_params *p) {
+    memset(p, 0, sizeof *p);
+    p->outtype = BITNET_DUMMY_I2_S;
+}
+
+/* ============================================================================================
+ * Vocabularies
+ * ========================================================================================== */
+
+/* Storage behind a library-made vocabulary. */
+typedef struct vocab_store {
+    char **tokens;
+    float *scores;
+    int32_t *types;
+    char **merges;
+    uint64_t n_merges;
+    int32_t n, cap;
+    char *model, *pre;
+    /* open-addressing set of token indices (for the built-in builder) */
+    int32_t *slots;
+    size_t n_slots;
+} vocab_store;
+
+static void store_free(vocab_store *s) {
+    if (!s) return;
+    if (s->tokens)
+        for (int32_t i = 0; i < s->n; i++) free(s->tokens[i]);
+    if (s->merges)
+        for (uint64_t i = 0; i < s->n_merges; i++) free(s->merges[i]);
+    free(s->tokens);
+    free(s->scores);
+    free(s->types);
+    free(s->merges);
+    free(s->model);
+    free(s->pre);
+    free(s->slots);
+    free(s);
+}
+
+void bitnet_dummy_vocab_free(bitnet_dummy_vocab *v) {
+    if (!v) return;
+    store_free((vocab_store *)v->owned_);
+    free(v);
+}
+
+static char *dup_n(const char *s, size_t n) {
+    char *d = (char *)malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static uint64_t fnv1a(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Slot of `s` in the set: where it is, or the empty slot where it would go. */
+static size_t set_find(const vocab_store *st, const char *s, size_t n) {
+    size_t mask = st->n_slots - 1, i = (size_t)fnv1a(s, n) & mask;
+    for (;;) {
+        int32_t id = st->slots[i];
+        if (id < 0) return i;
+        if (strlen(st->tokens[id]) == n && memcmp(st->tokens[id], s, n) == 0) return i;
+        i = (i + 1) & mask;
+    }
+}
+
+static bool set_has(const vocab_store *st, const char *s, size_t n) {
+    return st->slots[set_find(st, s, n)] >= 0;
+}
+
+/* Append a token (copy of s[0..n)) unless present or the vocabulary is full. false only on OOM. */
+static bool store_add(vocab_store *st, const char *s, size_t n, float score, int32_t type) {
+    if (st->n >= st->cap) return true;
+    size_t slot = set_find(st, s, n);
+    if (st->slots[slot] >= 0) return true;
+    char *d = dup_n(s, n);
+    if (!d) return false;
+    st->tokens[st->n] = d;
+    st->scores[st->n] = score;
+    st->types[st->n] = type;
+    st->slots[slot] = st->n;
+    st->n++;
+    return true;
+}
+
+/* A NORMAL piece with the next descending score; its missing prefixes (2 characters and longer,
+ * counted in UTF-8 characters) are added first, so the tokenizer can reach it by pair merges. */
+static bool store_add_piece(vocab_store *st, const char *s, size_t n) {
+    size_t cut = 0;
+    int chars = 0;
+    while (cut < n) {
+        size_t next = cut + 1;
+        while (next < n && ((unsigned char)s[next] & 0xC0) == 0x80) next++;
+        chars++;
+        if (chars >= 2 && next < n && !set_has(st, s, next)) {
+            if (!store_add(st, s, next, -(float)(st->n - 258), BITNET_TOKEN_NORMAL)) return false;
+        }
+        cut = next;
+    }
+    return store_add(st, s, n, -(float)(st->n - 258), BITNET_TOKEN_NORMAL);
+}
+
+#define SPACE_MARK "\xe2\x96\x81" /* U+2581 "▁", SentencePiece's space marker */
+
+/* Built-in lists (written for this project). Subwords first (pieces inside words), then words, which
+ * get the space marker; order is roughly by usefulness, which sets the scores. */
+static const char builtin_subwords[] =
+    "er in on an re at en es or ed ing ion tion ly al ar le it is ou ent ic as st ro ers ve th nd "
+    "ll se ri ra ad me ce de li ch ment ness able ful less est ity ous ive ize ism ist ure age ance "
+    "ence ship ward ally ical ated ation ions ings ies ied ier ely ted ter ting ness ments ic al "
+    "s es d y e a o i u t n r l";
+static const char builtin_words[] =
+    "the of and to in a is that for it as was with be by on not he I this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "more can out said what up its about into them than some could time only other new these two "
+    "may do first any my now such like our over man me even most made after also did many before "
+    "must well back through years much where your way down should because each just those people "
+    "how too little state good very make world still own see men work long get here between both "
+    "life being under never day same another know while last might us great old year off come "
+    "since against go came right used take three The A In It This He We You They But And If What "
+    "There When As On For So house water small hand place part high number name city point left end "
+    "home large school thought word every country group night fact head run set put look read write "
+    "follow study learn begin open show keep turn start grow seem leave call find give tell ask need "
+    "feel try become bring hold stand talk play move live believe happen provide sit lose pay meet "
+    "include continue change lead understand watch speak spend create reach allow add remember love "
+    "consider appear buy wait serve die send expect build stay fall cut remain suggest raise pass "
+    "sell require report decide pull big high different early young important few public bad able "
+    "free sure better best clear full true whole real black white red blue green simple strong human "
+    "local late hard major possible general social special certain political economic national "
+    "family system program question government company problem service area money story issue side "
+    "kind power hour game line member law car market form office door health person art war history "
+    "party result morning reason research girl guy moment air teacher force education foot boy age "
+    "policy process music idea body information mother father friend child children woman women "
+    "book light river tree sun moon star sky rain wind fire stone road street town village field "
+    "garden food bread milk tea coffee table chair window room bed paper letter picture color "
+    "voice sound language news today tomorrow yesterday always often sometimes again once later "
+    "soon already almost enough quite rather really perhaps maybe together around without within "
+    "during toward across behind above below near far inside outside upon among until though "
+    "although however therefore yes please thank hello model data value test code file time "
+    "quick brown fox jumps lazy dog cat bird fish horse animal king queen ship sea island mountain "
+    "north south east west one two three four five six seven eight nine ten hundred thousand "
+    "million first second third next last";
+static const char builtin_chars[] =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"()[]{}-_/\\@#$%&*+=<>|~`^";
+
+static const char pseudo_cons[] = "bdfgklmnprstvz"; /* 14 */
+static const char pseudo_vow[] = "aeiou";           /* 5 → 70 syllables */
+
+/* Pseudo-word number i: the base-70 digits of i + 70 (at least two syllables), most significant first. */
+static size_t pseudo_word(uint64_t i, char *buf) {
+    char tmp[32];
+    size_t n = 0;
+    uint64_t v = i + 70;
+    while (v > 0) {
+        unsigned d = (unsigned)(v % 70);
+        tmp[n++] = pseudo_vow[d % 5];
+        tmp[n++] = pseudo_cons[d / 5];
+        v /= 70;
+    }
+    for (size_t k = 0; k < n; k++) buf[k] = tmp[n - 1 - k];
+    buf[n] = '\0';
+    return n;
+}
+
+static vocab_store *store_new(int32_t cap) {
+    vocab_store *st = (vocab_store *)calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->cap = cap;
+    st->tokens = (char **)calloc((size_t)cap, sizeof(char *));
+    st->scores = (float *)calloc((size_t)cap, sizeof(float));
+    st->types = (int32_t *)calloc((size_t)cap, sizeof(int32_t));
+    st->n_slots = 16;
+    while (st->n_slots < (size_t)cap * 2) st->n_slots *= 2;
+    st->slots = (int32_t *)malloc(st->n_slots * sizeof(int32_t));
+    if (!st->tokens || !st->scores || !st->types || !st->slots) {
+        store_free(st);
+        return NULL;
+    }
+    for (size_t i = 0; i < st->n_slots; i++) st->slots[i] = -1;
+    return st;
+}
+
+static bitnet_dummy_vocab *vocab_wrap(vocab_store *st, int32_t bos, int32_t eos, int32_t pad) {
+    bitnet_dummy_vocab *v = (bitnet_dummy_vocab *)calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->model = st->model;
+    v->pre = st->pre;
+    v->n_tokens = st->n;
+    v->tokens = (const char *const *)st->tokens;
+    v->scores = st->scores;
+    v->types = st->types;
+    v->n_merges = st->n_merges;
+    v->merges = (const char *const *)st->merges;
+    v->bos_id = bos;
+    v->eos_id = eos;
+    v->pad_id = pad;
+    v->owned_ = st;
+    return v;
+}
+
+/* Add every space-separated item of `list`, optionally with the space marker in front. */
+static bool add_list(vocab_store *st, const char *list, bool marker) {
+    char piece[64];
+    const char *p = list;
+    while (*p && st->n < st->cap) {
+        while (*p == ' ') p++;
+        const char *q = p;
+        while (*q && *q != ' ') q++;
+        size_t n = (size_t)(q - p), off = 0;
+        if (n == 0) break;
+        if (marker) {
+            memcpy(piece, SPACE_MARK, 3);
+            off = 3;
+        }
+        memcpy(piece + off, p, n);
+        if (!store_add_piece(st, piece, off + n)) return false;
+        p = q;
+    }
+    return true;
+}
+
+bitnet_status bitnet_dummy_vocab_builtin(int32_t n_tokens, bitnet_dummy_vocab **out, bitnet_error *err) {
+    *out = NULL;
+    if (n_tokens < 259)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "vocabulary size %d is too small: the built-in vocabulary needs at least 259 tokens "
+                           "(<unk>, <s>, </s> and the 256 byte tokens)", (int)n_tokens);
+    vocab_store *st = store_new(n_tokens);
+    if (!st) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory building a %d-token vocabulary", (int)n_tokens);
+    bool ok = store_add(st, "<unk>", 5, 0.0f, BITNET_TOKEN_UNKNOWN) && store_add(st, "<s>", 3, 0.0f, BITNET_TOKEN_CONTROL) &&
+              store_add(st, "</s>", 4, 0.0f, BITNET_TOKEN_CONTROL);
+    for (int b = 0; ok && b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        ok = store_add(st, name, 6, 0.0f, BITNET_TOKEN_BYTE);
+    }
+    /* A run of spaces is common in code and text: "▁▁" and "▁▁▁▁" first, as SentencePiece models have. */
+    if (ok) ok = store_add_piece(st, SPACE_MARK SPACE_MARK, 6) && store_add_piece(st, SPACE_MARK SPACE_MARK SPACE_MARK SPACE_MARK, 12);
+    if (ok) ok = add_list(st, builtin_subwords, false) && add_list(st, builtin_words, true);
+    if (ok) ok = store_add_piece(st, SPACE_MARK, 3);
+    for (const char *c = builtin_chars; ok && *c; c++) ok = store_add_piece(st, c, 1);
+    char buf[40];
+    for (uint64_t i = 0; ok && st->n < st->cap; i++) {
+        memcpy(buf, SPACE_MARK, 3);
+        size_t n = pseudo_word(i, buf + 3);
+        ok = store_add(st, buf, n + 3, -(float)(st->n - 258), BITNET_TOKEN_NORMAL) &&
+             store_add(st, buf + 3, n, -(float)(st->n - 258), BITNET_TOKEN_NORMAL);
+    }
+    if (ok) {
+        st->model = dup_n("llama", 5);
+        st->pre = dup_n("default", 7);
+        ok = st->model && st->pre;
+    }
+    bitnet_dummy_vocab *v = ok ? vocab_wrap(st, 1, 2, -1) : NULL;
+    if (!v) {
+        store_free(st);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory building a %d-token vocabulary", (int)n_tokens);
+    }
+    *out = v;
+    return BITNET_OK;
+}
+
+/* Optional integer key: *out = value, or -1 when the key is absent. */
+static bitnet_status opt_id(const bitnet_gguf *g, const char *key, int32_t *out, bitnet_error *err) {
+    *out = -1;
+    if (bitnet_gguf_find_kv(g, key) < 0) return BITNET_OK;
+    int64_t v;
+    bitnet_status s = bitnet_gguf_get_i64(g, key, &v, err);
+    if (s != BITNET_OK) return s;
+    if (v < 0 || v > INT32_MAX)
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s = %lld is not a token id", bitnet_gguf_path(g), key,
+                           (long long)v);
+    *out = (int32_t)v;
+    return BITNET_OK;
+}
+
+static bitnet_status opt_str(const bitnet_gguf *g, const char *key, const char *dflt, char **out, bitnet_error *err) {
+    const char *p = dflt;
+    size_t n = dflt ? strlen(dflt) : 0;
+    if (bitnet_gguf_find_kv(g, key) >= 0) {
+        bitnet_status s = bitnet_gguf_get_str(g, key, &p, &n, err);
+        if (s != BITNET_OK) return s;
+    }
+    *out = dup_n(p ? p : "", n);
+    return *out ? BITNET_OK : bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying %s", key);
+}
+
+bitnet_status bitnet_dummy_vocab_from_gguf(const char *path, bitnet_dummy_vocab **out, bitnet_error *err) {
+    *out = NULL;
+    bitnet_gguf *g = NULL;
+    bitnet_status s = bitnet_gguf_open(path, &g, err);
+    if (s != BITNET_OK) return s;
+    vocab_store *st = NULL;
+    bitnet_gguf_type et;
+    uint64_t n = 0;
+    const void *data = NULL;
+    int32_t bos = -1, eos = -1, pad = -1;
+
+    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.tokens") < 0) {
+        s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: no vocabulary (key tokenizer.ggml.tokens missing)", path);
+        goto done;
+    }
+    s = bitnet_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data, err);
+    if (s != BITNET_OK) goto done;
+    if (et != BITNET_GGUF_STRING || n == 0 || n > INT32_MAX) {
+        s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.tokens must be a non-empty string array "
+                        "(element type %d, %llu elements)", path, (int)et, (unsigned long long)n);
+        goto done;
+    }
+    st = store_new((int32_t)n);
+    if (!st) {
+        s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying %llu tokens", (unsigned long long)n);
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const char *p;
+        size_t len;
+        s = bitnet_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &p, &len, err);
+        if (s != BITNET_OK) goto done;
+        if (memchr(p, '\0', len)) {
+            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%llu] contains a NUL byte", path,
+                            (unsigned long long)i);
+            goto done;
+        }
+        st->tokens[i] = dup_n(p, len);
+        if (!st->tokens[i]) {
+            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying tokens");
+            goto done;
+        }
+        st->n = (int32_t)(i + 1);
+        st->types[i] = BITNET_TOKEN_NORMAL;
+    }
+    free(st->slots); /* not needed for a copied vocabulary */
+    st->slots = NULL;
+
+    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.scores") >= 0) {
+        uint64_t m;
+        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data, err);
+        if (s != BITNET_OK) goto done;
+        if (et != BITNET_GGUF_FLOAT32 || m != n) {
+            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.scores must be %llu float32 values "
+                            "(element type %d, %llu elements)", path, (unsigned long long)n, (int)et, (unsigned long long)m);
+            goto done;
+        }
+        memcpy(st->scores, data, (size_t)n * sizeof(float));
+    } else {
+        free(st->scores);
+        st->scores = NULL;
+    }
+    bool have_types = bitnet_gguf_find_kv(g, "tokenizer.ggml.token_type") >= 0;
+    if (have_types) {
+        uint64_t m;
+        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data, err);
+        if (s != BITNET_OK) goto done;
+        if ((et != BITNET_GGUF_INT32 && et != BITNET_GGUF_UINT32) || m != n) {
+            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.token_type must be %llu int32 values "
+                            "(element type %d, %llu elements)", path, (unsigned long long)n, (int)et, (unsigned long long)m);
+            goto done;
+        }
+        memcpy(st->types, data, (size_t)n * sizeof(int32_t));
+    }
+    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.merges") >= 0) {
+        uint64_t m;
+        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data, err);
+        if (s != BITNET_OK) goto done;
+        if (et != BITNET_GGUF_STRING) {
+            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.merges must be a string array", path);
+            goto done;
+        }
+        st->merges = (char **)calloc(m ? (size_t)m : 1, sizeof(char *));
+        if (!st->merges) {
+            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying merges");
+            goto done;
+        }
+        for (uint64_t i = 0; i < m; i++) {
+            const char *p;
+            size_t len;
+            s = bitnet_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &p, &len, err);
+            if (s != BITNET_OK) goto done;
+            st->merges[i] = dup_n(p, len);
+            if (!st->merges[i]) {
+                s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying merges");
+                goto done;
+            }
+            st->n_merges = i + 1;
+        }
+    }
+    if ((s = opt_str(g, "tokenizer.ggml.model", "llama", &st->model, err)) != BITNET_OK) goto done;
+    if ((s = opt_str(g, "tokenizer.ggml.pre", "", &st->pre, err)) != BITNET_OK) goto done;
+    if ((s = opt_id(g, "tokenizer.ggml.bos_token_id", &bos, err)) != BITNET_OK) goto done;
+    if ((s = opt_id(g, "tokenizer.ggml.eos_token_id", &eos, err)) != BITNET_OK) goto done;
+    if ((s = opt_id(g, "tokenizer.ggml.padding_token_id", &pad, err)) != BITNET_OK) goto done;
+    {
+        const int32_t ids[3] = {bos, eos, pad};
+        const char *keys[3] = {"bos_token_id", "eos_token_id", "padding_token_id"};
+        for (int i = 0; i < 3; i++)
+            if (ids[i] >= (int64_t)n) {
+                s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.%s = %d is out of range (%llu tokens)",
+                                path, keys[i], (int)ids[i], (unsigned long long)n);
+                goto done;
+            }
+    }
+    {
+        bitnet_dummy_vocab *v = vocab_wrap(st, bos, eos, pad);
+        if (!v) {
+            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if (!have_types) v->types = NULL;
+        *out = v;
+        st = NULL;
+    }
+    s = BITNET_OK;
+done:
+    store_free(st);
+    bitnet_gguf_close(g);
+    return s;
+}
+
+/* ============================================================================================
+ * Model description
+ * ========================================================================================== */
+
+enum tensor_kind { T_EMBD, T_NORM, T_TERNARY };
+
+typedef struct tensor_desc {
+    char name[64];
+    enum tensor_kind kind;
+    int type;       /* GGUF tensor type id */
+    int64_t M, K;   /* ternary: rows, columns; embd: n_vocab, n_embd; norm: 1, n */
+    bitnet_tiles tiles;
+    size_t nbytes;
+} tensor_desc;
+
+/* Per-layer tensor order: the HF tensor names sorted (see bitnet_dummy_write). The bitnet graphs
+ * (tests/data/bitnetcpp-tiny, and BitNet-b1.58-2B-4T's names input_layernorm, mlp.down_proj,
+ * mlp.ffn_sub_norm, mlp.gate_proj, mlp.up_proj, post_attention_layernorm, self_attn.attn_sub_norm,
+ * self_attn.{k,o,q,v}_proj) and llama's (the same without the two sub-norms). */
+enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN };
+enum { N_EMBD = 0, N_FF = 1, N_Q = 2 }; /* size of a norm: n_embd, n_ff or n_head·d */
+typedef struct layer_tensor {
+    const char *name;
+    int proj; /* -1: a norm whose size `norm` gives */
+    int norm;
+} layer_tensor;
+static const layer_tensor bitnet_layer_order[] = {
+    {"attn_norm", -1, N_EMBD},   {"ffn_down", P_DOWN, 0},   {"ffn_sub_norm", -1, N_FF}, {"ffn_gate", P_GATE, 0},
+    {"ffn_up", P_UP, 0},         {"ffn_norm", -1, N_EMBD},  {"attn_sub_norm", -1, N_Q}, {"attn_k", P_K, 0},
+    {"attn_output", P_O, 0},     {"attn_q", P_Q, 0},        {"attn_v", P_V, 0},
+};
+static const layer_tensor llama_layer_order[] = {
+    {"attn_norm", -1, N_EMBD}, {"ffn_down", P_DOWN, 0}, {"ffn_gate", P_GATE, 0}, {"ffn_up", P_UP, 0},
+    {"ffn_norm", -1, N_EMBD},  {"attn_k", P_K, 0},      {"attn_output", P_O, 0}, {"attn_q", P_Q, 0},
+    {"attn_v", P_V, 0},
+};
+
+static const layer_tensor *layer_order(const bitnet_dummy_params *p, int *n) {
+    if (p->arch == BITNET_DUMMY_ARCH_LLAMA) {
+        *n = (int)(sizeof llama_layer_order / sizeof llama_layer_order[0]);
+        return llama_layer_order;
+    }
+    *n = (int)(sizeof bitnet_layer_order / sizeof bitnet_layer_order[0]);
+    return bitnet_layer_order;
+}
+
+/* head size d (n_embd_head or n_embd / n_head) */
+static int64_t head_size(const bitnet_dummy_params *p) {
+    return p->n_embd_head > 0 ? p->n_embd_head : (int64_t)p->n_embd / p->n_head;
+}
+
+static void proj_shape(const bitnet_dummy_params *p, int proj, int64_t *M, int64_t *K) {
+    const int64_t n_embd = p->n_embd, d = head_size(p), q = d * p->n_head, kv = d * p->n_head_kv;
+    switch (proj) {
+    case P_Q: *M = q; *K = n_embd; break;
+    case P_O: *M = n_embd; *K = q; break;
+    case P_K: case P_V: *M = kv; *K = n_embd; break;
+    case P_GATE: case P_UP: *M = p->n_ff; *K = n_embd; break;
+    default: *M = n_embd; *K = p->n_ff; break;
+    }
+}
+
+bitnet_status bitnet_dummy_tiles_for(const bitnet_dummy_params *p, int type, int64_t M, int64_t K,
+                                     bitnet_tiles *out, bitnet_error *err) {
+    const char *tname = type == BITNET_TYPE_TL1 ? "TL1" : "TL2";
+    for (size_t i = 0; i < p->n_tiles; i++) {
+        if (p->tiles[i].M == M && p->tiles[i].K == K) {
+            *out = p->tiles[i].tiles;
+            return bitnet_tiles_check(type, M, K, *out, err);
+        }
+    }
+    if (!bitnet_lut_default_tiles(type, M, K, out))
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "%s weight %lldx%lld (MxK): no tiles given and the default tile rule has none for this "
+                           "shape (pass tiles with --tiles M,K,BM,BK,bm)", tname, (long long)M, (long long)K);
+    return bitnet_tiles_check(type, M, K, *out, err);
+}
+
+/* Check everything that can be checked before a byte is written. */
+static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *err) {
+    const struct { const char *name; int32_t v; } dims[] = {
+        {"n_embd", p->n_embd}, {"n_ff", p->n_ff}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
+        {"n_head_kv", p->n_head_kv}, {"n_ctx", p->n_ctx},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v <= 0)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s = %d: must be positive", dims[i].name, (int)dims[i].v);
+    if (p->n_layer > 100000)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_layer = %d: too many layers", (int)p->n_layer);
+    if ((int)p->arch < 0 || (int)p->arch >= N_ARCHS)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "arch %d is not one of bitnet, bitnet-b1.58, bitnet-25, llama",
+                           (int)p->arch);
+    if (p->n_embd_head < 0 || p->n_embd_head > (1 << 20))
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_embd_head = %d: must be 0 (n_embd / n_head) or a head size",
+                           (int)p->n_embd_head);
+    if (p->n_embd_head > 0 && p->arch == BITNET_DUMMY_ARCH_BITNET)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "n_embd_head = %d: architecture \"bitnet\" files have no attention.key_length key "
+                           "(the head size is n_embd / n_head)", (int)p->n_embd_head);
+    if (p->n_embd_head == 0 && p->n_embd % p->n_head != 0)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_embd = %d is not a multiple of n_head = %d",
+                           (int)p->n_embd, (int)p->n_head);
+    if (head_size(p) % 2 != 0)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "head size %s = %d is odd: RoPE rotates pairs of dimensions",
+                           p->n_embd_head ? "n_embd_head" : "n_embd / n_head", (int)head_size(p));
+    if (p->n_head % p->n_head_kv != 0)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_head = %d is not a multiple of n_head_kv = %d",
+                           (int)p->n_head, (int)p->n_head_kv);
+    if (!(p->rope_freq_base > 0.0f) || !(p->rms_eps > 0.0f))
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "rope_freq_base = %g and rms_eps = %g must be positive",
+                           (double)p->rope_freq_base, (double)p->rms_eps);
+    if (bitnet_dummy_ternary_type(p->outtype) < 0)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "outtype %d is not one of f32, f16, i2_s, tl1, tl2",
+                           (int)p->outtype);
+    if (p->embd_type != 0) {
+        bitnet_error e2 = {{0}};
+        if (bitnet_dummy_embd_type_check(p->outtype, p->embd_type, p->n_embd, &e2) != BITNET_OK)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s", e2.msg);
+    }
+    if (p->outtype != BITNET_DUMMY_F32 && p->n_embd % 256 != 0 && p->n_embd % 32 != 0 &&
+        (p->embd_type == 0 || p->output_separate))
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "n_embd = %d: %s would be Q8_0 (n_embd %% 256 != 0), which needs n_embd %% 32 == 0",
+                           (int)p->n_embd, p->embd_type == 0 ? "token_embd" : "output.weight");
+
+    const bitnet_dummy_vocab *v = p->vocab;
+    if (v) {
+        if (v->n_tokens <= 0 || !v->tokens)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "vocabulary has no tokens");
+        for (int32_t i = 0; i < v->n_tokens; i++)
+            if (!v->tokens[i]) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "vocabulary token %d is NULL", (int)i);
+        const int32_t ids[3] = {v->bos_id, v->eos_id, v->pad_id};
+        const char *names[3] = {"bos_id", "eos_id", "pad_id"};
+        for (int i = 0; i < 3; i++)
+            if (ids[i] < -1 || ids[i] >= v->n_tokens)
+                return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "vocabulary %s = %d is out of range (%d tokens)",
+                                   names[i], (int)ids[i], (int)v->n_tokens);
+        if (v->n_merges && !v->merges) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "vocabulary merges are NULL");
+    }
+
+    /* Shapes of the ternary projections. */
+    for (int proj = P_Q; proj <= P_DOWN; proj++) {
+        int64_t M, K;
+        proj_shape(p, proj, &M, &K);
+        if (p->outtype == BITNET_DUMMY_I2_S && (M * K) % 128 != 0)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "I2_S needs M*K %% 128 == 0 (blocks of 128 weights), weight %lldx%lld (MxK) has %lld",
+                               (long long)M, (long long)K, (long long)(M * K));
+        if (p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2) {
+            bitnet_tiles t;
+            bitnet_status s = bitnet_dummy_tiles_for(p, bitnet_dummy_ternary_type(p->outtype), M, K, &t, err);
+            if (s != BITNET_OK) return s;
+        }
+    }
+    if (p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2) {
+        for (size_t i = 0; i < p->n_tiles; i++) {
+            bool found = false;
+            for (int proj = P_Q; proj <= P_DOWN; proj++) {
+                int64_t M, K;
+                proj_shape(p, proj, &M, &K);
+                found = found || (M == p->tiles[i].M && K == p->tiles[i].K);
+            }
+            if (!found) {
+                int64_t Mq, Kq, Mk, Kk, Mg, Kg, Md, Kd;
+                proj_shape(p, P_Q, &Mq, &Kq);
+                proj_shape(p, P_K, &Mk, &Kk);
+                proj_shape(p, P_GATE, &Mg, &Kg);
+                proj_shape(p, P_DOWN, &Md, &Kd);
+                return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                                   "tiles given for %lldx%lld (MxK), a shape this model does not have "
+                                   "(its shapes: %lldx%lld, %lldx%lld, %lldx%lld, %lldx%lld)",
+                                   (long long)p->tiles[i].M, (long long)p->tiles[i].K, (long long)Mq, (long long)Kq,
+                                   (long long)Mk, (long long)Kk, (long long)Mg, (long long)Kg, (long long)Md,
+                                   (long long)Kd);
+            }
+            for (size_t j = 0; j < i; j++)
+                if (p->tiles[j].M == p->tiles[i].M && p->tiles[j].K == p->tiles[i].K)
+                    return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "tiles given twice for %lldx%lld (MxK)",
+                                       (long long)p->tiles[i].M, (long long)p->tiles[i].K);
+        }
+    }
+    return BITNET_OK;
+}
+
+/* ============================================================================================
+ * Writing
+ * ========================================================================================== */
+
+typedef struct writer_ctx {
+    const bitnet_dummy_params *p;
+    bitnet_gguf_writer *w;
+    int64_t n_tensors, index;
+    uint64_t bytes_done, bytes_total;
+    size_t chunk_bytes;
+    void *buf_a, *buf_b; /* scratch, grown on demand */
+    size_t cap_a, cap_b;
+    bitnet_error *err;
+} writer_ctx;
+
+static void *grow(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return *buf;
+    void *nb = realloc(*buf, need);
+    if (!nb) return NULL;
+    *buf = nb;
+    *cap = need;
+    return nb;
+}
+
+static bitnet_status emit(writer_ctx *c, const tensor_desc *t, const void *data, size_t n) {
+    bitnet_status s = bitnet_gguf_write_data(c->w, data, n, c->err);
+    if (s != BITNET_OK) return s;
+    c->bytes_done += n;
+    if (c->p->progress) c->p->progress(c->p->progress_user, c->index, c->n_tensors, t->name, c->bytes_done, c->bytes_total);
+    return BITNET_OK;
+}
+
+static bitnet_status nomem(writer_ctx *c, const tensor_desc *t, size_t bytes) {
+    return bitnet_fail(c->err, BITNET_ERR_NOMEM, "out of memory: %zu bytes of scratch for %s", bytes, t->name);
+}
+
+/* Dense float rows (token_embd, norms): rows × cols values of one stream, in chunks of rows,
+ * converted to the tensor's type. f(r) draws one value. */
+static bitnet_status write_dense(writer_ctx *c, const tensor_desc *t) {
+    const int64_t rows = t->M, cols = t->K;
+    bitnet_rng rng;
+    bitnet_rng_seed(&rng, bitnet_dummy_tensor_seed(c->p->seed, t->name));
+    int64_t chunk = (int64_t)(c->chunk_bytes / ((size_t)cols * sizeof(float)));
+    if (chunk < 1) chunk = 1;
+    if (chunk > rows) chunk = rows;
+    size_t row_bytes = t->nbytes / (size_t)rows;
+    float *f = (float *)grow(&c->buf_a, &c->cap_a, (size_t)(chunk * cols) * sizeof(float));
+    if (!f) return nomem(c, t, (size_t)(chunk * cols) * sizeof(float));
+    uint8_t *o = (uint8_t *)grow(&c->buf_b, &c->cap_b, (size_t)chunk * row_bytes);
+    if (!o) return nomem(c, t, (size_t)chunk * row_bytes);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        for (int64_t i = 0; i < n * cols; i++) {
+            float z = gauss12(&rng);
+            f[i] = t->kind == T_NORM ? 1.0f + 0.1f * z : z;
+        }
+        const void *out = f;
+        if (t->type == BITNET_TYPE_F16) {
+            uint16_t *h = (uint16_t *)o;
+            for (int64_t i = 0; i < n * cols; i++) h[i] = bitnet_fp32_to_fp16(f[i]);
+            out = o;
+        } else if (t->type == BITNET_TYPE_Q8_0) {
+            for (int64_t r = 0; r < n; r++)
+                bitnet_quantize_row_q8_0(f + r * cols, (bitnet_block_q8_0 *)(o + (size_t)r * row_bytes), cols);
+            out = o;
+        } else if (t->type == BITNET_TYPE_Q6_K) {
+            for (int64_t r = 0; r < n; r++) {
+                bitnet_status s = bitnet_quantize_row_q6_k(f + r * cols, (bitnet_block_q6_k *)(o + (size_t)r * row_bytes),
+                                                           cols, c->err);
+                if (s != BITNET_OK) return s; /* n_embd % 256 was checked: not reached */
+            }
+            out = o;
+        }
+        bitnet_status s = emit(c, t, out, (size_t)n * row_bytes);
+        if (s != BITNET_OK) return s;
+    }
+    return BITNET_OK;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+static bitnet_status write_ternary(writer_ctx *c, const tensor_desc *t) {
+    const int64_t M = t->M, K = t->K;
+    trit_stream ts;
+    const float scale = ternary_stream_init(&ts, c->p->seed, t->name);
+
+    /* Rows per chunk must keep the packed layout splittable: I2_S blocks of 128 weights run over
+     * the flattened tensor and TL1 tiles are BM rows with contiguous bytes, so those chunks are
+     * written as they are packed; TL2's three streams each span the whole tensor, so its tiles are
+     * packed one by one (bitnet_pack_tl2_tile) into a buffer of the whole packed tensor. */
+    int64_t mult = 1;
+    if (t->type == BITNET_TYPE_I2_S) mult = 128 / gcd64(K, 128);
+    else if (t->type == BITNET_TYPE_TL1 || t->type == BITNET_TYPE_TL2) mult = t->tiles.BM;
+    int64_t chunk = (int64_t)(c->chunk_bytes / (size_t)K) / mult * mult;
+    if (chunk < mult) chunk = mult;
+    if (chunk > M) chunk = M;
+
+    int8_t *w = (int8_t *)grow(&c->buf_a, &c->cap_a, (size_t)(chunk * K));
+    if (!w) return nomem(c, t, (size_t)(chunk * K));
+    size_t out_cap;
+    switch (t->type) {
+    case BITNET_TYPE_F32: out_cap = (size_t)(chunk * K) * 4; break;
+    case BITNET_TYPE_F16: out_cap = (size_t)(chunk * K) * 2; break;
+    case BITNET_TYPE_TL2: out_cap = t->nbytes; break;
+    default: out_cap = (size_t)(chunk * K) / 4 + 32; break;
+    }
+    uint8_t *o = (uint8_t *)grow(&c->buf_b, &c->cap_b, out_cap);
+    if (!o) return nomem(c, t, out_cap);
+    if (t->type == BITNET_TYPE_TL2) memset(o, 0, t->nbytes); /* padding and tail are zeros */
+
+    const float fv[3] = {-scale, 0.0f, scale};
+    const uint16_t hv[3] = {bitnet_fp32_to_fp16(-scale), bitnet_fp32_to_fp16(0.0f), bitnet_fp32_to_fp16(scale)};
+    bitnet_status s = BITNET_OK;
+    for (int64_t r0 = 0; r0 < M && s == BITNET_OK; r0 += chunk) {
+        const int64_t n = M - r0 < chunk ? M - r0 : chunk, cnt = n * K;
+        trit_fill(&ts, w, cnt);
+        switch (t->type) {
+        case BITNET_TYPE_F32: {
+            float *f = (float *)o;
+            for (int64_t i = 0; i < cnt; i++) f[i] = fv[w[i] + 1];
+            s = emit(c, t, o, (size_t)cnt * 4);
+            break;
+        }
+        case BITNET_TYPE_F16: {
+            uint16_t *h = (uint16_t *)o;
+            for (int64_t i = 0; i < cnt; i++) h[i] = hv[w[i] + 1];
+            s = emit(c, t, o, (size_t)cnt * 2);
+            break;
+        }
+        case BITNET_TYPE_I2_S:
+            s = bitnet_pack_i2s(w, n, K, scale, o, c->err);
+            if (s == BITNET_OK) s = emit(c, t, o, (size_t)cnt / 4);
+            break;
+        case BITNET_TYPE_TL1:
+            s = bitnet_pack_tl1(w, n, K, t->tiles, scale, o, c->err);
+            if (s == BITNET_OK) s = emit(c, t, o, (size_t)cnt / 4);
+            break;
+        case BITNET_TYPE_TL2:
+            for (int64_t i = 0; i < n / t->tiles.BM && s == BITNET_OK; i++)
+                s = bitnet_pack_tl2_tile(w + i * t->tiles.BM * K, M, K, t->tiles, r0 / t->tiles.BM + i, o, c->err);
+            if (s == BITNET_OK && r0 + n == M) {
+                memcpy(o + bitnet_ternary_scale_offset(BITNET_TYPE_TL2, M, K), &scale, sizeof scale);
+                s = emit(c, t, o, t->nbytes);
+            }
+            break;
+        default:
+            s = bitnet_fail(c->err, BITNET_ERR_INVALID_ARG, "%s: type %d is not a ternary output type", t->name, t->type);
+        }
+    }
+    if (s != BITNET_OK) return s;
+    if (t->type == BITNET_TYPE_I2_S || t->type == BITNET_TYPE_TL1) {
+        /* The 32-byte tail: the float32 scale (little endian) and 28 zero bytes. */
+        uint8_t tail[32] = {0};
+        memcpy(tail, &scale, sizeof scale);
+        s = emit(c, t, tail, sizeof tail);
+    }
+    return s;
+}
+
+static bitnet_status set_ok(bitnet_status s, const char *key, bitnet_error *err) {
+    return s == BITNET_OK ? s : bitnet_fail(err, s, "cannot set GGUF key %s (%s)", key, bitnet_status_name(s));
+}
+
+#define SETK(call, key)                                         \
+    do {                                                        \
+        if ((s = set_ok((call), (key), err)) != BITNET_OK) goto done; \
+    } while (0)
+
+bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *path, bitnet_error *err) {
+    if (!params || !path) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_dummy_write: NULL params or path");
+    {
+        const uint16_t one = 1;
+        uint8_t lo;
+        memcpy(&lo, &one, 1);
+        if (lo != 1) return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "big-endian hosts are not supported (GGUF is little endian)");
+    }
+    bitnet_dummy_params p = *params;
+    if (p.n_head_kv == 0) p.n_head_kv = p.n_head;
+    if (p.n_ctx == 0) p.n_ctx = 2048;
+    if (p.n_vocab == 0) p.n_vocab = 32002;
+    if (p.rope_freq_base == 0.0f) p.rope_freq_base = 10000.0f;
+    if (p.rms_eps == 0.0f) p.rms_eps = 1e-5f;
+    if (!p.name) p.name = "bitnet-dummy";
+
+    bitnet_status s = check_params(&p, err);
+    if (s != BITNET_OK) return s;
+
+    bitnet_dummy_vocab *own_vocab = NULL;
+    if (!p.vocab) {
+        s = bitnet_dummy_vocab_builtin(p.n_vocab, &own_vocab, err);
+        if (s != BITNET_OK) return s;
+        p.vocab = own_vocab;
+    }
+    const bitnet_dummy_vocab *v = p.vocab;
+    const int ttype = bitnet_dummy_ternary_type(p.outtype);
+    const bool tl = p.outtype == BITNET_DUMMY_TL1 || p.outtype == BITNET_DUMMY_TL2;
+    int n_layer_tensors;
+    const layer_tensor *order = layer_order(&p, &n_layer_tensors);
+    const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
+    const int embd_type = p.outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
+                          : p.n_embd % 256 == 0        ? BITNET_TYPE_F16
+                                                       : BITNET_TYPE_Q8_0;
+
+    writer_ctx c = {0};
+    c.p = &p;
+    c.err = err;
+    c.n_tensors = n_tensors;
+    c.chunk_bytes = p.chunk_bytes ? p.chunk_bytes : ((size_t)8 << 20);
+    tensor_desc *td = (tensor_desc *)calloc((size_t)n_tensors, sizeof *td);
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    c.w = w;
+    if (!td || !w) {
+        s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory describing %lld tensors", (long long)n_tensors);
+        goto done;
+    }
+
+    /* ---- tensor list ---- */
+    {
+        int64_t k = 0;
+        tensor_desc *e;
+        if (p.output_separate) { /* HF "lm_head.weight" sorts before "model.*" */
+            e = &td[k++];
+            snprintf(e->name, sizeof e->name, "output.weight");
+            e->kind = T_EMBD;
+            e->type = embd_type;
+            e->M = v->n_tokens;
+            e->K = p.n_embd;
+        }
+        e = &td[k++];
+        snprintf(e->name, sizeof e->name, "token_embd.weight");
+        e->kind = T_EMBD;
+        e->type = p.embd_type ? p.embd_type : embd_type;
+        e->M = v->n_tokens;
+        e->K = p.n_embd;
+        const int64_t q_dim = head_size(&p) * p.n_head;
+        for (int32_t l = 0; l < p.n_layer; l++) {
+            for (int j = 0; j < n_layer_tensors; j++) {
+                e = &td[k++];
+                snprintf(e->name, sizeof e->name, "blk.%d.%s.weight", (int)l, order[j].name);
+                if (order[j].proj < 0) {
+                    e->kind = T_NORM;
+                    e->type = BITNET_TYPE_F32;
+                    e->M = 1;
+                    e->K = order[j].norm == N_FF ? p.n_ff : order[j].norm == N_Q ? q_dim : p.n_embd;
+                } else {
+                    e->kind = T_TERNARY;
+                    e->type = ttype;
+                    proj_shape(&p, order[j].proj, &e->M, &e->K);
+                    if (tl && (s = bitnet_dummy_tiles_for(&p, ttype, e->M, e->K, &e->tiles, err)) != BITNET_OK)
+                        goto done;
+                }
+            }
+        }
+        e = &td[k++];
+        snprintf(e->name, sizeof e->name, "output_norm.weight");
+        e->kind = T_NORM;
+        e->type = BITNET_TYPE_F32;
+        e->M = 1;
+        e->K = p.n_embd;
+    }
+    for (int64_t i = 0; i < n_tensors; i++) {
+        tensor_desc *e = &td[i];
+        int64_t ne[2] = {e->K, e->M};
+        int nd = e->kind == T_NORM ? 1 : 2;
+        if ((s = bitnet_type_nbytes(e->type, nd, ne, &e->nbytes, err)) != BITNET_OK) goto done;
+        c.bytes_total += e->nbytes;
+    }
+
+    /* ---- keys, in the order of bitnet.cpp's files (bitnet_dummy_write's comment) ---- */
+    {
+        const char *arch = bitnet_dummy_arch_name(p.arch);
+        const bool bitnet = p.arch == BITNET_DUMMY_ARCH_BITNET;
+        char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
+        SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
+        SETK(bitnet_gguf_set_str(w, "general.name", p.name), "general.name");
+        SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p.n_layer), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p.n_ctx), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p.n_embd), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p.n_ff), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p.n_head), key);
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p.n_head_kv), key);
+        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p.rope_freq_base), key);
+        SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p.rms_eps), key);
+        SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p.outtype)),
+             "general.file_type");
+        SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
+        if (bitnet) {
+            SETK(bitnet_gguf_set_str(w, AKEY("rope.scaling.type"), "linear"), key);
+            SETK(bitnet_gguf_set_f32(w, AKEY("rope.scaling.factor"), 1.0f), key);
+        } else {
+            SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), (uint32_t)head_size(&p)), key);
+            if (p.n_embd_head > 0 && (int64_t)p.n_embd_head * p.n_head != p.n_embd) {
+                SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), (uint32_t)p.n_embd_head), key);
+                SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), (uint32_t)p.n_embd_head), key);
+            }
+        }
+#undef AKEY
+    }
+    SETK(bitnet_gguf_set_str(w, "tokenizer.ggml.model", v->model ? v->model : "llama"), "tokenizer.ggml.model");
+    {
+        const char *pre = v->pre ? v->pre : "default";
+        if (pre[0]) SETK(bitnet_gguf_set_str(w, "tokenizer.ggml.pre", pre), "tokenizer.ggml.pre");
+    }
+    SETK(bitnet_gguf_set_arr_str(w, "tokenizer.ggml.tokens", v->tokens, (uint64_t)v->n_tokens), "tokenizer.ggml.tokens");
+    if (v->scores)
+        SETK(bitnet_gguf_set_arr(w, "tokenizer.ggml.scores", BITNET_GGUF_FLOAT32, v->scores, (uint64_t)v->n_tokens),
+             "tokenizer.ggml.scores");
+    if (v->types)
+        SETK(bitnet_gguf_set_arr(w, "tokenizer.ggml.token_type", BITNET_GGUF_INT32, v->types, (uint64_t)v->n_tokens),
+             "tokenizer.ggml.token_type");
+    if (v->n_merges)
+        SETK(bitnet_gguf_set_arr_str(w, "tokenizer.ggml.merges", v->merges, v->n_merges), "tokenizer.ggml.merges");
+    if (v->bos_id >= 0)
+        SETK(bitnet_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id), "tokenizer.ggml.bos_token_id");
+    if (v->eos_id >= 0)
+        SETK(bitnet_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos_id), "tokenizer.ggml.eos_token_id");
+    if (v->pad_id >= 0)
+        SETK(bitnet_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad_id),
+             "tokenizer.ggml.padding_token_id");
+    if (p.outtype != BITNET_DUMMY_F32 && p.outtype != BITNET_DUMMY_F16)
+        SETK(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
+    if (tl && !p.no_tile_record) {
+        for (int64_t i = 0; i < n_tensors; i++) {
+            if (td[i].kind != T_TERNARY) continue;
+            char key[128];
+            snprintf(key, sizeof key, "bitnet.lut.%s.tiles", td[i].name);
+            const uint32_t tv[3] = {(uint32_t)td[i].tiles.BM, (uint32_t)td[i].tiles.BK, (uint32_t)td[i].tiles.bm};
+            SETK(bitnet_gguf_set_arr(w, key, BITNET_GGUF_UINT32, tv, 3), key);
+        }
+    }
+
+    /* ---- tensors ---- */
+    for (int64_t i = 0; i < n_tensors; i++) {
+        int64_t ne[2] = {td[i].K, td[i].M};
+        if ((s = bitnet_gguf_add_tensor(w, td[i].name, td[i].type, td[i].kind == T_NORM ? 1 : 2, ne, err)) != BITNET_OK)
+            goto done;
+    }
+    if ((s = bitnet_gguf_write_begin(w, path, err)) != BITNET_OK) goto done;
+    for (int64_t i = 0; i < n_tensors; i++) {
+        c.index = i;
+        s = td[i].kind == T_TERNARY ? write_ternary(&c, &td[i]) : write_dense(&c, &td[i]);
+        if (s != BITNET_OK) {
+            bitnet_gguf_write_abort(w);
+            goto done;
+        }
+    }
+    s = bitnet_gguf_write_end(w, err);
+
+done:
+    bitnet_gguf_writer_free(w);
+    free(td);
+    free(c.buf_a);
+    free(c.buf_b);
+    bitnet_dummy_vocab_free(own_vocab);
+    return s;
+}

@@ -1,0 +1,628 @@
+/* pack.c — ternarization, the tile rules, and the packers/unpackers between a ternary int8 matrix
+ * w[M*K] (row-major, row m = output m, values -1/0/+1) and the stored layouts I2_S, TL1 and TL2.
+ *
+ * Every byte position computed here is a formula of docs/LAYOUTS.md §2-4 (I2_S and TL2 restate
+ * ../shared/docs/formats.md, measured on bitnet.cpp's files; TL1 follows bitnet.cpp's TL1
+ * preprocessor order as LAYOUTS.md §3 states). The readable per-element decoder that the kernels are
+ * tested against lives in lut_ref.c; the packers here loop in storage order instead, so the two are
+ * independent implementations of the same page and the tests compare them.
+ */
+#include "kernels/lut/pack.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Ternarization (formats.md "I2_S": the converters' rule)
+ * ------------------------------------------------------------------------------------------- */
+
+float bitnet_ternarize(const float *W, int64_t n, int8_t *w) {
+    if (n <= 0) return 0.0f;
+    /* mean|W| summed in double: the converters sum in float32 (torch/numpy pairwise sums), which can
+     * differ in the last bit for huge tensors; double is the closer of the two to the exact mean. */
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float a = fabsf(W[i]);
+        if (a == a) sum += a; /* NaN weights count as 0 */
+    }
+    const float mean = (float)(sum / (double)n);
+    const float d = mean > 1e-5f ? mean : 1e-5f;
+    const float s = 1.0f / d;
+    bool any = false;
+    for (int64_t i = 0; i < n; i++) {
+        const float r = rintf(W[i] * s); /* default rounding mode: half to even, as torch.round */
+        int8_t v = 0;
+        if (r >= 1.0f) v = 1;
+        else if (r <= -1.0f) v = -1; /* NaN compares false: 0 */
+        w[i] = v;
+        any |= v != 0;
+    }
+    return any ? 1.0f / s : 0.0f;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tile rules — the runtime mirror of codegen/targets.py (_common_rules, _tl1_rules, _tl2_rules).
+ * The rule sentences are the same strings, so a message reads the same from codegen and runtime.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct rule_log {
+    char text[768];
+    size_t len;
+    int count;
+} rule_log;
+
+/* Append "field = value: rule" to the log. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static void rule_add(rule_log *log, const char *field, long long value, const char *fmt, ...) {
+    char rule[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof rule, fmt, ap);
+    va_end(ap);
+    if (log->len < sizeof log->text) {
+        int n = snprintf(log->text + log->len, sizeof log->text - log->len, "%s%s = %lld: %s",
+                         log->count ? "; " : "", field, value, rule);
+        if (n > 0) log->len += (size_t)n;
+        if (log->len > sizeof log->text) log->len = sizeof log->text;
+    }
+    log->count++;
+}
+
+bitnet_status bitnet_tiles_check(int type, int64_t M, int64_t K, bitnet_tiles tiles, bitnet_error *err) {
+    if (type != BITNET_TYPE_TL1 && type != BITNET_TYPE_TL2) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "tiles are defined for TL1 (38) and TL2 (39) weights only, got type id %d", type);
+    }
+    const bool tl1 = type == BITNET_TYPE_TL1;
+    const char *tn = tl1 ? "TL1" : "TL2";
+    const long long BM = tiles.BM, BK = tiles.BK, bm = tiles.bm;
+    rule_log log = {{0}, 0, 0};
+
+    const struct { const char *f; long long v; } pos[] = {
+        {"m", (long long)M}, {"k", (long long)K}, {"block_m", BM}, {"block_k", BK}, {"simd_m", bm}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
+        if (pos[i].v <= 0) rule_add(&log, pos[i].f, pos[i].v, "must be a positive integer");
+    }
+    if (log.count == 0) {
+        const bool bm_ok = tl1 ? (bm == 32 || bm == 64) : bm == 32;
+        if (!bm_ok) {
+            rule_add(&log, "simd_m", bm, "%s kernels compute %s rows per SIMD step", tn, tl1 ? "32 or 64" : "32");
+        }
+        if (M % BM != 0) {
+            rule_add(&log, "block_m", BM, "m %% block_m must be 0 (m = %lld, remainder %lld)", (long long)M,
+                     (long long)(M % BM));
+        }
+        if (BM % bm != 0) rule_add(&log, "block_m", BM, "block_m %% simd_m must be 0 (simd_m = %lld)", bm);
+        const long long bk_max = tl1 ? 256 : 255;
+        if (BK > bk_max) {
+            rule_add(&log, "block_k", BK, "block_k <= %lld: the int16 accumulator of one block could overflow",
+                     bk_max);
+        }
+        if (tl1) {
+            if (K % BK != 0) {
+                rule_add(&log, "block_k", BK, "k %% block_k must be 0 for TL1 (k = %lld, remainder %lld)",
+                         (long long)K, (long long)(K % BK));
+            }
+            if (bm_ok) {
+                const long long by = 256 / bm;
+                if (BK % by != 0) {
+                    rule_add(&log, "block_k", BK,
+                             "block_k must be a multiple of %lld (the weights one TL1 step consumes with "
+                             "simd_m = %lld)",
+                             by, bm);
+                }
+            }
+        } else {
+            if (BK % 24 != 0) {
+                rule_add(&log, "block_k", BK,
+                         "block_k must be a multiple of 24 (the TL2 kernel consumes 8 groups of 3 per sign "
+                         "word; block_k %% 6 == 0 alone would silently drop weights)");
+            }
+            if ((K % BK) % 32 != 0) {
+                rule_add(&log, "block_k", BK,
+                         "(k %% block_k) %% 32 must be 0: the two-weight tail of K is processed 32 at a time "
+                         "(k = %lld, k %% block_k = %lld)",
+                         (long long)K, (long long)(K % BK));
+            }
+            if (K < 256) {
+                rule_add(&log, "k", (long long)K,
+                         "k >= 256: the TL2 tensor size formula of formats.md is defined with K - 256");
+            }
+        }
+    }
+    if (log.count == 0) return BITNET_OK;
+    return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s tiles for M=%lld, K=%lld (block_m=%lld, block_k=%lld, "
+                       "simd_m=%lld) break %d rule%s: %s",
+                       tn, (long long)M, (long long)K, BM, BK, bm, log.count, log.count == 1 ? "" : "s", log.text);
+}
+
+bitnet_lut_shape bitnet_lut_shape_make(int type, int64_t M, int64_t K, bitnet_tiles tiles) {
+    bitnet_lut_shape sh;
+    sh.M = M;
+    sh.K = K;
+    sh.BM = tiles.BM;
+    sh.BK = tiles.BK;
+    sh.bm = tiles.bm;
+    if (type == BITNET_TYPE_TL2 && tiles.BK > 0) {
+        sh.three_k = K / tiles.BK * tiles.BK;
+        sh.two_k = K - sh.three_k;
+    } else {
+        sh.three_k = 0;
+        sh.two_k = K;
+    }
+    return sh;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sizes (formats.md "Byte size of one tensor")
+ * ------------------------------------------------------------------------------------------- */
+
+size_t bitnet_i2s_nbytes(int64_t M, int64_t K) {
+    return (size_t)M * (size_t)K / 4 + 32;
+}
+
+size_t bitnet_tl1_nbytes(int64_t M, int64_t K) {
+    return (size_t)M * (size_t)K / 4 + 32;
+}
+
+/* pad32((K-256)*M/3*5/8 + 256*M/2*4/8), integer arithmetic left to right. 0 for K < 256, where the
+ * formula is undefined (bitnet_tiles_check rejects such TL2 shapes). */
+static size_t tl2_padded(int64_t M, int64_t K) {
+    if (K < 256 || M <= 0) return 0;
+    size_t a = (size_t)(K - 256) * (size_t)M / 3 * 5 / 8;
+    size_t b = 256 * (size_t)M / 2 * 4 / 8;
+    return (a + b + 31) / 32 * 32;
+}
+
+size_t bitnet_tl2_nbytes(int64_t M, int64_t K) {
+    return K < 256 ? 0 : tl2_padded(M, K) + 32;
+}
+
+size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K) {
+    if (type == BITNET_TYPE_TL2) return tl2_padded(M, K);
+    return (size_t)M * (size_t)K / 4;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared checks
+ * ------------------------------------------------------------------------------------------- */
+
+static bitnet_status check_dims(const char *what, int64_t M, int64_t K, bitnet_error *err) {
+    if (M <= 0 || K <= 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: M=%lld, K=%lld must be positive", what,
+                           (long long)M, (long long)K);
+    }
+    if (M > INT64_MAX / K || M * K > (int64_t)(SIZE_MAX / 2)) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: M=%lld x K=%lld overflows", what, (long long)M,
+                           (long long)K);
+    }
+    return BITNET_OK;
+}
+
+static bitnet_status check_ternary(const char *what, const int8_t *w, int64_t rows, int64_t K, int64_t row0,
+                                   bitnet_error *err) {
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < K; k++) {
+            const int8_t v = w[r * K + k];
+            if (v < -1 || v > 1) {
+                return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                                   "%s: weight at row %lld, column %lld is %d, not -1, 0 or +1", what,
+                                   (long long)(row0 + r), (long long)k, (int)v);
+            }
+        }
+    }
+    return BITNET_OK;
+}
+
+static bitnet_status check_scale(const char *what, float scale, bitnet_status st, bitnet_error *err) {
+    if (!isfinite(scale)) {
+        return bitnet_fail(err, st, "%s: tensor scale is not finite (%g)", what, (double)scale);
+    }
+    return BITNET_OK;
+}
+
+/* The scale and the 28 zero bytes after it. */
+static void write_tail(uint8_t *dst, size_t scale_off, float scale) {
+    memcpy(dst + scale_off, &scale, sizeof scale);
+    memset(dst + scale_off + 4, 0, 28);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * I2_S (LAYOUTS.md §2): flat index j = m*K + k; block j/128 of 32 bytes; byte j%32 of the block,
+ * bits 6-2*((j%128)/32) .. 7-2*((j%128)/32); code = w + 1.
+ * ------------------------------------------------------------------------------------------- */
+
+bitnet_status bitnet_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale, uint8_t *dst, bitnet_error *err) {
+    bitnet_status st = check_dims("I2_S pack", M, K, err);
+    if (st) return st;
+    const int64_t n = M * K;
+    if (n % 128 != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "I2_S pack: M*K = %lld x %lld = %lld is not a multiple of 128 (whole 32-byte blocks)",
+                           (long long)M, (long long)K, (long long)n);
+    }
+    if ((st = check_ternary("I2_S pack", w, M, K, 0, err))) return st;
+    if ((st = check_scale("I2_S pack", scale, BITNET_ERR_INVALID_ARG, err))) return st;
+    for (int64_t blk = 0; blk < n / 128; blk++) {
+        const int8_t *src = w + blk * 128;
+        uint8_t *out = dst + blk * 32;
+        for (int p = 0; p < 32; p++) {
+            out[p] = (uint8_t)((src[p] + 1) << 6 | (src[p + 32] + 1) << 4 | (src[p + 64] + 1) << 2 |
+                               (src[p + 96] + 1));
+        }
+    }
+    write_tail(dst, (size_t)n / 4, scale);
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale,
+                                bitnet_error *err) {
+    bitnet_status st = check_dims("I2_S unpack", M, K, err);
+    if (st) return st;
+    const int64_t n = M * K;
+    if (n % 128 != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "I2_S unpack: M*K = %lld x %lld = %lld is not a multiple of 128", (long long)M,
+                           (long long)K, (long long)n);
+    }
+    float s;
+    memcpy(&s, src + n / 4, sizeof s);
+    if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t jj = j % 128;
+        const int code = src[j / 128 * 32 + jj % 32] >> (6 - 2 * (jj / 32)) & 3;
+        if (code == 3) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT,
+                               "I2_S: code 3 (no ternary value) at flat index %lld (row %lld, column %lld) of a "
+                               "%lld x %lld tensor",
+                               (long long)j, (long long)(j / K), (long long)(j % K), (long long)M, (long long)K);
+        }
+        w[j] = (int8_t)(code - 1);
+    }
+    if (scale) *scale = s;
+    return BITNET_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * TL1 (LAYOUTS.md §3). Pair nibble idx = 3*w0 + w1 + 4. Loops run in storage order:
+ * t, kb, mt, s, h, q, i → one byte idx[row][p0] << 4 | idx[row][p0 + 1].
+ * ------------------------------------------------------------------------------------------- */
+
+static uint8_t pair_nibble(int w0, int w1) {
+    return (uint8_t)(3 * w0 + w1 + 4);
+}
+
+static bitnet_status tl1_prepare(const char *what, int64_t M, int64_t K, bitnet_tiles tiles, bitnet_error *err) {
+    bitnet_status st = check_dims(what, M, K, err);
+    if (st) return st;
+    return bitnet_tiles_check(BITNET_TYPE_TL1, M, K, tiles, err);
+}
+
+/* Pack rows of tile t (wt: [BM][K]) into dst (full tensor base). */
+static void tl1_pack_tile(const int8_t *wt, int64_t M, int64_t K, bitnet_tiles tl, int64_t t, uint8_t *dst) {
+    (void)M;
+    const int64_t BM = tl.BM, BK = tl.BK, bm = tl.bm, by = 256 / bm;
+    uint8_t *out = dst + t * BM * K / 4;
+    for (int64_t kb = 0; kb < K / BK; kb++) {
+        for (int64_t mt = 0; mt < BM / bm; mt++) {
+            for (int64_t s = 0; s < BK / by; s++) {
+                for (int64_t h = 0; h < bm / 16; h++) {
+                    for (int64_t q = 0; q < by / 4; q++) {
+                        const int64_t k0 = kb * BK + s * by + 4 * q; /* = 2 * p0 */
+                        for (int64_t i = 0; i < 16; i++) {
+                            const int8_t *row = wt + (mt * bm + h * 16 + i) * K;
+                            *out++ = (uint8_t)(pair_nibble(row[k0], row[k0 + 1]) << 4 |
+                                               pair_nibble(row[k0 + 2], row[k0 + 3]));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+bitnet_status bitnet_pack_tl1_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err) {
+    bitnet_status st = tl1_prepare("TL1 pack", M, K, tiles, err);
+    if (st) return st;
+    if (tile < 0 || tile >= M / tiles.BM) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "TL1 pack: tile %lld out of range (M=%lld / BM=%d tiles)",
+                           (long long)tile, (long long)M, tiles.BM);
+    }
+    if ((st = check_ternary("TL1 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
+    tl1_pack_tile(w_tile, M, K, tiles, tile, dst);
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_pack_tl1(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst,
+                              bitnet_error *err) {
+    bitnet_status st = tl1_prepare("TL1 pack", M, K, tiles, err);
+    if (st) return st;
+    if ((st = check_ternary("TL1 pack", w, M, K, 0, err))) return st;
+    if ((st = check_scale("TL1 pack", scale, BITNET_ERR_INVALID_ARG, err))) return st;
+    for (int64_t t = 0; t < M / tiles.BM; t++) tl1_pack_tile(w + t * tiles.BM * K, M, K, tiles, t, dst);
+    write_tail(dst, bitnet_ternary_scale_offset(BITNET_TYPE_TL1, M, K), scale);
+    return BITNET_OK;
+}
+
+/* Decode one nibble of a pair into w[row][k], w[row][k+1]; false for nibbles > 8. */
+static bool pair_decode(unsigned nib, int8_t *w) {
+    if (nib > 8) return false;
+    w[0] = (int8_t)((int)nib / 3 - 1);
+    w[1] = (int8_t)((int)nib % 3 - 1);
+    return true;
+}
+
+bitnet_status bitnet_unpack_tl1(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w,
+                                float *scale, bitnet_error *err) {
+    bitnet_status st = tl1_prepare("TL1 unpack", M, K, tiles, err);
+    if (st) return st;
+    float s;
+    memcpy(&s, src + bitnet_ternary_scale_offset(BITNET_TYPE_TL1, M, K), sizeof s);
+    if ((st = check_scale("TL1 unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    const int64_t BM = tiles.BM, BK = tiles.BK, bm = tiles.bm, by = 256 / bm;
+    const uint8_t *in = src;
+    for (int64_t t = 0; t < M / BM; t++) {
+        for (int64_t kb = 0; kb < K / BK; kb++) {
+            for (int64_t mt = 0; mt < BM / bm; mt++) {
+                for (int64_t s2 = 0; s2 < BK / by; s2++) {
+                    for (int64_t h = 0; h < bm / 16; h++) {
+                        for (int64_t q = 0; q < by / 4; q++) {
+                            const int64_t k0 = kb * BK + s2 * by + 4 * q;
+                            for (int64_t i = 0; i < 16; i++) {
+                                const int64_t row = t * BM + mt * bm + h * 16 + i;
+                                const uint8_t b = *in++;
+                                for (int half = 0; half < 2; half++) {
+                                    const unsigned nib = half == 0 ? b >> 4 : b & 15u;
+                                    const int64_t k = k0 + 2 * half;
+                                    if (!pair_decode(nib, w + row * K + k)) {
+                                        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                                           "TL1: nibble %u > 8 at byte %lld (row %lld, columns "
+                                                           "%lld-%lld) of a %lld x %lld tensor",
+                                                           nib, (long long)(in - 1 - src), (long long)row,
+                                                           (long long)k, (long long)(k + 1), (long long)M,
+                                                           (long long)K);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (scale) *scale = s;
+    return BITNET_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * TL2 (LAYOUTS.md §4; formats.md "TL2"). Quarter order: byte b of a 32-row micro tile holds row
+ * qrow(b) = qmap[b/8]*8 + b%8 with qmap = {0, 2, 1, 3}.
+ * ------------------------------------------------------------------------------------------- */
+
+static int64_t qrow(int64_t b) {
+    static const int qmap[4] = {0, 2, 1, 3};
+    return qmap[b / 8] * 8 + b % 8;
+}
+
+/* Three-weight group: v = 9*w0 + 3*w1 + w2. */
+static int group_value(const int8_t *w3) {
+    return 9 * w3[0] + 3 * w3[1] + w3[2];
+}
+
+typedef struct tl2_geom {
+    int64_t M, K, BM, BK, three_k, two_k;
+    size_t sign_off, two_off, padded;
+} tl2_geom;
+
+static tl2_geom tl2_geom_make(int64_t M, int64_t K, bitnet_tiles tl) {
+    tl2_geom g;
+    g.M = M;
+    g.K = K;
+    g.BM = tl.BM;
+    g.BK = tl.BK;
+    g.three_k = K / tl.BK * tl.BK;
+    g.two_k = K - g.three_k;
+    g.sign_off = (size_t)(g.three_k * M / 6);
+    g.two_off = g.sign_off + (size_t)(g.three_k * M / 24);
+    g.padded = tl2_padded(M, K);
+    return g;
+}
+
+static bitnet_status tl2_prepare(const char *what, int64_t M, int64_t K, bitnet_tiles tiles, tl2_geom *g,
+                                 bitnet_error *err) {
+    bitnet_status st = check_dims(what, M, K, err);
+    if (st) return st;
+    if ((st = bitnet_tiles_check(BITNET_TYPE_TL2, M, K, tiles, err))) return st;
+    *g = tl2_geom_make(M, K, tiles);
+    /* Streams fit below the scale whenever the rules hold (two_k < BK <= 255 < 256); checked anyway. */
+    if (g->two_off + (size_t)(g->two_k * M / 4) > g->padded) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "%s: TL2 streams (%zu bytes) exceed the formats.md size %zu for M=%lld, K=%lld, "
+                           "block_k=%d",
+                           what, g->two_off + (size_t)(g->two_k * M / 4), g->padded, (long long)M, (long long)K,
+                           tiles.BK);
+    }
+    return BITNET_OK;
+}
+
+/* Pack tile t (wt: [BM][K]) into the three streams of dst. */
+static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_t *dst) {
+    const int64_t BM = g->BM, BK = g->BK, K = g->K;
+    /* 1. index stream */
+    uint8_t *out = dst + t * BM * g->three_k / 6;
+    for (int64_t kb = 0; kb < g->three_k / BK; kb++) {
+        for (int64_t mt = 0; mt < BM / 32; mt++) {
+            for (int64_t s = 0; s < BK / 6; s++) {
+                const int64_t k0 = kb * BK + 6 * s; /* = 3 * G */
+                for (int64_t b = 0; b < 32; b++) {
+                    const int8_t *row = wt + (mt * 32 + qrow(b)) * K;
+                    const int v0 = group_value(row + k0), v1 = group_value(row + k0 + 3);
+                    *out++ = (uint8_t)(abs(v0) << 4 | abs(v1));
+                }
+            }
+        }
+    }
+    /* 2. sign stream: 16 little-endian words per 24 weights */
+    out = dst + g->sign_off + t * BM * g->three_k / 24;
+    for (int64_t kb = 0; kb < g->three_k / BK; kb++) {
+        for (int64_t mt = 0; mt < BM / 32; mt++) {
+            for (int64_t u = 0; u < BK / 24; u++) {
+                for (int64_t c = 0; c < 16; c++) {
+                    const int8_t *r0 = wt + (mt * 32 + c) * K, *r1 = wt + (mt * 32 + c + 16) * K;
+                    unsigned word = 0;
+                    for (int j = 0; j < 8; j++) {
+                        const int64_t k = kb * BK + 24 * u + 3 * j;
+                        if (group_value(r0 + k) < 0) word |= 1u << (15 - 2 * j);
+                        if (group_value(r1 + k) < 0) word |= 1u << (14 - 2 * j);
+                    }
+                    *out++ = (uint8_t)(word & 0xff);
+                    *out++ = (uint8_t)(word >> 8);
+                }
+            }
+        }
+    }
+    /* 3. two-part stream: 32-weight blocks, 4 weights (two pairs) per byte */
+    out = dst + g->two_off + t * BM * g->two_k / 4;
+    for (int64_t kb2 = 0; kb2 < g->two_k / 32; kb2++) {
+        for (int64_t mt = 0; mt < BM / 32; mt++) {
+            for (int64_t s = 0; s < 8; s++) {
+                const int64_t k0 = g->three_k + kb2 * 32 + 4 * s; /* = three_k + 2 * P */
+                for (int64_t b = 0; b < 32; b++) {
+                    const int8_t *row = wt + (mt * 32 + qrow(b)) * K;
+                    *out++ = (uint8_t)(pair_nibble(row[k0], row[k0 + 1]) << 4 | pair_nibble(row[k0 + 2], row[k0 + 3]));
+                }
+            }
+        }
+    }
+}
+
+bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err) {
+    tl2_geom g;
+    bitnet_status st = tl2_prepare("TL2 pack", M, K, tiles, &g, err);
+    if (st) return st;
+    if (tile < 0 || tile >= M / tiles.BM) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "TL2 pack: tile %lld out of range (M=%lld / BM=%d tiles)",
+                           (long long)tile, (long long)M, tiles.BM);
+    }
+    if ((st = check_ternary("TL2 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
+    tl2_pack_tile(w_tile, &g, tile, dst);
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst,
+                              bitnet_error *err) {
+    tl2_geom g;
+    bitnet_status st = tl2_prepare("TL2 pack", M, K, tiles, &g, err);
+    if (st) return st;
+    if ((st = check_ternary("TL2 pack", w, M, K, 0, err))) return st;
+    if ((st = check_scale("TL2 pack", scale, BITNET_ERR_INVALID_ARG, err))) return st;
+    for (int64_t t = 0; t < M / tiles.BM; t++) tl2_pack_tile(w + t * tiles.BM * K, &g, t, dst);
+    const size_t used = g.two_off + (size_t)(g.two_k * M / 4);
+    memset(dst + used, 0, g.padded - used); /* 4. zero padding up to the formula size */
+    write_tail(dst, g.padded, scale);
+    return BITNET_OK;
+}
+
+/* Balanced-ternary digits of v = 9a + 3b + c, v in -13..13. */
+static void group_decode(int v, int8_t *w3) {
+    const int u = v + 13; /* = 9(a+1) + 3(b+1) + (c+1) */
+    w3[0] = (int8_t)(u / 9 - 1);
+    w3[1] = (int8_t)(u / 3 % 3 - 1);
+    w3[2] = (int8_t)(u % 3 - 1);
+}
+
+bitnet_status bitnet_unpack_tl2(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w,
+                                float *scale, bitnet_error *err) {
+    tl2_geom g;
+    bitnet_status st = tl2_prepare("TL2 unpack", M, K, tiles, &g, err);
+    if (st) return st;
+    float s;
+    memcpy(&s, src + g.padded, sizeof s);
+    if ((st = check_scale("TL2 unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    const int64_t BM = g.BM, BK = g.BK;
+    /* index stream: magnitudes first (the sign stream is applied below) */
+    const uint8_t *in = src;
+    for (int64_t t = 0; t < M / BM; t++) {
+        for (int64_t kb = 0; kb < g.three_k / BK; kb++) {
+            for (int64_t mt = 0; mt < BM / 32; mt++) {
+                for (int64_t s2 = 0; s2 < BK / 6; s2++) {
+                    const int64_t k0 = kb * BK + 6 * s2;
+                    for (int64_t b = 0; b < 32; b++) {
+                        const int64_t row = t * BM + mt * 32 + qrow(b);
+                        const uint8_t byte = *in++;
+                        for (int half = 0; half < 2; half++) {
+                            const int nib = half == 0 ? byte >> 4 : byte & 15;
+                            const int64_t k = k0 + 3 * half;
+                            if (nib > 13) {
+                                return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                                   "TL2: index nibble %d > 13 at byte %lld (row %lld, columns "
+                                                   "%lld-%lld) of a %lld x %lld tensor",
+                                                   nib, (long long)(in - 1 - src), (long long)row, (long long)k,
+                                                   (long long)(k + 2), (long long)M, (long long)K);
+                            }
+                            group_decode(nib, w + row * K + k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    /* sign stream: negate the groups whose bit is set */
+    in = src + g.sign_off;
+    for (int64_t t = 0; t < M / BM; t++) {
+        for (int64_t kb = 0; kb < g.three_k / BK; kb++) {
+            for (int64_t mt = 0; mt < BM / 32; mt++) {
+                for (int64_t u = 0; u < BK / 24; u++) {
+                    for (int64_t c = 0; c < 16; c++) {
+                        const unsigned word = (unsigned)in[0] | (unsigned)in[1] << 8;
+                        in += 2;
+                        for (int j = 0; j < 8; j++) {
+                            const int64_t k = kb * BK + 24 * u + 3 * j;
+                            for (int half = 0; half < 2; half++) {
+                                if (word >> (15 - 2 * j - half) & 1u) {
+                                    int8_t *w3 = w + (t * BM + mt * 32 + c + 16 * half) * K + k;
+                                    for (int e = 0; e < 3; e++) w3[e] = (int8_t)-w3[e];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    /* two-part stream */
+    in = src + g.two_off;
+    for (int64_t t = 0; t < M / BM; t++) {
+        for (int64_t kb2 = 0; kb2 < g.two_k / 32; kb2++) {
+            for (int64_t mt = 0; mt < BM / 32; mt++) {
+                for (int64_t s2 = 0; s2 < 8; s2++) {
+                    const int64_t k0 = g.three_k + kb2 * 32 + 4 * s2;
+                    for (int64_t b = 0; b < 32; b++) {
+                        const int64_t row = t * BM + mt * 32 + qrow(b);
+                        const uint8_t byte = *in++;
+                        for (int half = 0; half < 2; half++) {
+                            const unsigned nib = half == 0 ? byte >> 4 : byte & 15u;
+                            const int64_t k = k0 + 2 * half;
+                            if (!pair_decode(nib, w + row * K + k)) {
+                                return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                                   "TL2: two-part nibble %u > 8 at byte %lld (row %lld, columns "
+                                                   "%lld-%lld) of a %lld x %lld tensor",
+                                                   nib, (long long)(in - 1 - src), (long long)row, (long long)k,
+                                                   (long long)(k + 1), (long long)M, (long long)K);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (scale) *scale = s;
+    return BITNET_OK;
+}

@@ -1,0 +1,59 @@
+/* pack.h — ternarization and the packers between ternary matrices and the stored layouts
+ * I2_S, TL1 and TL2 (docs/LAYOUTS.md §2-4; formats.md). A ternary matrix here is int8 w[M*K],
+ * row-major (row m = output m), values -1, 0, +1, plus one float scale per tensor.
+ * Every packer has an unpacker; pack(unpack(x)) == x byte for byte (except the 28 tail bytes after
+ * the scale, which packers write as zeros and unpackers ignore). */
+#ifndef BITNET_PACK_H
+#define BITNET_PACK_H
+
+#include "base/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ternarize n floats as bitnet.cpp's converters do (formats.md "I2_S"):
+ * s = 1 / max(mean|W|, 1e-5), w = clamp(round(W*s), -1, 1) (round half to even, as torch.round).
+ * Returns the tensor scale max|w/s| = 1/s, or 0 when every weight rounds to 0. */
+float bitnet_ternarize(const float *W, int64_t n, int8_t *w);
+
+/* Check tiles for a TL1/TL2 weight of M rows, K columns against the kernel rules (the runtime mirror
+ * of codegen/targets.py). BITNET_ERR_INVALID_ARG with a message naming M, K, the tile and the rule. */
+bitnet_status bitnet_tiles_check(int type, int64_t M, int64_t K, bitnet_tiles tiles, bitnet_error *err);
+
+/* Kernel view of a weight: fills three_k/two_k (TL2) or three_k = 0, two_k = K (TL1). */
+bitnet_lut_shape bitnet_lut_shape_make(int type, int64_t M, int64_t K, bitnet_tiles tiles);
+
+/* Sizes (bytes, including the 32-byte scale tail). */
+size_t bitnet_i2s_nbytes(int64_t M, int64_t K);
+size_t bitnet_tl1_nbytes(int64_t M, int64_t K);
+size_t bitnet_tl2_nbytes(int64_t M, int64_t K);
+/* Byte offset of the float scale inside a packed tensor. */
+size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K);
+
+/* I2_S. M*K % 128 must be 0. unpack fails (BITNET_ERR_FORMAT, naming the flat index) on code 3. */
+bitnet_status bitnet_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale, uint8_t *dst, bitnet_error *err);
+bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale, bitnet_error *err);
+
+/* TL1 / TL2 with the given tiles (checked with bitnet_tiles_check). unpack fails on nibbles that
+ * no ternary group produces (TL1 > 8, TL2 index > 13). */
+bitnet_status bitnet_pack_tl1(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst, bitnet_error *err);
+bitnet_status bitnet_unpack_tl1(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w, float *scale, bitnet_error *err);
+bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst, bitnet_error *err);
+bitnet_status bitnet_unpack_tl2(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w, float *scale, bitnet_error *err);
+
+/* Pack one BM-row tile only: w_tile is [BM*K] (rows tile*BM .. tile*BM+BM-1 of the matrix, row-major);
+ * writes exactly the bytes of that tile inside the full packed tensor dst (bitnet_tl1_nbytes /
+ * bitnet_tl2_nbytes bytes; the scale, tail and TL2 padding are not touched). Tiles of one tensor are
+ * disjoint, so several threads may pack different tiles into one dst; bitnet_pack_tl1/tl2 is this
+ * for every tile, then the scale. Errors as the full packers, plus tile out of range. */
+bitnet_status bitnet_pack_tl1_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err);
+bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, bitnet_tiles tiles, int64_t tile,
+                                   uint8_t *dst, bitnet_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

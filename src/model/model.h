@@ -1,0 +1,233 @@
+/* model.h — a BitNet model loaded from GGUF and its forward pass.
+ *
+ * Architectures (general.architecture). Hyperparameters come only from GGUF keys <arch>.*, never from
+ * a table of model names; the graph facts below are cited from the sources named with them.
+ *
+ *  "bitnet" — bitnet_b1_58-large/3B and bitnet.cpp's dummy models (formats.md "Architecture bitnet";
+ *     bitnet.cpp's llama.cpp fork, build_bitnet): per layer
+ *       h = x + Wo·RMSNorm_attn_sub(Attn(RoPE_NEOX(Wq·n), RoPE_NEOX(Wk·n), Wv·n)),  n = RMSNorm_attn(x)
+ *       x' = h + Wdown·RMSNorm_ffn_sub(silu(Wgate·m) ⊙ Wup·m),                        m = RMSNorm_ffn(h)
+ *     logits = head · RMSNorm_output(x), head = output.weight if present, else token_embd.
+ *  "bitnet-b1.58" (alias "bitnet-25") — BitNet-b1.58-2B-4T (formats.md "Architecture bitnet-b1.58";
+ *     Hugging Face transformers' BitNet model, model_type "bitnet" / BitNetForCausalLM: config.json
+ *     "hidden_act": "relu2", BitNetAttention applies attn_sub_norm to the attention output before
+ *     o_proj, BitNetMLP computes down_proj(ffn_sub_norm(act(gate_proj(x)) * up_proj(x))), rotary
+ *     embedding by rotate_half; bitnet.cpp's fork runs both names through build_bitnet_158 with
+ *     LLM_FFN_RELU_SQR and lists output.weight as optional): the "bitnet" graph with the FFN activation
+ *     relu²(g) = max(g, 0)², RoPE theta from <arch>.rope.freq_base (500000 for 2B-4T), GQA, and
+ *     output.weight if present (untied head) else token_embd ("tie_word_embeddings": true in 2B-4T).
+ *     (bitnet.cpp's build_bitnet_158 always multiplies by token_embd, even when output.weight exists;
+ *     we use output.weight, as the Hugging Face model does with tie_word_embeddings false.)
+ *  "llama" with ternary projections — HF1BitLLM Llama3-8B-1.58-100B-tokens, tiiuae Falcon3-*-1.58bit,
+ *     Falcon-E-* (their config.json: "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+ *     "hidden_act": "silu", a "quantization_config" with "quant_method": "bitnet"; llama.cpp's
+ *     LLM_ARCH_LLAMA graph and tensor names): per layer
+ *       h = x + Wo·Attn(RoPE_NORM(Wq·n), RoPE_NORM(Wk·n), Wv·n),   n = RMSNorm_attn(x)
+ *       x' = h + Wdown·(silu(Wgate·m) ⊙ Wup·m),                   m = RMSNorm_ffn(h)
+ *     i.e. no sub-norms, output.weight or tied. transformers' BitLinear (integrations/bitnet.py, the
+ *     layer these checkpoints load into) quantizes activations per token to int8 by absmax and has no
+ *     norm of its own, so the GGUF graph is complete. (Checkpoints fine-tuned with an extra RMSNorm
+ *     before every projection — arXiv:2505.08823, a BitLinear option in newer transformers — would need
+ *     per-projection norm tensors that llama GGUF files cannot name: not supported, and none of the
+ *     models above is one.)
+ *
+ * RoPE (Su et al. 2021, RoFormer): angle of pair i at position p = p · freq_scale · base^(-2i/d),
+ * d = head size. NEOX style rotates the pairs (i, i + d/2) of each head, NORM style the pairs
+ * (2i, 2i + 1) (ggml's GGML_ROPE_TYPE_NEOX / normal mode; llama.cpp's llama_rope_type puts BITNET,
+ * BITNET_25 and BITNET_B158 in the NEOX group and LLAMA in the NORM group).
+ *
+ * Q/K row order of "llama" files (what every llama.cpp-style converter writes, bitnet.cpp's included:
+ * LlamaModel.permute in convert-hf-to-gguf-bitnet.py / convert_hf_to_gguf.py; any converter of ours
+ * must write exactly this). Hugging Face's LlamaAttention rotates with rotate_half, i.e. NEOX pairs
+ * (i, i + d/2); the GGUF rows are permuted so that RoPE NORM on the GGUF rows computes the same thing.
+ * For attn_q (H = n_head heads) and attn_k (H = n_head_kv heads), d = head size, each head's d rows
+ * are interleaved: GGUF row  h·d + 2i + s  =  HF row  h·d + s·(d/2) + i
+ * for head h < H, pair i < d/2, s ∈ {0, 1} (numpy: w.reshape(H, 2, d/2, K).swapaxes(1, 2).reshape(H·d, K)).
+ * The ternary values and the per-tensor scale are unchanged by this row permutation. attn_v,
+ * attn_output and the FFN are not permuted. "bitnet" / "bitnet-b1.58" files are not permuted (NEOX).
+ *
+ * Keys read: <arch>.block_count, .context_length, .embedding_length, .feed_forward_length,
+ * .attention.head_count, .attention.head_count_kv (default head_count), .attention.layer_norm_rms_epsilon,
+ * .rope.freq_base (default 10000), .rope.scaling.type ("linear"/"none") and .factor, .rope.dimension_count
+ * (must equal the head size: partial RoPE is refused), .attention.key_length / .value_length (head
+ * size; default embedding_length / head_count; they must be equal), .vocab_size (default: the length of
+ * tokenizer.ggml.tokens; llama.cpp-made files of older converters omit it). A rope_freqs.weight tensor
+ * (Llama 3.1 frequency factors) is refused with a message.
+ *
+ * token_embd.weight / output.weight may be F32, F16, Q8_0 or Q6_K (published 2B-4T files carry F16 or
+ * Q6_K, formats.md). A Q6_K head is multiplied as float rows (decoded by the format's definition) times
+ * the float head input, not as ggml's Q6_K x Q8_K integer product, so its logits can differ from
+ * bitnet.cpp's by that rounding.
+ *
+ * Ternary weights (I2_S, TL1, TL2) are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the
+ * I2_S reference path. F32/F16 projection weights (ternary-valued, e.g. bitnet.cpp's
+ * ggml-model-f32.gguf) use a dense float product without activation quantization, so "F32 vs I2_S"
+ * comparisons measure the quantization. Float math in the forward pass is written so that results do
+ * not depend on the thread count or the batch split and match between x86 and ARM builds (fixed
+ * summation order, no FMA contraction: the build uses -ffp-contract=off). The attention and the F16
+ * output head round like ggml's CPU path (Q, softmax probabilities and head input to F16) so greedy ids
+ * match bitnet.cpp's. */
+#ifndef BITNET_MODEL_H
+#define BITNET_MODEL_H
+
+#include "base/common.h"
+#include "base/gguf.h"
+#include "text/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bitnet_kernel_path {
+    BITNET_PATH_AUTO = 0, /* TL2 on x86-64, TL1 on AArch64, I2_S elsewhere */
+    BITNET_PATH_I2S = 1,  /* I2_S reference path (activations int8, dot products on I2_S codes) */
+    BITNET_PATH_TL1 = 2,
+    BITNET_PATH_TL2 = 3,
+} bitnet_kernel_path;
+
+/* The graph variants model.c implements (see the top of this file). */
+typedef enum bitnet_arch {
+    BITNET_ARCH_BITNET = 0,      /* "bitnet" */
+    BITNET_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58" and "bitnet-25" */
+    BITNET_ARCH_LLAMA = 2,       /* "llama" */
+} bitnet_arch;
+
+typedef enum bitnet_ffn_act {
+    BITNET_ACT_SILU = 0,  /* x / (1 + e^-x) */
+    BITNET_ACT_RELU2 = 1, /* max(x, 0)² */
+} bitnet_ffn_act;
+
+typedef enum bitnet_rope_type {
+    BITNET_ROPE_NEOX = 0, /* pairs (i, i + d/2) */
+    BITNET_ROPE_NORM = 1, /* pairs (2i, 2i + 1) */
+} bitnet_rope_type;
+
+typedef struct bitnet_hparams {
+    char arch[32];        /* general.architecture */
+    int32_t n_vocab;
+    int32_t n_ctx_train;  /* <arch>.context_length */
+    int32_t n_embd;
+    int32_t n_ff;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t n_embd_head;  /* head size d: attention.key_length, default n_embd / n_head */
+    float rope_freq_base;
+    float rope_scale;     /* 1 / rope.scaling.factor for "linear" */
+    float rms_eps;
+    /* added in issue #3 */
+    bitnet_arch arch_id;
+    bitnet_ffn_act ffn_act;
+    bitnet_rope_type rope_type;
+    bool sub_norms;       /* attn_sub_norm / ffn_sub_norm present in the graph */
+    bool tied_output;     /* no output.weight: the head is token_embd */
+} bitnet_hparams;
+
+typedef struct bitnet_model_params {
+    bitnet_kernel_path path;
+    const char *lut_table; /* preferred tile table name: "default" (NULL) or "pretuned" */
+    /* Output head format (issue #4 item 3): 0 = as stored in the file (exact; the default), or
+     * BITNET_TYPE_Q8_0 = requantize the head (output.weight, or token_embd when the head is tied) to
+     * Q8_0 rows once at load into a private buffer, ggml's Q8_0 definition per 32-value block:
+     * d = max|x| / 127 stored as binary16, q = round(x / d) (bitnet_quantize_row_q8_0). The head input
+     * is then quantized to Q8_0 per block and each logit is Σ_blocks (float)(Σ q_w·q_x) · (d_w·d_x), blocks
+     * in order (the Q8_0-file path), so it does not depend on the thread count. About half the bytes of
+     * an F16 head per token; the logits differ from the stored head's by the two quantization steps.
+     * The token-embedding lookup always reads the stored data. A head stored as Q8_0 is used as is.
+     * Needs n_embd % 32 == 0 (else BITNET_ERR_UNSUPPORTED); other values → BITNET_ERR_INVALID_ARG. */
+    int head_type;
+    /* The tiles a TL1/TL2 file was packed with, for files that record none (bitnet.cpp's): a table
+     * read by tile_file.h (the tools' --lut-tiles FILE: bitnet.cpp's kernel_config.ini or a
+     * configs/-style YAML); NULL: none given. A TL1/TL2 tensor without the bitnet.lut.<tensor>.tiles
+     * key is refused unless this table lists its (scheme, M, K); a key that disagrees with the table is
+     * refused. Tiles given here that no built kernel has run on the generic kernel. Not used for I2_S
+     * weights or for the tiles a weight is repacked to. Read during bitnet_model_load only (not kept). */
+    const struct bitnet_tile_file *lut_tiles;
+} bitnet_model_params;
+
+typedef struct bitnet_model bitnet_model;
+
+/* Load and validate `path` (GGUF, architecture "bitnet", "bitnet-b1.58", "bitnet-25" or "llama"; see
+ * the top of this file and formats.md). params may be NULL (AUTO path, table BITNET_LUT_TABLE_DEFAULT).
+ * Errors (message names the file and the key/tensor/value):
+ *  - unknown architecture → BITNET_ERR_UNSUPPORTED naming it and listing the supported ones;
+ *  - a missing required key or tensor → BITNET_ERR_FORMAT naming it;
+ *  - a tensor whose ne disagrees with the hparams → BITNET_ERR_FORMAT naming tensor, actual and
+ *    expected ne; an unsupported tensor type → BITNET_ERR_UNSUPPORTED naming tensor and type;
+ *  - a tensor the graph does not use (a bias, sub-norms in a "llama" file, a layer beyond block_count,
+ *    rope_freqs.weight) → BITNET_ERR_UNSUPPORTED naming it (ignoring it would change the model);
+ *  - TL paths: a shape without legal tiles → BITNET_ERR_UNSUPPORTED naming tensor, M and K;
+ *  - a TL1/TL2 tensor without a bitnet.lut.<tensor>.tiles key (every file bitnet.cpp writes) that
+ *    params->lut_tiles does not list → BITNET_ERR_UNSUPPORTED saying the file records no tile table,
+ *    naming the tensor and (M, K) and the two ways out (--lut-tiles with the tiles it was written
+ *    with, or the I2_S file); a key that contradicts params->lut_tiles → BITNET_ERR_UNSUPPORTED naming
+ *    both; tiles from params->lut_tiles that break the scheme's rules (entries of a kernel_config.ini,
+ *    whose scheme is known only here) → BITNET_ERR_INVALID_ARG;
+ *  - a TL1/TL2 tensor run on its own path whose recorded tiles differ from every built tile table
+ *    (configs/) that lists its shape, and that params->lut_tiles does not confirm →
+ *    BITNET_ERR_UNSUPPORTED naming the tensor, both tile sets and the table (the issue's "tiles do not
+ *    match the built kernels"); the I2_S path and the other TL path repack such a file and run it.
+ *    Shapes no table lists take any legal tiles.
+ * Ternary tensors are repacked for the chosen path through bitnet_lut_transform_tensor: a TL1/TL2
+ * file's tiles come from its bitnet.lut.<tensor>.tiles keys (LAYOUTS.md §7), else from
+ * params->lut_tiles, never from a guess; target tiles from the preferred covering table, else per shape
+ * bitnet_lut_tiles_for. Where the tiles came from is part of bitnet_model_kernel_summary (libraries
+ * do not print). The file stays mapped until bitnet_model_free. */
+bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
+                                bitnet_error *err);
+/* NULL is fine. The LUT host keeps every tensor extra in one table that only bitnet_lut_free releases,
+ * so the extras of all models are released together when the last model that used them is freed
+ * (a program that also transforms tensors of its own must not rely on them after that). */
+void bitnet_model_free(bitnet_model *m);
+
+const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m);
+const bitnet_vocab *bitnet_model_vocab(const bitnet_model *m);
+bitnet_kernel_path bitnet_model_path(const bitnet_model *m); /* the path actually used (AUTO resolved) */
+uint64_t bitnet_model_n_params(const bitnet_model *m);    /* elements of every tensor in the file */
+uint64_t bitnet_model_size_bytes(const bitnet_model *m);  /* bytes of tensor data in the file */
+/* One line describing kernels in use, e.g. "TL2 (avx2): 3 specialized, 0 generic kernels; tiles from
+ * table bitnet_b1_58-large/default", "I2_S reference path: 14 ternary weights" or
+ * "dense float: 14 weights (no LUT)". Owned by the model. */
+const char *bitnet_model_kernel_summary(const bitnet_model *m);
+/* The type the output head is multiplied in: the stored type of output.weight / token_embd
+ * (BITNET_TYPE_F32, _F16, _Q8_0, _Q6_K), or BITNET_TYPE_Q8_0 when requantized at load (head_type). */
+int bitnet_model_head_type(const bitnet_model *m);
+/* true when the head was requantized at load (bitnet_model_params.head_type), false when stored data is used. */
+bool bitnet_model_head_requantized(const bitnet_model *m);
+/* "auto", "I2_S", "TL1", "TL2". */
+const char *bitnet_kernel_path_name(bitnet_kernel_path p);
+
+/* Inference state: KV cache (F16) for n_ctx positions, scratch buffers for up to n_batch tokens per
+ * call, a thread pool of n_threads. */
+typedef struct bitnet_context bitnet_context;
+
+/* n_ctx in [1, 2^24] positions, n_batch >= 1 (clamped to n_ctx), n_threads in [1, 1024].
+ * Memory: KV cache 2 · n_layer · n_ctx · kv_dim F16 values, plus n_batch rows of activations.
+ * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
+ * BITNET_ERR_UNSUPPORTED when the LUT host refuses a weight's product. The model must outlive it. */
+bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                                    bitnet_context **out, bitnet_error *err);
+void bitnet_context_free(bitnet_context *c); /* NULL is fine */
+int32_t bitnet_context_n_ctx(const bitnet_context *c);
+int32_t bitnet_context_n_threads(const bitnet_context *c);
+
+/* Evaluate n_tokens tokens at positions n_past .. n_past+n_tokens-1 (split into n_batch chunks),
+ * writing their keys and values into the KV cache at those positions (later positions are simply
+ * overwritten by later calls). Logits of the last token become available through bitnet_get_logits;
+ * with all_logits, every position's logits are kept (bitnet_get_logits_ith). A token's logits do not
+ * depend on the batch split or the thread count (bit-identical).
+ * Errors (BITNET_ERR_INVALID_ARG, state unchanged): n_tokens < 1, a token id out of [0, n_vocab)
+ * (names id and index), n_past < 0 or n_past + n_tokens > n_ctx (names all three). */
+bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
+                            bool all_logits, bitnet_error *err);
+/* [n_vocab] logits of the last token of the last bitnet_decode call; NULL before the first call. */
+const float *bitnet_get_logits(const bitnet_context *c);
+/* [n_vocab] logits of the i-th token of the last call (negative i counts from the end); NULL when
+ * that token's logits were not kept (call without all_logits: only the last token). */
+const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,118 @@
+/* lut_host.h — the matmul host around the kernels (design.md §3): which products the ternary path
+ * takes, how big the workspace is, per-tensor extras holding repacked weights, and the threaded
+ * product dst = src0 · src1 for ternary src0 (I2_S, TL1, TL2) and F32 activations.
+ *
+ * Threading contract of bitnet_mul_mat (called by every thread of a bitnet_threadpool task):
+ * each thread quantizes the activations / builds the LUTs of a contiguous range of columns into the
+ * workspace (one column: thread 0), a barrier follows only when nth > 1, then each thread computes a
+ * contiguous range of BM tiles (I2_S: 32-row blocks) — for several columns and a tile count that
+ * does not divide evenly, of (tile, column chunk) units. Every workspace byte and every output
+ * element is computed by one thread with the same operations, so results are identical for any
+ * thread count. */
+#ifndef BITNET_LUT_HOST_H
+#define BITNET_LUT_HOST_H
+
+#include "base/common.h"
+#include "kernels/lut/lut.h"
+#include "runtime/threadpool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Repacked ternary weight attached to a tensor by bitnet_lut_transform_tensor. */
+typedef struct bitnet_tensor_extra {
+    int type;                /* layout of qweights: BITNET_TYPE_I2_S, _TL1 or _TL2 */
+    bitnet_lut_shape shape;  /* M, K, tiles (tiles unused for I2_S) */
+    const uint8_t *qweights; /* packed weights (64-byte aligned); may alias the tensor's data */
+    float scale;             /* per-tensor weight scale */
+    bitnet_lut_impl impl;    /* TL1/TL2: constructor and kernel */
+    void *owned;             /* buffer to free, or NULL when qweights aliases the file mapping */
+    /* TL1/TL2 weights transformed from an I2_S tensor: the tensor's I2_S bytes (t->data at transform
+     * time, e.g. the model's file mapping, which must outlive the extra), else NULL. With them a
+     * product of i2s_min_cols or more columns runs the I2_S int8 kernel instead of the LUT kernel
+     * (see bitnet_lut_uses_i2s). */
+    const uint8_t *i2s_codes;
+    int64_t i2s_min_cols;    /* copied from bitnet_lut_i2s_min_cols() at transform; 0 = never */
+} bitnet_tensor_extra;
+
+/* Batch path of TL1/TL2 weights (prompt processing). A TL1/TL2 weight that was transformed from an
+ * I2_S tensor keeps a pointer to those I2_S bytes (no extra memory), and a product with
+ * N >= i2s_min_cols activation columns runs the I2_S int8 kernel (bitnet_i2s_gemm) on them instead
+ * of building N LUTs: the int32 sums Σ w·q are the same exact integers on both paths and the floats
+ * are formed by the same two operations (LAYOUTS.md §1), so the outputs are bit-identical to the
+ * LUT path (tests/test_lut_host.cc, N = 1..40, 1..4 threads). Weights stored as TL1/TL2 always run
+ * the LUT path.
+ * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
+ * transformed afterwards). Default: BITNET_LUT_I2S_MIN_COLS_VNNI (16) when bitnet_i2s_isa() is
+ * "avx512" (the AVX-512 VNNI I2_S kernel), else 0 — measured with llama-bench pp128 --kernel tl2 on
+ * the dummy I2_S files (x86 EPYC): 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread; with the
+ * AVX2 I2_S kernel the LUT kernel was faster at every N, and ARM is unmeasured (qemu only).
+ * Overridden by the environment variable BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never;
+ * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
+ * default / environment value; not thread-safe against a concurrent transform). */
+#define BITNET_LUT_I2S_MIN_COLS_VNNI 16
+int64_t bitnet_lut_i2s_min_cols(void);
+void bitnet_lut_set_i2s_min_cols(int64_t n);
+
+/* true when bitnet_mul_mat on this weight with n_cols activation columns runs the I2_S kernel on the
+ * weight's I2_S bytes (TL1/TL2 extra with i2s_codes, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */
+bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols);
+
+/* Bits per weight of the LUT types: TL1, TL2, I2_S → 2; Q4_0 → 4; anything else 0. */
+int bitnet_get_type_bits(int type);
+
+/* true when the ternary path computes dst = src0 · src1: src0 is I2_S, TL1 or TL2 (2-D, ne00 = K,
+ * ne01 = M), src1 and dst are F32, src1->ne[0] == K, dst->ne[0] == M, dst->ne[1] == src1->ne[1].
+ * Any number of activation columns (src1->ne[1] >= 1) on every type. */
+bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
+
+/* Workspace bytes bitnet_mul_mat needs for this product (ne10, ne11 from src1; ne01 and the layout
+ * from src0's extra, or src0's type when it has none): per column the int8 activations or the qlut
+ * (stride rounded up to 64), plus the column scales (and for I2_S the column sums Σq), each region
+ * rounded up to 64, so the total is a multiple of 64. Proven ≥ the highest byte written (proof in
+ * lut_host.c; tests run every configured shape under AddressSanitizer). Call it after
+ * bitnet_lut_transform_tensor: the layout the product runs on decides the size (without an extra, a
+ * TL2 weight gets the upper bound 16·K per column). Non-decreasing in ne11, so the size for the
+ * largest batch covers smaller ones. A TL1/TL2 weight with I2_S bytes (bitnet_lut_uses_i2s) gets the
+ * larger of its LUT layout and the I2_S layout, so the size never depends on the threshold.
+ * 0 when !bitnet_can_mul_mat. */
+size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
+
+/* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers and is
+ * safe to call twice or without init. */
+void bitnet_lut_init(void);
+void bitnet_lut_free(void);
+
+/* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
+ * stored layout (I2_S, TL1 or TL2 with `stored_tiles`), repack into `target` with `tiles` (ignored for
+ * I2_S) unless the stored layout already is the target with the same tiles, pick the kernel, and
+ * attach the extra. Errors name the tensor, M, K and the tiles. Calls bitnet_lut_init if needed.
+ * The stored data is always decoded (which rejects I2_S code 3 and impossible TL1/TL2 nibbles); it is
+ * aliased only when it is already the target layout and 64-byte aligned, else copied/repacked into an
+ * owned 64-byte aligned buffer; the decoded int8 matrix is freed before returning. I2_S rows that
+ * straddle 128-weight blocks are used as stored (src/kernels/i2s/i2s.h). TL1/TL2 tiles with BM > 8192 are refused
+ * (the per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
+ * tensor again attaches a new extra (the old one is released by bitnet_lut_free). */
+bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
+                                          const bitnet_tiles *tiles, bitnet_error *err);
+
+/* dst[n][m] = Σ_k W[m][k] · src1[n][k] with W = src0 (after bitnet_lut_transform_tensor).
+ * src1: F32 [ne11][ne10] rows contiguous; dst: F32 [ne11][ne01]. wdata: 64-byte aligned, wsize >=
+ * bitnet_mul_mat_get_wsize. Call from every thread of a pool task with its ith/nth; tp is used for the
+ * barrier (may be NULL when nth == 1; else nth must equal the pool's thread count). Row strides: nb[1]
+ * when set, else dense.
+ * y[n][m] = (float)acc[n][m] / s[n] * scale (LAYOUTS.md §1). Each kernel call covers one BM tile (I2_S:
+ * 32 rows) and up to floor(8192 / BM) columns (all of them for ≤ 32 columns at BM 256); the integer
+ * sums do not depend on that split, so results are the same for any batch and thread count.
+ * A call that cannot be computed (no extra, mismatched shapes, wsize too small, misaligned wdata,
+ * nth inconsistent with tp) returns on every thread without the barrier and thread 0 fills dst with
+ * NaN. There is no barrier at the end: reuse of wdata inside the same task needs one first. */
+void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet_tensor *dst,
+                    void *wdata, size_t wsize, int ith, int nth, bitnet_threadpool *tp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

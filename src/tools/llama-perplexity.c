@@ -1,0 +1,355 @@
+/* llama-perplexity.c — the perplexity tool llama.cpp and bitnet.cpp users know: the perplexity of a
+ * BitNet GGUF model over a text file, by llama.cpp's method (chunking, scored half, uncertainty and
+ * every rule's source: src/eval/perplexity.h).
+ *
+ *   llama-perplexity -m MODEL -f TEXT_FILE [-c N_CTX] [-b N_BATCH] [-t N] [--chunks N]
+ *                    [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--head-type stored|q8_0]
+ *                    [--lut-tiles FILE] [--print-token-ids] [-ngl N (ignored)]
+ *
+ * Input, as llama.cpp reads it: -f's file whole, one trailing "\n" dropped (common/arg.cpp, -f), then
+ * tokenized once with BOS when the vocabulary adds one and special-token texts NOT parsed (the text is
+ * data: common_tokenize(ctx, prompt, true) with parse_special false). A vocabulary that appends EOS
+ * (tokenizer.ggml.add_eos_token) is refused, as llama.cpp refuses it (GGML_ASSERT(!add_eos)).
+ * -c: tokens per chunk, default 512 as llama.cpp's perplexity (or the model's context when that is
+ * smaller); at most the model's <arch>.context_length (llama.cpp only warns), at least 3. -b: tokens
+ * per forward pass, clamped to -c (llama.cpp packs several chunks into one batch when -b > -c; the
+ * chunks are independent, so that changes no number). --chunks: at most N chunks (default -1 = all).
+ *
+ * stdout, as llama.cpp's perplexity prints it:
+ *   [1]12.3456,[2]12.0123,...      the running estimate exp(mean NLL) after every chunk (%.4f, flushed)
+ *   Final estimate: PPL = 12.0123 +/- 0.45678
+ * stderr: the model and kernel line; the file, token and chunk counts; the time of the first chunk with
+ * an estimate for all; the token ids with --print-token-ids ("token ids: 1 450 ..."); and a closing line
+ *   llama-perplexity: mean NLL <%.17g> over <count> tokens, PPL <%.17g> +/- <%.17g>
+ *   llama-perplexity: <n> chunks of <n_ctx> tokens in <s> s (<t/s> tokens/s)
+ * (full precision for scripts and tests; utils/test_perplexity.py reads them).
+ * The result does not depend on -t or -b, and is the same on every kernel path (i2_s, tl1, tl2) of a
+ * ternary file: every path computes the same int32 sums and the same float steps after them (model.h),
+ * so the logits are bit-identical; --head-type q8_0 changes the head and so the PPL.
+ * Exit status, the convention of this project's llama-* tools (llama-cli, llama-bench), which is
+ * llama.cpp's (its perplexity returns 1 when the flags do not parse or the model does not load — and 0
+ * after "you need at least ... tokens", which is not followed here): 0 success; 1 any error — a bad or
+ * missing flag or value, a file that cannot be read, is empty or is too short for -c (the message gives
+ * its token count and the count -c needs), -c beyond the model's context, a model that cannot be
+ * loaded, a failed evaluation. (The bitnet-* tools exit 2 on a bad command line.) */
+#include "model/model.h"
+#include "tilefile/tile_file.h"
+#include "eval/perplexity.h"
+#include "text/tokenizer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *k_usage =
+    "usage: llama-perplexity -m MODEL -f TEXT_FILE [options]\n"
+    "\n"
+    "Perplexity of a ternary (BitNet b1.58) model over a text, by llama.cpp's method: the text is cut into\n"
+    "chunks of -c tokens, each evaluated from an empty cache with BOS first, the second half of each scored.\n"
+    "\n"
+    "  -m, --model FILE         model file (GGUF)\n"
+    "  -f, --file FILE          the text (one trailing newline is dropped)\n"
+    "  -c, --ctx-size N         tokens per chunk (default 512, at most the model's context; >= 3)\n"
+    "  -b, --batch-size N       tokens per forward pass (default 512, at most -c)\n"
+    "  -t, --threads N          threads (default: the number of online CPUs)\n"
+    "      --chunks N           evaluate at most N chunks (default -1 = all)\n"
+    "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64, tl1 on AArch64)\n"
+    "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
+    "      --lut-tiles FILE     the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
+    "                           packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
+    "      --head-type H        stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
+    "      --print-token-ids    print the token ids of the whole text on stderr\n"
+    "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "stdout: [1]PPL,[2]PPL,... after every chunk, then \"Final estimate: PPL = X +/- Y\".\n"
+    "Exit status: 0 success, 1 any error (bad flag, file, model, text too short, evaluation).\n";
+
+typedef struct options {
+    const char *model, *file, *lut_table, *lut_tiles;
+    long n_ctx; /* 0 = default */
+    long n_batch, n_threads, chunks;
+    bitnet_kernel_path kernel;
+    int head_type;
+    bool print_ids;
+} options;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "llama-perplexity: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return 1;
+}
+
+static bool parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        fail("%s expects an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* 0: parsed; 1: error (message printed); 2: help printed. */
+static int parse_args(int argc, char **argv, options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(k_usage, stdout);
+            return 2;
+        }
+        if (!strcmp(a, "--print-token-ids")) {
+            o->print_ids = true;
+            continue;
+        }
+        static const char *const with_value[] = {"-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b",
+                                                 "--batch-size", "-t", "--threads", "--chunks", "--kernel",
+                                                 "--lut-table", "--lut-tiles", "--head-type", "-ngl", "--n-gpu-layers"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
+        if (!known) return fail("unknown argument '%s' (see --help)", a);
+        if (i + 1 >= argc) return fail("%s needs a value (see --help)", a);
+        const char *v = argv[++i];
+        long ignored;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            o->file = v;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            char *end;
+            errno = 0;
+            const long x = strtol(v, &end, 10);
+            if (errno != 0 || end == v || *end != '\0' || x < 3 || x > (1 << 24))
+                return fail("%s expects an integer in [3, %d] (a chunk scores the tokens after positions n_ctx/2 .. "
+                            "n_ctx-2: -c 2 would score none), got '%s'",
+                            a, 1 << 24, v);
+            o->n_ctx = x;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            if (!parse_long(a, v, 1, 1 << 24, &o->n_batch)) return 1;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_long(a, v, 1, 1024, &o->n_threads)) return 1;
+        } else if (!strcmp(a, "--chunks")) {
+            if (!parse_long(a, v, -1, INT32_MAX, &o->chunks)) return 1;
+            if (o->chunks == 0) return fail("--chunks expects -1 (all) or a number of chunks >= 1, got '%s'", v);
+        } else if (!strcmp(a, "--kernel")) {
+            if (!strcmp(v, "auto")) o->kernel = BITNET_PATH_AUTO;
+            else if (!strcmp(v, "i2_s")) o->kernel = BITNET_PATH_I2S;
+            else if (!strcmp(v, "tl1")) o->kernel = BITNET_PATH_TL1;
+            else if (!strcmp(v, "tl2")) o->kernel = BITNET_PATH_TL2;
+            else return fail("--kernel expects auto, i2_s, tl1 or tl2, got '%s'", v);
+        } else if (!strcmp(a, "--lut-table")) {
+            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
+                return fail("--lut-table expects default or pretuned, got '%s'", v);
+            o->lut_table = v;
+        } else if (!strcmp(a, "--lut-tiles")) {
+            o->lut_tiles = v;
+        } else if (!strcmp(a, "--head-type")) {
+            if (!strcmp(v, "stored")) o->head_type = 0;
+            else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
+            else return fail("--head-type expects stored or q8_0, got '%s'", v);
+        } else { /* -ngl */
+            if (!parse_long(a, v, -1, INT_MAX, &ignored)) return 1;
+        }
+    }
+    if (!o->model) return fail("no model given: use -m MODEL (see --help)");
+    if (!o->file) return fail("no text given: use -f TEXT_FILE (see --help)");
+    return 0;
+}
+
+/* The whole file, one trailing '\n' dropped (llama.cpp's -f), NUL-terminated for safety; NULL on error
+ * (message printed). The text may contain NUL bytes: *len counts them. */
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fail("cannot open text file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int read_errno = 0;
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        const size_t r = fread(buf + n, 1, cap - 1 - n, f);
+        n += r;
+        if (r == 0) {
+            if (ferror(f)) read_errno = errno ? errno : EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fail("out of memory reading '%s'", path);
+        return NULL;
+    }
+    if (read_errno) {
+        fail("cannot read text file '%s': %s", path, strerror(read_errno));
+        free(buf);
+        return NULL;
+    }
+    if (n > 0 && buf[n - 1] == '\n') n--;
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    o.kernel = BITNET_PATH_AUTO;
+    o.n_batch = 512;
+    o.chunks = -1;
+    {
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        o.n_threads = ncpu > 0 ? (ncpu > 1024 ? 1024 : ncpu) : 1;
+    }
+    const int pr = parse_args(argc, argv, &o);
+    if (pr) return pr == 2 ? 0 : 1;
+
+    size_t text_len = 0;
+    char *text = read_text(o.file, &text_len);
+    if (!text) return 1;
+    if (text_len == 0) {
+        free(text);
+        return fail("text file '%s' is empty: nothing to evaluate", o.file);
+    }
+
+    int rc = 1;
+    bitnet_error err = {{0}};
+    bitnet_model *m = NULL;
+    bitnet_context *c = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+
+    bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
+    if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
+        fail("--lut-tiles: %s", err.msg);
+        goto done;
+    }
+    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
+    bitnet_tile_file_free(tiles);
+    if (load_st != BITNET_OK) {
+        fail("cannot load model: %s", err.msg);
+        goto done;
+    }
+    const bitnet_hparams *hp = bitnet_model_hparams(m);
+    const bitnet_vocab *vocab = bitnet_model_vocab(m);
+    const bool dense_only = strncmp(bitnet_model_kernel_summary(m), "dense float", 11) == 0;
+    fprintf(stderr, "llama-perplexity: model %s: arch %s, n_vocab %d, n_ctx_train %d; path %s: %s\n", o.model,
+            hp->arch, hp->n_vocab, hp->n_ctx_train,
+            dense_only ? "dense float" : bitnet_kernel_path_name(bitnet_model_path(m)), bitnet_model_kernel_summary(m));
+
+    const bool n_ctx_given = o.n_ctx != 0;
+    if (!n_ctx_given) o.n_ctx = hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+    if (o.n_ctx > hp->n_ctx_train) {
+        fail("-c %ld is larger than the model's context: %s has %s.context_length %d", o.n_ctx, o.model, hp->arch,
+             hp->n_ctx_train);
+        goto done;
+    }
+    if (o.n_ctx < 3) { /* only when the model's own context is below 3 */
+        fail("the model's context (%d) is too small for perplexity: a chunk needs at least 3 tokens", hp->n_ctx_train);
+        goto done;
+    }
+    if (bitnet_vocab_add_eos(vocab)) {
+        fail("the vocabulary of %s appends EOS to every text (tokenizer.ggml.add_eos_token): llama.cpp's perplexity "
+             "method is defined without it and refuses such models",
+             o.model);
+        goto done;
+    }
+    const bool add_bos = bitnet_vocab_add_bos(vocab);
+    if (bitnet_tokenize(vocab, text, text_len, true, false, &ids, &n_ids, &err) != BITNET_OK) {
+        fail("cannot tokenize '%s': %s", o.file, err.msg);
+        goto done;
+    }
+    if (o.print_ids) {
+        fprintf(stderr, "token ids:");
+        for (size_t i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    bitnet_ppl_plan plan;
+    if (bitnet_ppl_plan_make(n_ids, (int32_t)o.n_ctx, (int32_t)o.chunks, &plan, &err) != BITNET_OK) {
+        if (n_ids < 2 * (size_t)o.n_ctx && n_ids >= 6) /* the largest -c this text can take */
+            fail("%s: %s (-c %zu or less fits this text)", o.file, err.msg, n_ids / 2);
+        else
+            fail("%s: %s", o.file, err.msg);
+        goto done;
+    }
+    const int32_t n_batch = (int32_t)(o.n_batch < o.n_ctx ? o.n_batch : o.n_ctx);
+    fprintf(stderr,
+            "llama-perplexity: %s: %zu bytes, %zu tokens (%s); n_ctx %d%s, %d of %d chunks, batch %d, threads %ld; "
+            "scoring positions %d..%d of each chunk (%d tokens)\n",
+            o.file, text_len, n_ids, add_bos ? "BOS added" : "no BOS", plan.n_ctx, n_ctx_given ? "" : " (default)",
+            plan.n_chunk, plan.n_chunk_max, n_batch, o.n_threads, plan.first + 1, plan.n_ctx - 1, plan.n_scored);
+
+    if (bitnet_context_create(m, plan.n_ctx, n_batch, (int32_t)o.n_threads, &c, &err) != BITNET_OK) {
+        fail("cannot create the context: %s", err.msg);
+        goto done;
+    }
+    const int32_t bos = add_bos ? bitnet_vocab_bos(vocab) : -1;
+    bitnet_ppl_sums sums = {0};
+    const double t0 = now_s();
+    for (int32_t i = 0; i < plan.n_chunk; i++) {
+        if (bitnet_ppl_eval_chunk(c, m, ids, &plan, i, n_batch, bos, &sums, &err) != BITNET_OK) {
+            printf("\n");
+            fflush(stdout);
+            fail("evaluating chunk %d (tokens %lld..%lld): %s", i + 1, (long long)i * plan.n_ctx,
+                 (long long)(i + 1) * plan.n_ctx - 1, err.msg);
+            goto done;
+        }
+        if (i == 0) {
+            const double t1 = now_s() - t0;
+            fprintf(stderr, "llama-perplexity: %.2f s for the first chunk, about %.1f s for all %d\n", t1,
+                    t1 * plan.n_chunk, plan.n_chunk);
+        }
+        printf("[%d]%.4f,", i + 1, bitnet_ppl_value(&sums));
+        fflush(stdout);
+    }
+    const double secs = now_s() - t0;
+    const double ppl = bitnet_ppl_value(&sums), unc = bitnet_ppl_uncertainty(&sums);
+    printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, unc);
+    if (fflush(stdout) != 0) {
+        fail("writing stdout: %s", strerror(errno));
+        goto done;
+    }
+    fprintf(stderr, "llama-perplexity: mean NLL %.17g over %lld tokens, PPL %.17g +/- %.17g\n",
+            sums.nll / (double)sums.count, (long long)sums.count, ppl, unc);
+    const double n_eval = (double)plan.n_chunk * plan.n_ctx;
+    fprintf(stderr, "llama-perplexity: %d chunks of %d tokens in %.3f s (%.2f tokens/s)\n", plan.n_chunk, plan.n_ctx,
+            secs, secs > 0 ? n_eval / secs : 0.0);
+    rc = 0;
+
+done:
+    free(ids);
+    free(text);
+    bitnet_context_free(c);
+    bitnet_model_free(m);
+    return rc;
+}
