@@ -1,5 +1,7 @@
-/* dummy_model.c — dummy BitNet GGUF writer: the seeded weight generator, the built-in vocabulary, a
- * vocabulary copier, and the streaming writer loop. What the weights are and why: dummy_model.h. */
+/* dummy_model.c — dummy BitNet GGUF writer: the seeded weight generator, the output types and
+ * architectures, the model description (tensor list, shapes, tiles, parameter checks) and the streaming
+ * writer (bitnet_dummy_write). The vocabularies are dummy_vocab.c. What the weights are and why:
+ * dummy_model.h. */
 #include "convert/dummy_model.h"
 
 #include "base/gguf.h"
@@ -7,7 +9,6 @@
 #include "kernels/lut/pack.h"
 #include "base/quants.h"
 #include "base/rng.h"
-#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,427 +198,6 @@ const char *bitnet_dummy_arch_name(bitnet_dummy_arch a) {
 void bitnet_dummy_params_init(bitnet_dummy_params *p) {
     memset(p, 0, sizeof *p);
     p->outtype = BITNET_DUMMY_I2_S;
-}
-
-/* ============================================================================================
- * Vocabularies
- * ========================================================================================== */
-
-/* Storage behind a library-made vocabulary. */
-typedef struct vocab_store {
-    char **tokens;
-    float *scores;
-    int32_t *types;
-    char **merges;
-    uint64_t n_merges;
-    int32_t n, cap;
-    char *model, *pre;
-    /* open-addressing set of token indices (for the built-in builder) */
-    int32_t *slots;
-    size_t n_slots;
-} vocab_store;
-
-static void store_free(vocab_store *s) {
-    if (!s) return;
-    if (s->tokens)
-        for (int32_t i = 0; i < s->n; i++) free(s->tokens[i]);
-    if (s->merges)
-        for (uint64_t i = 0; i < s->n_merges; i++) free(s->merges[i]);
-    free(s->tokens);
-    free(s->scores);
-    free(s->types);
-    free(s->merges);
-    free(s->model);
-    free(s->pre);
-    free(s->slots);
-    free(s);
-}
-
-void bitnet_dummy_vocab_free(bitnet_dummy_vocab *v) {
-    if (!v) return;
-    store_free((vocab_store *)v->owned_);
-    free(v);
-}
-
-static char *dup_n(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* Slot of `s` in the set: where it is, or the empty slot where it would go. */
-static size_t set_find(const vocab_store *st, const char *s, size_t n) {
-    size_t mask = st->n_slots - 1, i = (size_t)fnv1a(s, n) & mask;
-    for (;;) {
-        int32_t id = st->slots[i];
-        if (id < 0) return i;
-        if (strlen(st->tokens[id]) == n && memcmp(st->tokens[id], s, n) == 0) return i;
-        i = (i + 1) & mask;
-    }
-}
-
-static bool set_has(const vocab_store *st, const char *s, size_t n) {
-    return st->slots[set_find(st, s, n)] >= 0;
-}
-
-/* Append a token (copy of s[0..n)) unless present or the vocabulary is full. false only on OOM. */
-static bool store_add(vocab_store *st, const char *s, size_t n, float score, int32_t type) {
-    if (st->n >= st->cap) return true;
-    size_t slot = set_find(st, s, n);
-    if (st->slots[slot] >= 0) return true;
-    char *d = dup_n(s, n);
-    if (!d) return false;
-    st->tokens[st->n] = d;
-    st->scores[st->n] = score;
-    st->types[st->n] = type;
-    st->slots[slot] = st->n;
-    st->n++;
-    return true;
-}
-
-/* A NORMAL piece with the next descending score; its missing prefixes (2 characters and longer,
- * counted in UTF-8 characters) are added first, so the tokenizer can reach it by pair merges. */
-static bool store_add_piece(vocab_store *st, const char *s, size_t n) {
-    size_t cut = 0;
-    int chars = 0;
-    while (cut < n) {
-        size_t next = cut + 1;
-        while (next < n && ((unsigned char)s[next] & 0xC0) == 0x80) next++;
-        chars++;
-        if (chars >= 2 && next < n && !set_has(st, s, next)) {
-            if (!store_add(st, s, next, -(float)(st->n - 258), BITNET_TOKEN_NORMAL)) return false;
-        }
-        cut = next;
-    }
-    return store_add(st, s, n, -(float)(st->n - 258), BITNET_TOKEN_NORMAL);
-}
-
-#define SPACE_MARK "\xe2\x96\x81" /* U+2581 "▁", SentencePiece's space marker */
-
-/* Built-in lists (written for this project). Subwords first (pieces inside words), then words, which
- * get the space marker; order is roughly by usefulness, which sets the scores. */
-static const char builtin_subwords[] =
-    "er in on an re at en es or ed ing ion tion ly al ar le it is ou ent ic as st ro ers ve th nd "
-    "ll se ri ra ad me ce de li ch ment ness able ful less est ity ous ive ize ism ist ure age ance "
-    "ence ship ward ally ical ated ation ions ings ies ied ier ely ted ter ting ness ments ic al "
-    "s es d y e a o i u t n r l";
-static const char builtin_words[] =
-    "the of and to in a is that for it as was with be by on not he I this are or his from at which "
-    "but have an they you were her she there been one all we their has would when if so no will "
-    "more can out said what up its about into them than some could time only other new these two "
-    "may do first any my now such like our over man me even most made after also did many before "
-    "must well back through years much where your way down should because each just those people "
-    "how too little state good very make world still own see men work long get here between both "
-    "life being under never day same another know while last might us great old year off come "
-    "since against go came right used take three The A In It This He We You They But And If What "
-    "There When As On For So house water small hand place part high number name city point left end "
-    "home large school thought word every country group night fact head run set put look read write "
-    "follow study learn begin open show keep turn start grow seem leave call find give tell ask need "
-    "feel try become bring hold stand talk play move live believe happen provide sit lose pay meet "
-    "include continue change lead understand watch speak spend create reach allow add remember love "
-    "consider appear buy wait serve die send expect build stay fall cut remain suggest raise pass "
-    "sell require report decide pull big high different early young important few public bad able "
-    "free sure better best clear full true whole real black white red blue green simple strong human "
-    "local late hard major possible general social special certain political economic national "
-    "family system program question government company problem service area money story issue side "
-    "kind power hour game line member law car market form office door health person art war history "
-    "party result morning reason research girl guy moment air teacher force education foot boy age "
-    "policy process music idea body information mother father friend child children woman women "
-    "book light river tree sun moon star sky rain wind fire stone road street town village field "
-    "garden food bread milk tea coffee table chair window room bed paper letter picture color "
-    "voice sound language news today tomorrow yesterday always often sometimes again once later "
-    "soon already almost enough quite rather really perhaps maybe together around without within "
-    "during toward across behind above below near far inside outside upon among until though "
-    "although however therefore yes please thank hello model data value test code file time "
-    "quick brown fox jumps lazy dog cat bird fish horse animal king queen ship sea island mountain "
-    "north south east west one two three four five six seven eight nine ten hundred thousand "
-    "million first second third next last";
-static const char builtin_chars[] =
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"()[]{}-_/\\@#$%&*+=<>|~`^";
-
-static const char pseudo_cons[] = "bdfgklmnprstvz"; /* 14 */
-static const char pseudo_vow[] = "aeiou";           /* 5 → 70 syllables */
-
-/* Pseudo-word number i: the base-70 digits of i + 70 (at least two syllables), most significant first. */
-static size_t pseudo_word(uint64_t i, char *buf) {
-    char tmp[32];
-    size_t n = 0;
-    uint64_t v = i + 70;
-    while (v > 0) {
-        unsigned d = (unsigned)(v % 70);
-        tmp[n++] = pseudo_vow[d % 5];
-        tmp[n++] = pseudo_cons[d / 5];
-        v /= 70;
-    }
-    for (size_t k = 0; k < n; k++) buf[k] = tmp[n - 1 - k];
-    buf[n] = '\0';
-    return n;
-}
-
-static vocab_store *store_new(int32_t cap) {
-    vocab_store *st = (vocab_store *)calloc(1, sizeof *st);
-    if (!st) return NULL;
-    st->cap = cap;
-    st->tokens = (char **)calloc((size_t)cap, sizeof(char *));
-    st->scores = (float *)calloc((size_t)cap, sizeof(float));
-    st->types = (int32_t *)calloc((size_t)cap, sizeof(int32_t));
-    st->n_slots = 16;
-    while (st->n_slots < (size_t)cap * 2) st->n_slots *= 2;
-    st->slots = (int32_t *)malloc(st->n_slots * sizeof(int32_t));
-    if (!st->tokens || !st->scores || !st->types || !st->slots) {
-        store_free(st);
-        return NULL;
-    }
-    for (size_t i = 0; i < st->n_slots; i++) st->slots[i] = -1;
-    return st;
-}
-
-static bitnet_dummy_vocab *vocab_wrap(vocab_store *st, int32_t bos, int32_t eos, int32_t pad) {
-    bitnet_dummy_vocab *v = (bitnet_dummy_vocab *)calloc(1, sizeof *v);
-    if (!v) return NULL;
-    v->model = st->model;
-    v->pre = st->pre;
-    v->n_tokens = st->n;
-    v->tokens = (const char *const *)st->tokens;
-    v->scores = st->scores;
-    v->types = st->types;
-    v->n_merges = st->n_merges;
-    v->merges = (const char *const *)st->merges;
-    v->bos_id = bos;
-    v->eos_id = eos;
-    v->pad_id = pad;
-    v->owned_ = st;
-    return v;
-}
-
-/* Add every space-separated item of `list`, optionally with the space marker in front. */
-static bool add_list(vocab_store *st, const char *list, bool marker) {
-    char piece[64];
-    const char *p = list;
-    while (*p && st->n < st->cap) {
-        while (*p == ' ') p++;
-        const char *q = p;
-        while (*q && *q != ' ') q++;
-        size_t n = (size_t)(q - p), off = 0;
-        if (n == 0) break;
-        if (marker) {
-            memcpy(piece, SPACE_MARK, 3);
-            off = 3;
-        }
-        memcpy(piece + off, p, n);
-        if (!store_add_piece(st, piece, off + n)) return false;
-        p = q;
-    }
-    return true;
-}
-
-bitnet_status bitnet_dummy_vocab_builtin(int32_t n_tokens, bitnet_dummy_vocab **out, bitnet_error *err) {
-    *out = NULL;
-    if (n_tokens < 259)
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "vocabulary size %d is too small: the built-in vocabulary needs at least 259 tokens "
-                           "(<unk>, <s>, </s> and the 256 byte tokens)", (int)n_tokens);
-    vocab_store *st = store_new(n_tokens);
-    if (!st) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory building a %d-token vocabulary", (int)n_tokens);
-    bool ok = store_add(st, "<unk>", 5, 0.0f, BITNET_TOKEN_UNKNOWN) && store_add(st, "<s>", 3, 0.0f, BITNET_TOKEN_CONTROL) &&
-              store_add(st, "</s>", 4, 0.0f, BITNET_TOKEN_CONTROL);
-    for (int b = 0; ok && b < 256; b++) {
-        char name[8];
-        snprintf(name, sizeof name, "<0x%02X>", b);
-        ok = store_add(st, name, 6, 0.0f, BITNET_TOKEN_BYTE);
-    }
-    /* A run of spaces is common in code and text: "▁▁" and "▁▁▁▁" first, as SentencePiece models have. */
-    if (ok) ok = store_add_piece(st, SPACE_MARK SPACE_MARK, 6) && store_add_piece(st, SPACE_MARK SPACE_MARK SPACE_MARK SPACE_MARK, 12);
-    if (ok) ok = add_list(st, builtin_subwords, false) && add_list(st, builtin_words, true);
-    if (ok) ok = store_add_piece(st, SPACE_MARK, 3);
-    for (const char *c = builtin_chars; ok && *c; c++) ok = store_add_piece(st, c, 1);
-    char buf[40];
-    for (uint64_t i = 0; ok && st->n < st->cap; i++) {
-        memcpy(buf, SPACE_MARK, 3);
-        size_t n = pseudo_word(i, buf + 3);
-        ok = store_add(st, buf, n + 3, -(float)(st->n - 258), BITNET_TOKEN_NORMAL) &&
-             store_add(st, buf + 3, n, -(float)(st->n - 258), BITNET_TOKEN_NORMAL);
-    }
-    if (ok) {
-        st->model = dup_n("llama", 5);
-        st->pre = dup_n("default", 7);
-        ok = st->model && st->pre;
-    }
-    bitnet_dummy_vocab *v = ok ? vocab_wrap(st, 1, 2, -1) : NULL;
-    if (!v) {
-        store_free(st);
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory building a %d-token vocabulary", (int)n_tokens);
-    }
-    *out = v;
-    return BITNET_OK;
-}
-
-/* Optional integer key: *out = value, or -1 when the key is absent. */
-static bitnet_status opt_id(const bitnet_gguf *g, const char *key, int32_t *out, bitnet_error *err) {
-    *out = -1;
-    if (bitnet_gguf_find_kv(g, key) < 0) return BITNET_OK;
-    int64_t v;
-    bitnet_status s = bitnet_gguf_get_i64(g, key, &v, err);
-    if (s != BITNET_OK) return s;
-    if (v < 0 || v > INT32_MAX)
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s = %lld is not a token id", bitnet_gguf_path(g), key,
-                           (long long)v);
-    *out = (int32_t)v;
-    return BITNET_OK;
-}
-
-static bitnet_status opt_str(const bitnet_gguf *g, const char *key, const char *dflt, char **out, bitnet_error *err) {
-    const char *p = dflt;
-    size_t n = dflt ? strlen(dflt) : 0;
-    if (bitnet_gguf_find_kv(g, key) >= 0) {
-        bitnet_status s = bitnet_gguf_get_str(g, key, &p, &n, err);
-        if (s != BITNET_OK) return s;
-    }
-    *out = dup_n(p ? p : "", n);
-    return *out ? BITNET_OK : bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying %s", key);
-}
-
-bitnet_status bitnet_dummy_vocab_from_gguf(const char *path, bitnet_dummy_vocab **out, bitnet_error *err) {
-    *out = NULL;
-    bitnet_gguf *g = NULL;
-    bitnet_status s = bitnet_gguf_open(path, &g, err);
-    if (s != BITNET_OK) return s;
-    vocab_store *st = NULL;
-    bitnet_gguf_type et;
-    uint64_t n = 0;
-    const void *data = NULL;
-    int32_t bos = -1, eos = -1, pad = -1;
-
-    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.tokens") < 0) {
-        s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: no vocabulary (key tokenizer.ggml.tokens missing)", path);
-        goto done;
-    }
-    s = bitnet_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data, err);
-    if (s != BITNET_OK) goto done;
-    if (et != BITNET_GGUF_STRING || n == 0 || n > INT32_MAX) {
-        s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.tokens must be a non-empty string array "
-                        "(element type %d, %llu elements)", path, (int)et, (unsigned long long)n);
-        goto done;
-    }
-    st = store_new((int32_t)n);
-    if (!st) {
-        s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying %llu tokens", (unsigned long long)n);
-        goto done;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        const char *p;
-        size_t len;
-        s = bitnet_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &p, &len, err);
-        if (s != BITNET_OK) goto done;
-        if (memchr(p, '\0', len)) {
-            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%llu] contains a NUL byte", path,
-                            (unsigned long long)i);
-            goto done;
-        }
-        st->tokens[i] = dup_n(p, len);
-        if (!st->tokens[i]) {
-            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying tokens");
-            goto done;
-        }
-        st->n = (int32_t)(i + 1);
-        st->types[i] = BITNET_TOKEN_NORMAL;
-    }
-    free(st->slots); /* not needed for a copied vocabulary */
-    st->slots = NULL;
-
-    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.scores") >= 0) {
-        uint64_t m;
-        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data, err);
-        if (s != BITNET_OK) goto done;
-        if (et != BITNET_GGUF_FLOAT32 || m != n) {
-            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.scores must be %llu float32 values "
-                            "(element type %d, %llu elements)", path, (unsigned long long)n, (int)et, (unsigned long long)m);
-            goto done;
-        }
-        memcpy(st->scores, data, (size_t)n * sizeof(float));
-    } else {
-        free(st->scores);
-        st->scores = NULL;
-    }
-    bool have_types = bitnet_gguf_find_kv(g, "tokenizer.ggml.token_type") >= 0;
-    if (have_types) {
-        uint64_t m;
-        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data, err);
-        if (s != BITNET_OK) goto done;
-        if ((et != BITNET_GGUF_INT32 && et != BITNET_GGUF_UINT32) || m != n) {
-            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.token_type must be %llu int32 values "
-                            "(element type %d, %llu elements)", path, (unsigned long long)n, (int)et, (unsigned long long)m);
-            goto done;
-        }
-        memcpy(st->types, data, (size_t)n * sizeof(int32_t));
-    }
-    if (bitnet_gguf_find_kv(g, "tokenizer.ggml.merges") >= 0) {
-        uint64_t m;
-        s = bitnet_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data, err);
-        if (s != BITNET_OK) goto done;
-        if (et != BITNET_GGUF_STRING) {
-            s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.merges must be a string array", path);
-            goto done;
-        }
-        st->merges = (char **)calloc(m ? (size_t)m : 1, sizeof(char *));
-        if (!st->merges) {
-            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying merges");
-            goto done;
-        }
-        for (uint64_t i = 0; i < m; i++) {
-            const char *p;
-            size_t len;
-            s = bitnet_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &p, &len, err);
-            if (s != BITNET_OK) goto done;
-            st->merges[i] = dup_n(p, len);
-            if (!st->merges[i]) {
-                s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying merges");
-                goto done;
-            }
-            st->n_merges = i + 1;
-        }
-    }
-    if ((s = opt_str(g, "tokenizer.ggml.model", "llama", &st->model, err)) != BITNET_OK) goto done;
-    if ((s = opt_str(g, "tokenizer.ggml.pre", "", &st->pre, err)) != BITNET_OK) goto done;
-    if ((s = opt_id(g, "tokenizer.ggml.bos_token_id", &bos, err)) != BITNET_OK) goto done;
-    if ((s = opt_id(g, "tokenizer.ggml.eos_token_id", &eos, err)) != BITNET_OK) goto done;
-    if ((s = opt_id(g, "tokenizer.ggml.padding_token_id", &pad, err)) != BITNET_OK) goto done;
-    {
-        const int32_t ids[3] = {bos, eos, pad};
-        const char *keys[3] = {"bos_token_id", "eos_token_id", "padding_token_id"};
-        for (int i = 0; i < 3; i++)
-            if (ids[i] >= (int64_t)n) {
-                s = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.%s = %d is out of range (%llu tokens)",
-                                path, keys[i], (int)ids[i], (unsigned long long)n);
-                goto done;
-            }
-    }
-    {
-        bitnet_dummy_vocab *v = vocab_wrap(st, bos, eos, pad);
-        if (!v) {
-            s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        if (!have_types) v->types = NULL;
-        *out = v;
-        st = NULL;
-    }
-    s = BITNET_OK;
-done:
-    store_free(st);
-    bitnet_gguf_close(g);
-    return s;
 }
 
 /* ============================================================================================
@@ -975,79 +555,55 @@ static bitnet_status set_ok(bitnet_status s, const char *key, bitnet_error *err)
     return s == BITNET_OK ? s : bitnet_fail(err, s, "cannot set GGUF key %s (%s)", key, bitnet_status_name(s));
 }
 
+/* Set one key (call) in a function whose status is s; on failure the error names the key and the
+ * function returns. */
 #define SETK(call, key)                                         \
     do {                                                        \
-        if ((s = set_ok((call), (key), err)) != BITNET_OK) goto done; \
+        if ((s = set_ok((call), (key), err)) != BITNET_OK) return s; \
     } while (0)
 
-bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *path, bitnet_error *err) {
-    if (!params || !path) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_dummy_write: NULL params or path");
-    {
-        const uint16_t one = 1;
-        uint8_t lo;
-        memcpy(&lo, &one, 1);
-        if (lo != 1) return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "big-endian hosts are not supported (GGUF is little endian)");
-    }
-    bitnet_dummy_params p = *params;
-    if (p.n_head_kv == 0) p.n_head_kv = p.n_head;
-    if (p.n_ctx == 0) p.n_ctx = 2048;
-    if (p.n_vocab == 0) p.n_vocab = 32002;
-    if (p.rope_freq_base == 0.0f) p.rope_freq_base = 10000.0f;
-    if (p.rms_eps == 0.0f) p.rms_eps = 1e-5f;
-    if (!p.name) p.name = "bitnet-dummy";
+/* The defaults of the zero parameters (n_head_kv = n_head, n_ctx 2048, 32002 tokens, rope base 10000,
+ * rms eps 1e-5, name "bitnet-dummy"). */
+static void apply_defaults(bitnet_dummy_params *p) {
+    if (p->n_head_kv == 0) p->n_head_kv = p->n_head;
+    if (p->n_ctx == 0) p->n_ctx = 2048;
+    if (p->n_vocab == 0) p->n_vocab = 32002;
+    if (p->rope_freq_base == 0.0f) p->rope_freq_base = 10000.0f;
+    if (p->rms_eps == 0.0f) p->rms_eps = 1e-5f;
+    if (!p->name) p->name = "bitnet-dummy";
+}
 
-    bitnet_status s = check_params(&p, err);
-    if (s != BITNET_OK) return s;
-
-    bitnet_dummy_vocab *own_vocab = NULL;
-    if (!p.vocab) {
-        s = bitnet_dummy_vocab_builtin(p.n_vocab, &own_vocab, err);
-        if (s != BITNET_OK) return s;
-        p.vocab = own_vocab;
-    }
-    const bitnet_dummy_vocab *v = p.vocab;
-    const int ttype = bitnet_dummy_ternary_type(p.outtype);
-    const bool tl = p.outtype == BITNET_DUMMY_TL1 || p.outtype == BITNET_DUMMY_TL2;
+/* The n_tensors entries of td, in file order (bitnet_dummy_write's comment in dummy_model.h), with their
+ * types, shapes, tiles and byte sizes; *bytes_total = the sum of the sizes. */
+static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet_dummy_vocab *v, tensor_desc *td,
+                                      int64_t n_tensors, uint64_t *bytes_total, bitnet_error *err) {
+    bitnet_status s;
+    const int ttype = bitnet_dummy_ternary_type(p->outtype);
+    const bool tl = p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2;
     int n_layer_tensors;
-    const layer_tensor *order = layer_order(&p, &n_layer_tensors);
-    const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
-    const int embd_type = p.outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
-                          : p.n_embd % 256 == 0        ? BITNET_TYPE_F16
-                                                       : BITNET_TYPE_Q8_0;
-
-    writer_ctx c = {0};
-    c.p = &p;
-    c.err = err;
-    c.n_tensors = n_tensors;
-    c.chunk_bytes = p.chunk_bytes ? p.chunk_bytes : ((size_t)8 << 20);
-    tensor_desc *td = (tensor_desc *)calloc((size_t)n_tensors, sizeof *td);
-    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
-    c.w = w;
-    if (!td || !w) {
-        s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory describing %lld tensors", (long long)n_tensors);
-        goto done;
-    }
-
-    /* ---- tensor list ---- */
+    const layer_tensor *order = layer_order(p, &n_layer_tensors);
+    const int embd_type = p->outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
+                          : p->n_embd % 256 == 0        ? BITNET_TYPE_F16
+                                                        : BITNET_TYPE_Q8_0;
     {
         int64_t k = 0;
         tensor_desc *e;
-        if (p.output_separate) { /* HF "lm_head.weight" sorts before "model.*" */
+        if (p->output_separate) { /* HF "lm_head.weight" sorts before "model.*" */
             e = &td[k++];
             snprintf(e->name, sizeof e->name, "output.weight");
             e->kind = T_EMBD;
             e->type = embd_type;
             e->M = v->n_tokens;
-            e->K = p.n_embd;
+            e->K = p->n_embd;
         }
         e = &td[k++];
         snprintf(e->name, sizeof e->name, "token_embd.weight");
         e->kind = T_EMBD;
-        e->type = p.embd_type ? p.embd_type : embd_type;
+        e->type = p->embd_type ? p->embd_type : embd_type;
         e->M = v->n_tokens;
-        e->K = p.n_embd;
-        const int64_t q_dim = head_size(&p) * p.n_head;
-        for (int32_t l = 0; l < p.n_layer; l++) {
+        e->K = p->n_embd;
+        const int64_t q_dim = head_size(p) * p->n_head;
+        for (int32_t l = 0; l < p->n_layer; l++) {
             for (int j = 0; j < n_layer_tensors; j++) {
                 e = &td[k++];
                 snprintf(e->name, sizeof e->name, "blk.%d.%s.weight", (int)l, order[j].name);
@@ -1055,13 +611,13 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
                     e->kind = T_NORM;
                     e->type = BITNET_TYPE_F32;
                     e->M = 1;
-                    e->K = order[j].norm == N_FF ? p.n_ff : order[j].norm == N_Q ? q_dim : p.n_embd;
+                    e->K = order[j].norm == N_FF ? p->n_ff : order[j].norm == N_Q ? q_dim : p->n_embd;
                 } else {
                     e->kind = T_TERNARY;
                     e->type = ttype;
-                    proj_shape(&p, order[j].proj, &e->M, &e->K);
-                    if (tl && (s = bitnet_dummy_tiles_for(&p, ttype, e->M, e->K, &e->tiles, err)) != BITNET_OK)
-                        goto done;
+                    proj_shape(p, order[j].proj, &e->M, &e->K);
+                    if (tl && (s = bitnet_dummy_tiles_for(p, ttype, e->M, e->K, &e->tiles, err)) != BITNET_OK)
+                        return s;
                 }
             }
         }
@@ -1070,47 +626,56 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
         e->kind = T_NORM;
         e->type = BITNET_TYPE_F32;
         e->M = 1;
-        e->K = p.n_embd;
+        e->K = p->n_embd;
     }
     for (int64_t i = 0; i < n_tensors; i++) {
         tensor_desc *e = &td[i];
         int64_t ne[2] = {e->K, e->M};
         int nd = e->kind == T_NORM ? 1 : 2;
-        if ((s = bitnet_type_nbytes(e->type, nd, ne, &e->nbytes, err)) != BITNET_OK) goto done;
-        c.bytes_total += e->nbytes;
+        if ((s = bitnet_type_nbytes(e->type, nd, ne, &e->nbytes, err)) != BITNET_OK) return s;
+        *bytes_total += e->nbytes;
     }
+    return BITNET_OK;
+}
 
-    /* ---- keys, in the order of bitnet.cpp's files (bitnet_dummy_write's comment) ---- */
-    {
-        const char *arch = bitnet_dummy_arch_name(p.arch);
-        const bool bitnet = p.arch == BITNET_DUMMY_ARCH_BITNET;
-        char key[128];
+/* The architecture keys, in the order of bitnet.cpp's files (bitnet_dummy_write's comment). */
+static bitnet_status set_model_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p,
+                                    const bitnet_dummy_vocab *v, bitnet_error *err) {
+    bitnet_status s;
+    const char *arch = bitnet_dummy_arch_name(p->arch);
+    const bool bitnet = p->arch == BITNET_DUMMY_ARCH_BITNET;
+    char key[128];
 #define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
-        SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
-        SETK(bitnet_gguf_set_str(w, "general.name", p.name), "general.name");
-        SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p.n_layer), key);
-        SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p.n_ctx), key);
-        SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p.n_embd), key);
-        SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p.n_ff), key);
-        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p.n_head), key);
-        SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p.n_head_kv), key);
-        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p.rope_freq_base), key);
-        SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p.rms_eps), key);
-        SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p.outtype)),
-             "general.file_type");
-        SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
-        if (bitnet) {
-            SETK(bitnet_gguf_set_str(w, AKEY("rope.scaling.type"), "linear"), key);
-            SETK(bitnet_gguf_set_f32(w, AKEY("rope.scaling.factor"), 1.0f), key);
-        } else {
-            SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), (uint32_t)head_size(&p)), key);
-            if (p.n_embd_head > 0 && (int64_t)p.n_embd_head * p.n_head != p.n_embd) {
-                SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), (uint32_t)p.n_embd_head), key);
-                SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), (uint32_t)p.n_embd_head), key);
-            }
+    SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
+    SETK(bitnet_gguf_set_str(w, "general.name", p->name), "general.name");
+    SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p->n_layer), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p->n_ctx), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p->n_embd), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p->n_ff), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p->n_head), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p->n_head_kv), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p->rope_freq_base), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p->rms_eps), key);
+    SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p->outtype)),
+         "general.file_type");
+    SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
+    if (bitnet) {
+        SETK(bitnet_gguf_set_str(w, AKEY("rope.scaling.type"), "linear"), key);
+        SETK(bitnet_gguf_set_f32(w, AKEY("rope.scaling.factor"), 1.0f), key);
+    } else {
+        SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), (uint32_t)head_size(p)), key);
+        if (p->n_embd_head > 0 && (int64_t)p->n_embd_head * p->n_head != p->n_embd) {
+            SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), (uint32_t)p->n_embd_head), key);
+            SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), (uint32_t)p->n_embd_head), key);
         }
-#undef AKEY
     }
+#undef AKEY
+    return BITNET_OK;
+}
+
+/* The tokenizer keys of v (each only when the vocabulary has it). */
+static bitnet_status set_vocab_keys(bitnet_gguf_writer *w, const bitnet_dummy_vocab *v, bitnet_error *err) {
+    bitnet_status s;
     SETK(bitnet_gguf_set_str(w, "tokenizer.ggml.model", v->model ? v->model : "llama"), "tokenizer.ggml.model");
     {
         const char *pre = v->pre ? v->pre : "default";
@@ -1132,9 +697,18 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
     if (v->pad_id >= 0)
         SETK(bitnet_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad_id),
              "tokenizer.ggml.padding_token_id");
-    if (p.outtype != BITNET_DUMMY_F32 && p.outtype != BITNET_DUMMY_F16)
+    return BITNET_OK;
+}
+
+/* general.quantization_version (quantized outtypes) and the bitnet.lut.<tensor>.tiles records (TL1/TL2,
+ * unless no_tile_record). */
+static bitnet_status set_quant_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p, const tensor_desc *td,
+                                    int64_t n_tensors, bitnet_error *err) {
+    bitnet_status s;
+    const bool tl = p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2;
+    if (p->outtype != BITNET_DUMMY_F32 && p->outtype != BITNET_DUMMY_F16)
         SETK(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
-    if (tl && !p.no_tile_record) {
+    if (tl && !p->no_tile_record) {
         for (int64_t i = 0; i < n_tensors; i++) {
             if (td[i].kind != T_TERNARY) continue;
             char key[128];
@@ -1143,23 +717,73 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
             SETK(bitnet_gguf_set_arr(w, key, BITNET_GGUF_UINT32, tv, 3), key);
         }
     }
+    return BITNET_OK;
+}
 
-    /* ---- tensors ---- */
-    for (int64_t i = 0; i < n_tensors; i++) {
+/* The tensor infos, then the file: header, each tensor's data streamed in order, rename into place. */
+static bitnet_status write_tensors(writer_ctx *c, const tensor_desc *td, const char *path, bitnet_error *err) {
+    bitnet_gguf_writer *w = c->w;
+    bitnet_status s;
+    for (int64_t i = 0; i < c->n_tensors; i++) {
         int64_t ne[2] = {td[i].K, td[i].M};
         if ((s = bitnet_gguf_add_tensor(w, td[i].name, td[i].type, td[i].kind == T_NORM ? 1 : 2, ne, err)) != BITNET_OK)
-            goto done;
+            return s;
     }
-    if ((s = bitnet_gguf_write_begin(w, path, err)) != BITNET_OK) goto done;
-    for (int64_t i = 0; i < n_tensors; i++) {
-        c.index = i;
-        s = td[i].kind == T_TERNARY ? write_ternary(&c, &td[i]) : write_dense(&c, &td[i]);
+    if ((s = bitnet_gguf_write_begin(w, path, err)) != BITNET_OK) return s;
+    for (int64_t i = 0; i < c->n_tensors; i++) {
+        c->index = i;
+        s = td[i].kind == T_TERNARY ? write_ternary(c, &td[i]) : write_dense(c, &td[i]);
         if (s != BITNET_OK) {
             bitnet_gguf_write_abort(w);
-            goto done;
+            return s;
         }
     }
-    s = bitnet_gguf_write_end(w, err);
+    return bitnet_gguf_write_end(w, err);
+}
+
+bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *path, bitnet_error *err) {
+    if (!params || !path) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_dummy_write: NULL params or path");
+    {
+        const uint16_t one = 1;
+        uint8_t lo;
+        memcpy(&lo, &one, 1);
+        if (lo != 1) return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "big-endian hosts are not supported (GGUF is little endian)");
+    }
+    bitnet_dummy_params p = *params;
+    apply_defaults(&p);
+
+    bitnet_status s = check_params(&p, err);
+    if (s != BITNET_OK) return s;
+
+    bitnet_dummy_vocab *own_vocab = NULL;
+    if (!p.vocab) {
+        s = bitnet_dummy_vocab_builtin(p.n_vocab, &own_vocab, err);
+        if (s != BITNET_OK) return s;
+        p.vocab = own_vocab;
+    }
+    const bitnet_dummy_vocab *v = p.vocab;
+    int n_layer_tensors;
+    (void)layer_order(&p, &n_layer_tensors);
+    const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
+
+    writer_ctx c = {0};
+    c.p = &p;
+    c.err = err;
+    c.n_tensors = n_tensors;
+    c.chunk_bytes = p.chunk_bytes ? p.chunk_bytes : ((size_t)8 << 20);
+    tensor_desc *td = (tensor_desc *)calloc((size_t)n_tensors, sizeof *td);
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    c.w = w;
+    if (!td || !w) {
+        s = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory describing %lld tensors", (long long)n_tensors);
+        goto done;
+    }
+    if ((s = describe_tensors(&p, v, td, n_tensors, &c.bytes_total, err)) != BITNET_OK ||
+        (s = set_model_keys(w, &p, v, err)) != BITNET_OK || (s = set_vocab_keys(w, v, err)) != BITNET_OK ||
+        (s = set_quant_keys(w, &p, td, n_tensors, err)) != BITNET_OK) {
+        goto done;
+    }
+    s = write_tensors(&c, td, path, err);
 
 done:
     bitnet_gguf_writer_free(w);
