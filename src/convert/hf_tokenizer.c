@@ -1,4 +1,6 @@
-/* hf_tokenizer.c — Hugging Face tokenizer files → bitnet_hf_vocab → GGUF tokenizer.ggml.* keys.
+/* hf_tokenizer.c — Hugging Face tokenizer files → bitnet_hf_vocab → GGUF tokenizer.ggml.* keys:
+ * tokenizer.json (byte-level and SentencePiece-style BPE), tokenizer_config.json and
+ * special_tokens_map.json, the entry points. tokenizer.model (SentencePiece protobuf) is read by hf_spm.c.
  *
  * Facts this file relies on (restated; the code is our own):
  *  - tokenizer.json (Hugging Face `tokenizers` serialization): "model" {"type": "BPE", "vocab": {text: id},
@@ -17,19 +19,13 @@
  *    merge producing it), so merging by highest score merges in rank order. Multi-character tokens no
  *    merge produces get -(n_merges + id) (never preferred); single characters, byte and special tokens 0.
  *    (llama.cpp's own tokenizer.json path writes -1000 for every token, which loses the order.)
- *  - tokenizer.model is a protobuf ModelProto (sentencepiece_model.proto): field 1 repeated SentencePiece
- *    {1 piece: string, 2 score: float, 3 type: enum NORMAL=1 UNKNOWN=2 CONTROL=3 USER_DEFINED=4 UNUSED=5
- *    BYTE=6}, field 2 TrainerSpec {3 model_type: UNIGRAM=1 BPE=2 WORD=3 CHAR=4, 40 unk_id, 41 bos_id,
- *    42 eos_id, 43 pad_id}, field 3 NormalizerSpec {3 add_dummy_prefix (default true)}. Wire format
- *    (https://protobuf.dev/programming-guides/encoding/): key = varint (field << 3 | wire type), wire types
- *    0 varint, 1 fixed64, 2 length-delimited, 5 fixed32; int32 -1 is a 10-byte varint.
  *  - tokenizer_config.json: bos_token/eos_token/unk_token/pad_token (string or {"content": ...}),
  *    add_bos_token, add_eos_token, chat_template (string, or [{"name", "template"}] → "default"),
  *    added_tokens_decoder {"id": {"content", "special"}}. When add_bos_token is absent, a TemplateProcessing
  *    post_processor whose single template starts with the BOS token means add BOS (as llama.cpp's gguf-py
  *    SpecialVocab reads it).
  */
-#include "convert/hf_tokenizer.h"
+#include "convert/hf_tokenizer_internal.h"
 
 #include "text/tokenizer.h"
 
@@ -43,17 +39,6 @@
  * Small helpers
  * ------------------------------------------------------------------------------------------- */
 
-static bitnet_status oom(bitnet_error *err) { return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory reading the tokenizer"); }
-
-static char *xstrndup(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
 static bool file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return false;
@@ -61,8 +46,7 @@ static bool file_exists(const char *path) {
     return true;
 }
 
-/* Whole file into a NUL-terminated buffer. */
-static bitnet_status read_file(const char *path, char **data, size_t *size, bitnet_error *err) {
+bitnet_status bitnet_hf_read_file(const char *path, char **data, size_t *size, bitnet_error *err) {
     *data = NULL;
     *size = 0;
     FILE *f = fopen(path, "rb");
@@ -98,7 +82,7 @@ static bitnet_status parse_json(const char *path, json_object **out, bitnet_erro
     *out = NULL;
     char *data;
     size_t size;
-    bitnet_status st = read_file(path, &data, &size, err);
+    bitnet_status st = bitnet_hf_read_file(path, &data, &size, err);
     if (st != BITNET_OK) return st;
     if (size > (size_t)INT32_MAX) {
         free(data);
@@ -152,28 +136,12 @@ static bitnet_status parse_json(const char *path, json_object **out, bitnet_erro
     return BITNET_OK;
 }
 
-static json_object *get(json_object *o, const char *key) {
-    json_object *v = NULL;
-    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v)) return v;
-    return NULL;
-}
-
-static const char *get_str(json_object *o, const char *key) {
-    json_object *v = get(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
 
 static bool str_is(json_object *o, const char *key, const char *want) {
     const char *s = get_str(o, key);
     return s && strcmp(s, want) == 0;
 }
 
-/* Boolean field: 1 / 0, or -1 when absent or not a boolean. */
-static int get_bool(json_object *o, const char *key) {
-    json_object *v = get(o, key);
-    if (!v || !json_object_is_type(v, json_type_boolean)) return -1;
-    return json_object_get_boolean(v) ? 1 : 0;
-}
 
 /* Text of a special-token entry of tokenizer_config.json / special_tokens_map.json: a string or an
  * object with "content". NULL when absent or null. */
@@ -217,8 +185,7 @@ static bitnet_hf_vocab *vocab_new(void) {
     return v;
 }
 
-/* Allocate n_tokens entries (texts NULL, types 0, scores 0 when with_scores). */
-static bitnet_status vocab_alloc(bitnet_hf_vocab *v, int32_t n, bool with_scores, bitnet_error *err) {
+bitnet_status bitnet_hf_vocab_alloc(bitnet_hf_vocab *v, int32_t n, bool with_scores, bitnet_error *err) {
     v->n_tokens = n;
     v->tokens = (char **)calloc((size_t)(n ? n : 1), sizeof *v->tokens);
     v->token_types = (int32_t *)calloc((size_t)(n ? n : 1), sizeof *v->token_types);
@@ -533,52 +500,43 @@ static void derive_scores(bitnet_hf_vocab *v, json_object *merges, const char *c
     free(set);
 }
 
-static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool have_model_file, bitnet_hf_vocab *v,
-                                         bool *use_model_file, bitnet_error *err) {
-    *use_model_file = false;
-    json_object *root = NULL;
-    bitnet_status st = parse_json(path, &root, err);
-    if (st != BITNET_OK) return st;
-    json_object *model = get(root, "model");
-    json_object *vocab = get(model, "vocab");
-    json_object *merges = get(model, "merges");
-    json_object *added = get(root, "added_tokens");
-    const char *type = get_str(model, "type");
-    char **merge_texts = NULL;
-    int64_t nm = 0;
+/* The shape tokenizer.json must have: an object with a "model" of type "BPE", "model.vocab" an object,
+ * "model.merges" an array, "added_tokens" (optional) an array. */
+static bitnet_status check_shape(json_object *root, json_object *model, const char *type, json_object *vocab,
+                                 json_object *merges, json_object *added, const char *path, bitnet_error *err) {
     if (!json_object_is_type(root, json_type_object)) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: the top level is not an object", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: the top level is not an object", path);
     }
     if (!model || !json_object_is_type(model, json_type_object)) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: no \"model\" object", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: no \"model\" object", path);
     }
     if (!type) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model\" has no \"type\" string", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model\" has no \"type\" string", path);
     }
     if (strcmp(type, "BPE") != 0) {
-        st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                         "%s: tokenizer model type \"%.40s\" is not supported (supported: \"BPE\", byte-level or "
-                         "SentencePiece-style)",
-                         path, type);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tokenizer model type \"%.40s\" is not supported (supported: \"BPE\", byte-level or "
+                           "SentencePiece-style)",
+                           path, type);
     }
     if (!vocab || !json_object_is_type(vocab, json_type_object)) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model.vocab\" is missing or not an object", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model.vocab\" is missing or not an object", path);
     }
     if (!merges || !json_object_is_type(merges, json_type_array)) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model.merges\" is missing or not an array", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"model.merges\" is missing or not an array", path);
     }
     if (added && !json_object_is_type(added, json_type_array)) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"added_tokens\" is not an array", path);
     }
+    return BITNET_OK;
+}
 
-    /* kind */
+/* The kind of vocabulary: byte-level (a ByteLevel pre-tokenizer or decoder step: model "gpt2", the
+ * pre-tokenizer identified) or SentencePiece-style (model "llama", pre "default"; *use_model_file when
+ * have_model_file, whose scores are the real ones). Anything else is BITNET_ERR_UNSUPPORTED. */
+static bitnet_status detect_kind(json_object *root, bool have_model_file, bitnet_hf_vocab *v, bool *use_model_file,
+                                 const char *path, bitnet_error *err) {
+    bitnet_status st = BITNET_OK;
     json_object *pre = get(root, "pre_tokenizer");
     bool byte_level = false;
     {
@@ -593,7 +551,7 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
     int prefix = -1;
     if (byte_level) {
         const char *name = identify_pre(pre, &st, path, err);
-        if (!name) goto done;
+        if (!name) return st;
         strcpy(v->model, "gpt2");
         snprintf(v->pre, sizeof v->pre, "%s", name);
     } else {
@@ -606,69 +564,70 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
                                  "pre_tokenizer %.200s",
                                  path, json_brief(get(root, "normalizer")), json_brief(pre));
             }
-            goto done;
+            return st;
         }
         if (have_model_file) { /* the SentencePiece file has the real scores */
             *use_model_file = true;
-            goto done;
+            return st;
         }
         strcpy(v->model, "llama");
         strcpy(v->pre, "default");
         v->add_space_prefix = prefix;
     }
-    snprintf(v->source, sizeof v->source, "tokenizer.json");
+    return BITNET_OK;
+}
 
-    /* ids: model.vocab and added_tokens */
+/* The largest id of model.vocab and added_tokens (each checked to be an integer in [0, INT32_MAX - 1)). */
+static bitnet_status max_token_id(json_object *vocab, json_object *added, size_t n_added, int64_t *out,
+                                  const char *path, bitnet_error *err) {
     int64_t max_id = -1;
     json_object_object_foreach(vocab, key, val) {
         if (!json_object_is_type(val, json_type_int)) {
-            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] is not an integer id", path, key);
-            goto done;
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] is not an integer id", path, key);
         }
         const int64_t id = json_object_get_int64(val);
         if (id < 0 || id >= INT32_MAX - 1) {
-            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] = %lld is not a valid id", path, key,
-                             (long long)id);
-            goto done;
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] = %lld is not a valid id", path, key,
+                               (long long)id);
         }
         if (id > max_id) max_id = id;
     }
-    const size_t n_added = added ? json_object_array_length(added) : 0;
     for (size_t i = 0; i < n_added; i++) {
         json_object *a = json_object_array_get_idx(added, i);
         json_object *idv = get(a, "id");
         if (!idv || !json_object_is_type(idv, json_type_int) || !get_str(a, "content")) {
-            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu] has no integer \"id\" and string \"content\"",
-                             path, i);
-            goto done;
+            return bitnet_fail(err, BITNET_ERR_FORMAT,
+                               "%s: added_tokens[%zu] has no integer \"id\" and string \"content\"", path, i);
         }
         const int64_t id = json_object_get_int64(idv);
         if (id < 0 || id >= INT32_MAX - 1) {
-            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu].id = %lld is not a valid id", path, i,
-                             (long long)id);
-            goto done;
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu].id = %lld is not a valid id", path, i,
+                               (long long)id);
         }
         if (id > max_id) max_id = id;
     }
     if (max_id < 0) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab is empty", path);
-        goto done;
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab is empty", path);
     }
-    const bool spm = strcmp(v->model, "llama") == 0;
-    if ((st = vocab_alloc(v, (int32_t)(max_id + 1), spm, err)) != BITNET_OK) goto done;
+    *out = max_id;
+    return BITNET_OK;
+}
+
+/* The token texts and types of model.vocab, then added_tokens (their text wins; CONTROL when "special" or
+ * looking like "<|...|>", else USER_DEFINED), holes filled, and for "llama" the unknown token. */
+static bitnet_status fill_tokens(bitnet_hf_vocab *v, json_object *model, json_object *vocab, json_object *added,
+                                 size_t n_added, bool spm, const char *path, bitnet_error *err) {
+    bitnet_status st;
     {
         json_object_object_foreach(vocab, key, val) {
             const int32_t id = (int32_t)json_object_get_int64(val);
             const size_t kl = strlen(key);
             if (v->tokens[id]) {
-                st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab has two tokens with id %d: \"%.40s\" and \"%.40s\"",
-                                 path, (int)id, v->tokens[id], key);
-                goto done;
+                return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                   "%s: model.vocab has two tokens with id %d: \"%.40s\" and \"%.40s\"", path, (int)id,
+                                   v->tokens[id], key);
             }
-            if (!(v->tokens[id] = xstrndup(key, kl))) {
-                st = oom(err);
-                goto done;
-            }
+            if (!(v->tokens[id] = xstrndup(key, kl))) return oom(err);
             v->token_types[id] = BITNET_TOKEN_NORMAL;
             if (spm && kl == 6 && strncmp(key, "<0x", 3) == 0 && key[5] == '>') v->token_types[id] = BITNET_TOKEN_BYTE;
         }
@@ -682,21 +641,17 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
         const char *content = json_object_get_string(cs);
         const size_t cl = (size_t)json_object_get_string_len(cs);
         if (memchr(content, 0, cl) || cl == 0) {
-            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu] (id %d) is empty or contains a NUL byte", path, i,
-                             (int)id);
-            goto done;
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu] (id %d) is empty or contains a NUL byte",
+                               path, i, (int)id);
         }
         if (!v->tokens[id] || strcmp(v->tokens[id], content) != 0) { /* the added text wins, as in tokenizers */
             free(v->tokens[id]);
-            if (!(v->tokens[id] = xstrndup(content, cl))) {
-                st = oom(err);
-                goto done;
-            }
+            if (!(v->tokens[id] = xstrndup(content, cl))) return oom(err);
         }
         const bool special = get_bool(a, "special") == 1;
         v->token_types[id] = special || looks_special(content) ? BITNET_TOKEN_CONTROL : BITNET_TOKEN_USER_DEFINED;
     }
-    if ((st = fill_holes(v, 0, err)) != BITNET_OK) goto done;
+    if ((st = fill_holes(v, 0, err)) != BITNET_OK) return st;
     if (spm) {
         const char *unk = get_str(model, "unk_token");
         const int32_t u = find_token(v, unk);
@@ -705,14 +660,17 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
             v->token_types[u] = BITNET_TOKEN_UNKNOWN;
         }
     }
+    return BITNET_OK;
+}
 
-    /* merges */
-    nm = (int64_t)json_object_array_length(merges);
-    merge_texts = (char **)calloc((size_t)(nm ? nm : 1), sizeof *merge_texts);
-    if (!merge_texts) {
-        st = oom(err);
-        goto done;
-    }
+/* model.merges ("a b" or ["a", "b"]): kept in rank order for byte-level vocabularies, turned into scores
+ * (derive_scores) for SentencePiece-style ones. */
+static bitnet_status read_merges(bitnet_hf_vocab *v, json_object *merges, bool spm, const char *path,
+                                 bitnet_error *err) {
+    bitnet_status st = BITNET_OK;
+    const int64_t nm = (int64_t)json_object_array_length(merges);
+    char **merge_texts = (char **)calloc((size_t)(nm ? nm : 1), sizeof *merge_texts);
+    if (!merge_texts) return oom(err);
     for (int64_t i = 0; i < nm; i++) {
         json_object *m = json_object_array_get_idx(merges, (size_t)i);
         merge_texts[i] = merge_text(m);
@@ -731,286 +689,67 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
         v->n_merges = nm;
         merge_texts = NULL;
     }
-
-    /* add_bos from the post-processor (tokenizer_config.json's add_bos_token overrides it later) */
-    {
-        json_object **steps;
-        const size_t n = steps_of(get(root, "post_processor"), "processors", &steps);
-        for (size_t i = 0; i < n; i++) {
-            if (!str_is(steps[i], "type", "TemplateProcessing")) continue;
-            json_object *single = get(steps[i], "single");
-            if (!single || !json_object_is_type(single, json_type_array) || json_object_array_length(single) == 0) continue;
-            json_object *first = json_object_array_get_idx(single, 0);
-            json_object *last = json_object_array_get_idx(single, json_object_array_length(single) - 1);
-            const char *ft = get_str(get(first, "SpecialToken"), "id");
-            const char *lt = get_str(get(last, "SpecialToken"), "id");
-            v->add_bos = ft != NULL;
-            v->add_eos = lt != NULL && json_object_array_length(single) > 1;
-            if (ft && v->bos_id < 0) v->bos_id = find_token(v, ft);
-        }
-        free(steps);
-    }
-    (void)dir;
-
 done:
     if (merge_texts) {
         for (int64_t i = 0; i < nm; i++) free(merge_texts[i]);
         free(merge_texts);
     }
+    return st;
+}
+
+/* add_bos / add_eos (and the BOS id when none is known) from a TemplateProcessing post-processor
+ * (tokenizer_config.json's add_bos_token overrides it later). */
+static void bos_from_post_processor(json_object *root, bitnet_hf_vocab *v) {
+    json_object **steps;
+    const size_t n = steps_of(get(root, "post_processor"), "processors", &steps);
+    for (size_t i = 0; i < n; i++) {
+        if (!str_is(steps[i], "type", "TemplateProcessing")) continue;
+        json_object *single = get(steps[i], "single");
+        if (!single || !json_object_is_type(single, json_type_array) || json_object_array_length(single) == 0) continue;
+        json_object *first = json_object_array_get_idx(single, 0);
+        json_object *last = json_object_array_get_idx(single, json_object_array_length(single) - 1);
+        const char *ft = get_str(get(first, "SpecialToken"), "id");
+        const char *lt = get_str(get(last, "SpecialToken"), "id");
+        v->add_bos = ft != NULL;
+        v->add_eos = lt != NULL && json_object_array_length(single) > 1;
+        if (ft && v->bos_id < 0) v->bos_id = find_token(v, ft);
+    }
+    free(steps);
+}
+
+static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool have_model_file, bitnet_hf_vocab *v,
+                                         bool *use_model_file, bitnet_error *err) {
+    *use_model_file = false;
+    json_object *root = NULL;
+    bitnet_status st = parse_json(path, &root, err);
+    if (st != BITNET_OK) return st;
+    json_object *model = get(root, "model");
+    json_object *vocab = get(model, "vocab");
+    json_object *merges = get(model, "merges");
+    json_object *added = get(root, "added_tokens");
+    const char *type = get_str(model, "type");
+    if ((st = check_shape(root, model, type, vocab, merges, added, path, err)) != BITNET_OK) goto done;
+    if ((st = detect_kind(root, have_model_file, v, use_model_file, path, err)) != BITNET_OK || *use_model_file) {
+        goto done;
+    }
+    snprintf(v->source, sizeof v->source, "tokenizer.json");
+
+    /* ids: model.vocab and added_tokens */
+    const size_t n_added = added ? json_object_array_length(added) : 0;
+    int64_t max_id = -1;
+    if ((st = max_token_id(vocab, added, n_added, &max_id, path, err)) != BITNET_OK) goto done;
+    const bool spm = strcmp(v->model, "llama") == 0;
+    if ((st = bitnet_hf_vocab_alloc(v, (int32_t)(max_id + 1), spm, err)) != BITNET_OK) goto done;
+    if ((st = fill_tokens(v, model, vocab, added, n_added, spm, path, err)) != BITNET_OK) goto done;
+    if ((st = read_merges(v, merges, spm, path, err)) != BITNET_OK) goto done;
+    bos_from_post_processor(root, v);
+    (void)dir;
+
+done:
     json_object_put(root);
     return st;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * tokenizer.model (SentencePiece protobuf)
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct pb {
-    const unsigned char *p, *end, *base;
-    const char *path;
-    bitnet_error *err;
-    bool bad;
-} pb;
-
-static bool pb_fail(pb *r, const char *what) {
-    if (!r->bad) {
-        bitnet_fail(r->err, BITNET_ERR_FORMAT, "%s: malformed protobuf at byte %zu: %s", r->path, (size_t)(r->p - r->base),
-                    what);
-    }
-    r->bad = true;
-    return false;
-}
-
-static bool pb_varint(pb *r, uint64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end) return pb_fail(r, "varint runs past the end");
-        const unsigned char b = *r->p++;
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return pb_fail(r, "varint longer than 10 bytes");
-}
-
-/* Read a field key; false at the end of the message or on error. */
-static bool pb_key(pb *r, uint32_t *field, uint32_t *wire) {
-    if (r->bad || r->p >= r->end) return false;
-    uint64_t k;
-    if (!pb_varint(r, &k)) return false;
-    *field = (uint32_t)(k >> 3);
-    *wire = (uint32_t)(k & 7);
-    if (*field == 0) return pb_fail(r, "field number 0");
-    return true;
-}
-
-static bool pb_bytes(pb *r, const unsigned char **data, size_t *len) {
-    uint64_t n;
-    if (!pb_varint(r, &n)) return false;
-    if (n > (uint64_t)(r->end - r->p)) return pb_fail(r, "length-delimited field runs past the end");
-    *data = r->p;
-    *len = (size_t)n;
-    r->p += n;
-    return true;
-}
-
-static bool pb_skip(pb *r, uint32_t wire) {
-    uint64_t v;
-    const unsigned char *d;
-    size_t n;
-    switch (wire) {
-    case 0: return pb_varint(r, &v);
-    case 1:
-        if (r->end - r->p < 8) return pb_fail(r, "fixed64 runs past the end");
-        r->p += 8;
-        return true;
-    case 2: return pb_bytes(r, &d, &n);
-    case 5:
-        if (r->end - r->p < 4) return pb_fail(r, "fixed32 runs past the end");
-        r->p += 4;
-        return true;
-    default: return pb_fail(r, "unknown wire type (groups are not used by sentencepiece_model.proto)");
-    }
-}
-
-static pb pb_sub(const pb *parent, const unsigned char *d, size_t n) {
-    pb s = *parent;
-    s.p = d;
-    s.end = d + n;
-    return s;
-}
-
-static bitnet_status load_tokenizer_model(const char *path, bitnet_hf_vocab *v, bitnet_error *err) {
-    char *data;
-    size_t size;
-    bitnet_status st = read_file(path, &data, &size, err);
-    if (st != BITNET_OK) return st;
-    pb r = {(const unsigned char *)data, (const unsigned char *)data + size, (const unsigned char *)data, path, err, false};
-    /* pass 1: count pieces, read trainer and normalizer specs */
-    int64_t n_pieces = 0;
-    int64_t model_type = 1, unk = 0, bos = 1, eos = 2, pad = -1; /* proto defaults */
-    int add_dummy_prefix = 1;
-    uint32_t f, w;
-    while (pb_key(&r, &f, &w)) {
-        const unsigned char *d;
-        size_t n;
-        if (f == 1 && w == 2) {
-            if (!pb_bytes(&r, &d, &n)) break;
-            n_pieces++;
-        } else if ((f == 2 || f == 3) && w == 2) {
-            if (!pb_bytes(&r, &d, &n)) break;
-            pb s = pb_sub(&r, d, n);
-            uint32_t sf, sw;
-            while (pb_key(&s, &sf, &sw)) {
-                uint64_t x;
-                if (sw != 0) {
-                    if (!pb_skip(&s, sw)) break;
-                    continue;
-                }
-                if (!pb_varint(&s, &x)) break;
-                const int64_t sx = (int64_t)(int32_t)(uint32_t)x; /* int32 fields: -1 is sign-extended */
-                if (f == 2 && sf == 3) model_type = sx;
-                else if (f == 2 && sf == 40) unk = sx;
-                else if (f == 2 && sf == 41) bos = sx;
-                else if (f == 2 && sf == 42) eos = sx;
-                else if (f == 2 && sf == 43) pad = sx;
-                else if (f == 3 && sf == 3) add_dummy_prefix = x != 0;
-            }
-            if (s.bad) r.bad = true;
-        } else if (!pb_skip(&r, w)) {
-            break;
-        }
-    }
-    if (r.bad) {
-        free(data);
-        return BITNET_ERR_FORMAT;
-    }
-    if (n_pieces == 0 || n_pieces > INT32_MAX - 2) {
-        free(data);
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %lld pieces (not a SentencePiece model?)", path, (long long)n_pieces);
-    }
-    if (model_type != 2) {
-        free(data);
-        static const char *const names[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                           "%s: SentencePiece model_type %s (%lld) is not supported (supported: BPE, as Llama's)", path,
-                           model_type >= 0 && model_type <= 4 ? names[model_type] : "?", (long long)model_type);
-    }
-    if ((st = vocab_alloc(v, (int32_t)n_pieces, true, err)) != BITNET_OK) {
-        free(data);
-        return st;
-    }
-    /* pass 2: the pieces */
-    r.p = r.base;
-    int32_t i = 0;
-    while (pb_key(&r, &f, &w)) {
-        const unsigned char *d;
-        size_t n;
-        if (!(f == 1 && w == 2)) {
-            if (!pb_skip(&r, w)) break;
-            continue;
-        }
-        if (!pb_bytes(&r, &d, &n)) break;
-        pb s = pb_sub(&r, d, n);
-        const unsigned char *text = NULL;
-        size_t tl = 0;
-        float score = 0.0f;
-        uint64_t type = 1;
-        uint32_t sf, sw;
-        while (pb_key(&s, &sf, &sw)) {
-            if (sf == 1 && sw == 2) {
-                if (!pb_bytes(&s, &text, &tl)) break;
-            } else if (sf == 2 && sw == 5) {
-                if (s.end - s.p < 4) {
-                    pb_fail(&s, "fixed32 runs past the end");
-                    break;
-                }
-                uint32_t bits = (uint32_t)s.p[0] | (uint32_t)s.p[1] << 8 | (uint32_t)s.p[2] << 16 | (uint32_t)s.p[3] << 24;
-                memcpy(&score, &bits, 4);
-                s.p += 4;
-            } else if (sf == 3 && sw == 0) {
-                if (!pb_varint(&s, &type)) break;
-            } else if (!pb_skip(&s, sw)) {
-                break;
-            }
-        }
-        if (s.bad) {
-            r.bad = true;
-            break;
-        }
-        if (!text || tl == 0 || memchr(text, 0, tl)) {
-            free(data);
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d has no text, an empty text or a NUL byte", path, (int)i);
-        }
-        if (type < 1 || type > 6) {
-            free(data);
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d \"%.40s\" has type %llu (expected 1..6)", path, (int)i,
-                               (const char *)text, (unsigned long long)type);
-        }
-        if (!(v->tokens[i] = xstrndup((const char *)text, tl))) {
-            free(data);
-            return oom(err);
-        }
-        v->scores[i] = score;
-        v->token_types[i] = (int32_t)type; /* SentencePiece's enum values are GGUF's token types */
-        i++;
-    }
-    free(data);
-    if (r.bad) return BITNET_ERR_FORMAT;
-    strcpy(v->model, "llama");
-    strcpy(v->pre, "default");
-    snprintf(v->source, sizeof v->source, "tokenizer.model");
-    v->add_space_prefix = add_dummy_prefix;
-    const int64_t ids[4] = {unk, bos, eos, pad};
-    int32_t *dst[4] = {&v->unk_id, &v->bos_id, &v->eos_id, &v->pad_id};
-    static const char *const names[4] = {"unk_id", "bos_id", "eos_id", "pad_id"};
-    for (int k = 0; k < 4; k++) {
-        if (ids[k] < -1 || ids[k] >= v->n_tokens) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: trainer_spec.%s = %lld is not a piece id (%d pieces)", path,
-                               names[k], (long long)ids[k], (int)v->n_tokens);
-        }
-        *dst[k] = (int32_t)ids[k];
-    }
-    return BITNET_OK;
-}
-
-/* tokenizer_config.json's added_tokens_decoder for a tokenizer.model vocabulary: type (and, for ids
- * beyond the pieces, the text) of each added token. */
-static bitnet_status apply_added_decoder(bitnet_hf_vocab *v, const char *dir, json_object *config, bitnet_error *err) {
-    json_object *dec = get(config, "added_tokens_decoder");
-    if (!dec || !json_object_is_type(dec, json_type_object)) return BITNET_OK;
-    int64_t max_id = v->n_tokens - 1;
-    json_object_object_foreach(dec, key, val) {
-        char *end;
-        errno = 0;
-        const long long id = strtoll(key, &end, 10);
-        if (errno || *end || id < 0 || id >= INT32_MAX - 1 || !get_str(val, "content")) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT,
-                               "%s/tokenizer_config.json: added_tokens_decoder entry \"%.20s\" is not an id with a content",
-                               dir, key);
-        }
-        if (id > max_id) max_id = id;
-    }
-    if (max_id >= v->n_tokens) {
-        bitnet_status st = bitnet_hf_vocab_pad(v, max_id + 1, err);
-        if (st != BITNET_OK) return st;
-    }
-    json_object_object_foreach(dec, key2, val2) {
-        const int32_t id = (int32_t)strtoll(key2, NULL, 10);
-        const char *content = get_str(val2, "content");
-        if (strcmp(v->tokens[id], content) != 0) {
-            char *t = xstrndup(content, strlen(content));
-            if (!t) return oom(err);
-            free(v->tokens[id]);
-            v->tokens[id] = t;
-        }
-        if (v->token_types[id] == BITNET_TOKEN_BYTE || v->token_types[id] == BITNET_TOKEN_UNKNOWN) continue;
-        v->token_types[id] = get_bool(val2, "special") == 1 ? BITNET_TOKEN_CONTROL : BITNET_TOKEN_USER_DEFINED;
-    }
-    return BITNET_OK;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Entry points
@@ -1036,10 +775,10 @@ bitnet_status bitnet_hf_vocab_load(const char *dir, bitnet_hf_vocab **out, bitne
     if (st == BITNET_OK && use_model) {
         bitnet_hf_vocab_free(v);
         if (!(v = vocab_new())) return oom(err);
-        st = load_tokenizer_model(model_path, v, err);
+        st = bitnet_hf_load_tokenizer_model(model_path, v, err);
     }
     if (st == BITNET_OK) st = read_config(dir, &config, &special_map, err);
-    if (st == BITNET_OK && use_model) st = apply_added_decoder(v, dir, config, err);
+    if (st == BITNET_OK && use_model) st = bitnet_hf_apply_added_decoder(v, dir, config, err);
     if (st == BITNET_OK) st = apply_config(v, dir, config, special_map, err);
     json_object_put(config);
     json_object_put(special_map);
