@@ -763,7 +763,7 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
     }
     const bitnet_dummy_vocab *v = p.vocab;
     int n_layer_tensors;
-    (void)layer_order(&p, &n_layer_tensors);
+    (void)layer_order(&p, &n_layer_tensors); /* here only the count; describe_tensors walks the order */
     const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
 
     writer_ctx c = {0};
