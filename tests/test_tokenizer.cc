@@ -508,7 +508,7 @@ TEST(TokenizerSpm, LoadErrors) {
 // ---- Byte-level BPE ("gpt2") ---------------------------------------------------------------------------
 namespace {
 
-// GPT-2's bytes_to_unicode written out the way encoder.py states it (independent of tokenizer.c's
+// GPT-2's bytes_to_unicode written out the way encoder.py states it (independent of tokenizer_internal.h's
 // closed form): the printable ranges keep their code points, the rest get 256, 257, ... in byte order.
 std::string gpt2_char(unsigned b) {
     static std::vector<uint32_t> map;
