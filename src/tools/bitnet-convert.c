@@ -86,19 +86,13 @@ int main(int argc, char **argv) {
          &p.lut_table, .choices = "default|pretuned"),
         BITNET_OPT("-q, --quiet", NULL, "no progress output", BITNET_ARG_FLAG, &quiet),
     };
-    const bitnet_args args = {
-        .tool = "bitnet-convert",
-        .usage = "usage: bitnet-convert MODEL_DIR -o PATH [--outtype f32|f16|i2_s|tl1|tl2] [options]",
-        .description = "Converts a Hugging Face checkpoint (config.json, *.safetensors or a sharded index,\n"
-                       "tokenizer.json or tokenizer.model) of a ternary model to a BitNet GGUF.\n",
-        .epilogue = BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 26,
-        .flat = true,
-        .positional = "MODEL_DIR",
-        .pos_dst = &p.model_dir,
-    };
+    static const char *const k_desc =
+        "Converts a Hugging Face checkpoint (config.json, *.safetensors or a sharded index,\n"
+        "tokenizer.json or tokenizer.model) of a ternary model to a BitNet GGUF.\n";
+    static const char *const k_use = "usage: bitnet-convert MODEL_DIR -o PATH [--outtype f32|f16|i2_s|tl1|tl2] [options]";
+    const bitnet_args args = BITNET_ARGS("bitnet-convert", k_use, k_desc, BITNET_EXIT_STATUS_HELP, opts,
+                                         .help_col = 26, .flat = true, .positional = "MODEL_DIR",
+                                         .pos_dst = &p.model_dir);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     if (outtype_word) outtype = outtype_word;

@@ -130,17 +130,12 @@ int main(int argc, char **argv) {
         BITNET_OPT("--name", "NAME", "general.name (default \"bitnet-dummy\")", BITNET_ARG_STRING, &p.name),
         BITNET_OPT("-q, --quiet", NULL, "no progress output", BITNET_ARG_FLAG, &quiet),
     };
-    const bitnet_args args = {
-        .tool = "bitnet-dummy",
-        .usage = "usage: bitnet-dummy -o PATH --n-embd N --n-ff N --n-layer N --n-head N [options]",
-        .description = k_description,
-        .epilogue = "A parameter combination the writer refuses is a bad command line as well (exit 2).\n"
-                    BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 26,
-        .flat = true,
-    };
+    static const char *const k_epi =
+        "A parameter combination the writer refuses is a bad command line as well (exit 2).\n"
+        BITNET_EXIT_STATUS_HELP;
+    static const char *const k_use = "usage: bitnet-dummy -o PATH --n-embd N --n-ff N --n-layer N --n-head N [options]";
+    const bitnet_args args = BITNET_ARGS("bitnet-dummy", k_use, k_description, k_epi, opts, .help_col = 26,
+                                         .flat = true);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     if (!out) return bitnet_args_fail(&args, "missing -o/--outfile PATH");

@@ -159,15 +159,10 @@ static int parse_args(int argc, char **argv, options *o) {
          "(the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")",
          BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
     };
-    const bitnet_args args = {
-        .tool = "bitnet-logits",
-        .usage = "usage: bitnet-logits -m MODEL (-p TEXT | --tokens IDS) [options]",
-        .description = "Evaluates a prompt and writes the logits of every position.\n",
-        .epilogue = BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 25,
-    };
+    static const char *const k_desc = "Evaluates a prompt and writes the logits of every position.\n";
+    const bitnet_args args = BITNET_ARGS("bitnet-logits",
+                                         "usage: bitnet-logits -m MODEL (-p TEXT | --tokens IDS) [options]", k_desc,
+                                         BITNET_EXIT_STATUS_HELP, opts, .help_col = 25);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
@@ -206,6 +201,39 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
     bool ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
     return ok;
+}
+
+/* Evaluates ids in chunks of n_batch tokens, keeping every position's logits: each chunk's rows go to
+ * `out` (when open, named tmp_data in messages) before the next, so memory stays at n_batch rows; the
+ * kk best of every row are printed when kk > 0 (top: kk ids). false after a message. */
+static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_batch, int32_t n_vocab, FILE *out,
+                     const char *tmp_data, int32_t kk, int32_t *top) {
+    bitnet_error err = {{0}};
+    for (size_t start = 0; start < n; start += (size_t)n_batch) {
+        const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
+        if (bitnet_decode(c, ids + start, cnt, (int32_t)start, true, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: evaluating tokens %zu..%zu: %s\n", start, start + (size_t)cnt - 1, err.msg);
+            return false;
+        }
+        for (int32_t j = 0; j < cnt; j++) {
+            const float *l = bitnet_get_logits_ith(c, j);
+            if (!l) {
+                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
+                return false;
+            }
+            if (out && fwrite(l, sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
+                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+                return false;
+            }
+            if (kk > 0) {
+                top_k(l, n_vocab, kk, top);
+                printf("pos=%zu token=%d top:", start + (size_t)j, ids[start + (size_t)j]);
+                for (int32_t r = 0; r < kk; r++) printf(" %d=%.6f", top[r], (double)l[top[r]]);
+                printf("\n");
+            }
+        }
+    }
+    return true;
 }
 
 int main(int argc, char **argv) {
@@ -317,32 +345,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* Evaluate in chunks of n_batch tokens, keeping every position's logits; each chunk's rows are
-     * written before the next, so memory stays at n_batch rows. */
-    for (size_t start = 0; start < n; start += (size_t)n_batch) {
-        const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
-        if (bitnet_decode(c, ids + start, cnt, (int32_t)start, true, &err) != BITNET_OK) {
-            fprintf(stderr, "bitnet-logits: evaluating tokens %zu..%zu: %s\n", start, start + (size_t)cnt - 1, err.msg);
-            goto done;
-        }
-        for (int32_t j = 0; j < cnt; j++) {
-            const float *l = bitnet_get_logits_ith(c, j);
-            if (!l) {
-                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
-                goto done;
-            }
-            if (out && fwrite(l, sizeof(float), (size_t)hp->n_vocab, out) != (size_t)hp->n_vocab) {
-                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
-                goto done;
-            }
-            if (kk > 0) {
-                top_k(l, hp->n_vocab, kk, top);
-                printf("pos=%zu token=%d top:", start + (size_t)j, ids[start + (size_t)j]);
-                for (int32_t r = 0; r < kk; r++) printf(" %d=%.6f", top[r], (double)l[top[r]]);
-                printf("\n");
-            }
-        }
-    }
+    if (!evaluate(c, ids, n, n_batch, hp->n_vocab, out, tmp_data, kk, top)) goto done;
     if (fflush(stdout) != 0) {
         fprintf(stderr, "bitnet-logits: writing stdout: %s\n", strerror(errno));
         goto done;

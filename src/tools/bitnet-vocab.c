@@ -22,19 +22,12 @@ int main(int argc, char **argv) {
         BITNET_OPT("--name", "NAME", "general.name", BITNET_ARG_STRING, &name),
         BITNET_OPT("-q, --quiet", NULL, "no summary", BITNET_ARG_FLAG, &quiet),
     };
-    const bitnet_args args = {
-        .tool = "bitnet-vocab",
-        .usage = "usage: bitnet-vocab MODEL_DIR --out PATH [--arch NAME] [--n-vocab N] [--name NAME] [-q]",
-        .description = "Reads MODEL_DIR/tokenizer.json (or tokenizer.model) and tokenizer_config.json and writes a GGUF\n"
-                       "that holds only the tokenizer keys.\n",
-        .epilogue = BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 18,
-        .flat = true,
-        .positional = "MODEL_DIR",
-        .pos_dst = &dir,
-    };
+    static const char *const k_desc =
+        "Reads MODEL_DIR/tokenizer.json (or tokenizer.model) and tokenizer_config.json and writes a GGUF\n"
+        "that holds only the tokenizer keys.\n";
+    static const char *const k_use = "usage: bitnet-vocab MODEL_DIR --out PATH [--arch NAME] [--n-vocab N] [--name NAME] [-q]";
+    const bitnet_args args = BITNET_ARGS("bitnet-vocab", k_use, k_desc, BITNET_EXIT_STATUS_HELP, opts, .help_col = 18,
+                                         .flat = true, .positional = "MODEL_DIR", .pos_dst = &dir);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     if (!dir || !out) return bitnet_args_fail(&args, "%s is required (see --help)", !dir ? "MODEL_DIR" : "--out PATH");

@@ -28,10 +28,8 @@
 #include "tools/common/args.h"
 #include "tools/common/bench_util.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,17 +228,14 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only), LIST",
                    BITNET_ARG_CALL, NULL, .lo = -1, .hi = INT_MAX, .fn = on_ignored_list),
     };
-    const bitnet_args args = {
-        .tool = "llama-bench",
-        .usage = "usage: llama-bench [options]",
-        .description = "Measure prompt processing (ppN) and generation (tgN) speed of BitNet b1.58 GGUF models.\n"
-                       "Flags marked LIST take comma-separated values and may be repeated; every combination runs.\n",
-        .epilogue = "t/s = mean ± sample standard deviation over the repetitions of tokens / seconds.\n"
-                    BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 29,
-    };
+    static const char *const k_desc =
+        "Measure prompt processing (ppN) and generation (tgN) speed of BitNet b1.58 GGUF models.\n"
+        "Flags marked LIST take comma-separated values and may be repeated; every combination runs.\n";
+    static const char *const k_epi =
+        "t/s = mean ± sample standard deviation over the repetitions of tokens / seconds.\n"
+        BITNET_EXIT_STATUS_HELP;
+    const bitnet_args args = BITNET_ARGS("llama-bench", "usage: llama-bench [options]", k_desc, k_epi, opts,
+                                         .help_col = 29);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     if (o->models.n == 0) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");

@@ -41,7 +41,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,17 +124,13 @@ static int parse_args(int argc, char **argv, options *o) {
          "tokenizer.chat_template is missing or not a known one",
          BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
     };
-    const bitnet_args args = {
-        .tool = "llama-cli",
-        .usage = "usage: llama-cli -m MODEL [options]",
-        .description = "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or "
-                       "llama.\n",
-        .epilogue = BITNET_EXIT_STATUS_HELP
-        "With -cnv also: 3 the chat ended because the context was full, 130 Ctrl-C at the prompt.\n",
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 27,
-    };
+    static const char *const k_desc =
+        "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or "
+        "llama.\n";
+    static const char *const k_epi = BITNET_EXIT_STATUS_HELP
+        "With -cnv also: 3 the chat ended because the context was full, 130 Ctrl-C at the prompt.\n";
+    const bitnet_args args = BITNET_ARGS("llama-cli", "usage: llama-cli -m MODEL [options]", k_desc, k_epi, opts,
+                                         .help_col = 27);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
@@ -593,6 +588,85 @@ static int run_chat(const options *o, const bitnet_model *model, bitnet_context 
     return rc;
 }
 
+/* Text generation: evaluates the prompt, then samples, prints and evaluates up to -n tokens; prints
+ * the timing line (and the ids with --print-token-ids). Returns the exit status. */
+static int generate(const options *o, bitnet_context *ctx, const bitnet_vocab *vocab, bitnet_sampler *smp,
+                    const char *prompt, size_t prompt_len) {
+    int rc = 1;
+    bitnet_error err = {{0}};
+    int32_t *prompt_ids = NULL, *gen = NULL;
+    size_t n_prompt = 0, n_gen = 0;
+    if (bitnet_tokenize(vocab, prompt, prompt_len, true, true, &prompt_ids, &n_prompt, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: cannot tokenize the prompt: %s\n", err.msg);
+        goto done;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "llama-cli: error: the prompt is empty and the vocabulary has no BOS token\n");
+        goto done;
+    }
+    if (n_prompt >= (size_t)o->n_ctx) {
+        fprintf(stderr, "llama-cli: error: the prompt has %zu tokens, the context only %ld (use -c)\n", n_prompt,
+                o->n_ctx);
+        goto done;
+    }
+    gen = malloc((size_t)o->n_ctx * sizeof *gen);
+    if (!gen) {
+        fprintf(stderr, "llama-cli: error: out of memory\n");
+        goto done;
+    }
+
+    /* the prompt */
+    const double t0 = now_ms();
+    if (bitnet_decode(ctx, prompt_ids, (int32_t)n_prompt, 0, false, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: prompt evaluation failed: %s\n", err.msg);
+        goto done;
+    }
+    const double t_prompt = now_ms() - t0;
+    for (size_t i = 0; i < n_prompt; i++) print_piece(vocab, prompt_ids[i]);
+
+    /* generation: sample, print, evaluate the token for the next step */
+    const double t1 = now_ms();
+    int32_t n_past = (int32_t)n_prompt;
+    int gen_failed = 0;
+    while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
+        const int32_t id = bitnet_sampler_sample(smp, bitnet_get_logits(ctx));
+        if (bitnet_vocab_is_eog(vocab, id) && !o->ignore_eos) break;
+        gen[n_gen++] = id;
+        print_piece(vocab, id);
+        if (o->n_predict >= 0 && n_gen == (size_t)o->n_predict) break;
+        if (n_past >= o->n_ctx) {
+            fprintf(stderr, "\nllama-cli: the context is full (%ld tokens); stopping\n", o->n_ctx);
+            break;
+        }
+        if (bitnet_decode(ctx, &id, 1, n_past, false, &err) != BITNET_OK) {
+            fprintf(stderr, "\nllama-cli: error: evaluation failed: %s\n", err.msg);
+            gen_failed = 1;
+            break;
+        }
+        n_past++;
+    }
+    const double t_gen = now_ms() - t1;
+    print_pieces_end();
+    fputs("\n\n", stdout);
+    fflush(stdout);
+
+    if (o->print_ids) {
+        print_ids("prompt ids", prompt_ids, n_prompt);
+        print_ids("generated ids", gen, n_gen);
+    }
+    fprintf(stderr,
+            "llama-cli: prompt %zu tokens in %.2f ms (%.2f tokens/s) | generation %zu tokens in %.2f ms (%.2f "
+            "tokens/s)\n",
+            n_prompt, t_prompt, t_prompt > 0 ? (double)n_prompt * 1e3 / t_prompt : 0.0, n_gen, t_gen,
+            t_gen > 0 ? (double)n_gen * 1e3 / t_gen : 0.0);
+    rc = gen_failed;
+
+done:
+    free(gen);
+    free(prompt_ids);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o = {
         .n_predict = 128,
@@ -630,8 +704,6 @@ int main(int argc, char **argv) {
     bitnet_context *ctx = NULL;
     bitnet_sampler smp;
     int smp_ok = 0;
-    int32_t *prompt_ids = NULL, *gen = NULL;
-    size_t n_prompt = 0, n_gen = 0;
 
     bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
     if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
@@ -678,74 +750,9 @@ int main(int argc, char **argv) {
         rc = run_chat(&o, model, ctx, &smp, prompt);
         goto done;
     }
-    if (bitnet_tokenize(vocab, prompt, prompt_len, true, true, &prompt_ids, &n_prompt, &err) != BITNET_OK) {
-        fprintf(stderr, "llama-cli: error: cannot tokenize the prompt: %s\n", err.msg);
-        goto done;
-    }
-    if (n_prompt == 0) {
-        fprintf(stderr, "llama-cli: error: the prompt is empty and the vocabulary has no BOS token\n");
-        goto done;
-    }
-    if (n_prompt >= (size_t)o.n_ctx) {
-        fprintf(stderr, "llama-cli: error: the prompt has %zu tokens, the context only %ld (use -c)\n", n_prompt,
-                o.n_ctx);
-        goto done;
-    }
-    gen = malloc((size_t)o.n_ctx * sizeof *gen);
-    if (!gen) {
-        fprintf(stderr, "llama-cli: error: out of memory\n");
-        goto done;
-    }
-
-    /* the prompt */
-    const double t0 = now_ms();
-    if (bitnet_decode(ctx, prompt_ids, (int32_t)n_prompt, 0, false, &err) != BITNET_OK) {
-        fprintf(stderr, "llama-cli: error: prompt evaluation failed: %s\n", err.msg);
-        goto done;
-    }
-    const double t_prompt = now_ms() - t0;
-    for (size_t i = 0; i < n_prompt; i++) print_piece(vocab, prompt_ids[i]);
-
-    /* generation: sample, print, evaluate the token for the next step */
-    const double t1 = now_ms();
-    int32_t n_past = (int32_t)n_prompt;
-    int gen_failed = 0;
-    while (o.n_predict < 0 || n_gen < (size_t)o.n_predict) {
-        const int32_t id = bitnet_sampler_sample(&smp, bitnet_get_logits(ctx));
-        if (bitnet_vocab_is_eog(vocab, id) && !o.ignore_eos) break;
-        gen[n_gen++] = id;
-        print_piece(vocab, id);
-        if (o.n_predict >= 0 && n_gen == (size_t)o.n_predict) break;
-        if (n_past >= o.n_ctx) {
-            fprintf(stderr, "\nllama-cli: the context is full (%ld tokens); stopping\n", o.n_ctx);
-            break;
-        }
-        if (bitnet_decode(ctx, &id, 1, n_past, false, &err) != BITNET_OK) {
-            fprintf(stderr, "\nllama-cli: error: evaluation failed: %s\n", err.msg);
-            gen_failed = 1;
-            break;
-        }
-        n_past++;
-    }
-    const double t_gen = now_ms() - t1;
-    print_pieces_end();
-    fputs("\n\n", stdout);
-    fflush(stdout);
-
-    if (o.print_ids) {
-        print_ids("prompt ids", prompt_ids, n_prompt);
-        print_ids("generated ids", gen, n_gen);
-    }
-    fprintf(stderr,
-            "llama-cli: prompt %zu tokens in %.2f ms (%.2f tokens/s) | generation %zu tokens in %.2f ms (%.2f "
-            "tokens/s)\n",
-            n_prompt, t_prompt, t_prompt > 0 ? (double)n_prompt * 1e3 / t_prompt : 0.0, n_gen, t_gen,
-            t_gen > 0 ? (double)n_gen * 1e3 / t_gen : 0.0);
-    rc = gen_failed;
+    rc = generate(&o, ctx, vocab, &smp, prompt, prompt_len);
 
 done:
-    free(gen);
-    free(prompt_ids);
     if (smp_ok) bitnet_sampler_free(&smp);
     bitnet_context_free(ctx);
     bitnet_model_free(model);

@@ -39,7 +39,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,18 +54,7 @@ typedef struct options {
     bool print_ids;
 } options;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "llama-perplexity: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return BITNET_EXIT_FAILURE;
-}
+#define fail(...) bitnet_tool_error("llama-perplexity", BITNET_EXIT_FAILURE, __VA_ARGS__)
 
 /* -c: its own message (why 3 is the least) */
 static int on_ctx(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
@@ -114,18 +102,13 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--print-token-ids", NULL, "print the token ids of the whole text on stderr", BITNET_ARG_FLAG, &o->print_ids),
         BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only)", BITNET_ARG_LONG, &ignored, .lo = -1, .hi = INT_MAX),
     };
-    const bitnet_args args = {
-        .tool = "llama-perplexity",
-        .usage = "usage: llama-perplexity -m MODEL -f TEXT_FILE [options]",
-        .description =
-            "Perplexity of a ternary (BitNet b1.58) model over a text, by llama.cpp's method: the text is cut into\n"
-            "chunks of -c tokens, each evaluated from an empty cache with BOS first, the second half of each scored.\n",
-        .epilogue = "stdout: [1]PPL,[2]PPL,... after every chunk, then \"Final estimate: PPL = X +/- Y\".\n"
-                    BITNET_EXIT_STATUS_HELP,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 27,
-    };
+    static const char *const k_desc =
+        "Perplexity of a ternary (BitNet b1.58) model over a text, by llama.cpp's method: the text is cut into\n"
+        "chunks of -c tokens, each evaluated from an empty cache with BOS first, the second half of each scored.\n";
+    static const char *const k_epi =
+        "stdout: [1]PPL,[2]PPL,... after every chunk, then \"Final estimate: PPL = X +/- Y\".\n" BITNET_EXIT_STATUS_HELP;
+    const bitnet_args args = BITNET_ARGS("llama-perplexity", "usage: llama-perplexity -m MODEL -f TEXT_FILE [options]",
+                                         k_desc, k_epi, opts, .help_col = 27);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     o->head_type = head ? BITNET_TYPE_Q8_0 : 0;

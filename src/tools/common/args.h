@@ -82,6 +82,11 @@ struct bitnet_args {
     bool flat;               /* --help: long-only options start where "-x, --long" ones do (no indent) */
 };
 
+/* A bitnet_args of a static opts[] array, then designated extras (.positional = ..., .help_col = 26). */
+#define BITNET_ARGS(tool_, usage_, description_, epilogue_, opts_, ...)                                      \
+    { .tool = (tool_), .usage = (usage_), .description = (description_), .epilogue = (epilogue_), .opts = (opts_), \
+      .n_opts = (int)(sizeof(opts_) / sizeof((opts_)[0])), __VA_ARGS__ }
+
 /* Parses argv[1..argc) by the table. Returns -1 when the tool goes on; otherwise the exit status the
  * tool returns at once: 0 after --help was printed on stdout, BITNET_EXIT_USAGE after an error
  * message. */

@@ -233,17 +233,11 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
         BITNET_OPT("--json", "FILE", "also write every number as JSON", BITNET_ARG_STRING, &o->json),
         BITNET_OPT("-q, --quiet", NULL, "no progress on stderr", BITNET_ARG_FLAG, &kb_quiet),
     };
-    const bitnet_args args = {
-        .tool = "bitnet-kernel-bench",
-        .usage = "usage: bitnet-kernel-bench [options]",
-        .description = "Times the ternary matmul kernels through the matmul host (bitnet_mul_mat + thread pool) and\n"
-                       "compares them with this machine's streaming-read bandwidth measured in the same run.\n",
-        .epilogue = k_epilogue,
-        .opts = opts,
-        .n_opts = (int)(sizeof opts / sizeof opts[0]),
-        .help_col = 23,
-        .flat = true,
-    };
+    static const char *const k_desc =
+        "Times the ternary matmul kernels through the matmul host (bitnet_mul_mat + thread pool) and\n"
+        "compares them with this machine's streaming-read bandwidth measured in the same run.\n";
+    const bitnet_args args = BITNET_ARGS("bitnet-kernel-bench", "usage: bitnet-kernel-bench [options]", k_desc,
+                                         k_epilogue, opts, .help_col = 23, .flat = true);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
     o->seed = (uint64_t)seed;
