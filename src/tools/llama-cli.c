@@ -102,10 +102,7 @@ static int parse_args(int argc, char **argv, options *o) {
          BITNET_ARG_CHOICE, &o->kernel, .choices = "auto|i2_s|tl1|tl2"),
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)", BITNET_ARG_WORD,
          &o->lut_table, .choices = "default|pretuned"),
-        BITNET_OPT("--lut-tiles", "FILE",
-         "the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
-         "packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML",
-         BITNET_ARG_STRING, &o->lut_tiles),
+        BITNET_OPT_LUT_TILES(&o->lut_tiles),
         BITNET_OPT("--head-type", "H",
          "stored|q8_0: output head as stored in the file (default, exact) or\n"
          "requantized to Q8_0 at load (about half the head's bytes per token;\n"

@@ -52,24 +52,19 @@ bool bitnet_args_to_uint64(const char *s, int base, uint64_t *out) {
     return true;
 }
 
-bool bitnet_args_to_double(const char *s, double lo, double hi, double *out) {
+/* strtof (single) or strtod of the whole string, in [lo, hi] (NaN refused). */
+static bool to_real(const char *s, bool single, double lo, double hi, double *out) {
     if (!s || !*s) return false;
     char *end;
     errno = 0;
-    const double v = strtod(s, &end);
+    const double v = single ? (double)strtof(s, &end) : strtod(s, &end);
     if (errno || *end || !(v >= lo && v <= hi)) return false;
     *out = v;
     return true;
 }
 
-static bool to_float(const char *s, float lo, float hi, float *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    const float v = strtof(s, &end);
-    if (errno || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
+bool bitnet_args_to_double(const char *s, double lo, double hi, double *out) {
+    return to_real(s, false, lo, hi, out);
 }
 
 bool bitnet_args_to_int64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap, int *n) {
@@ -193,15 +188,18 @@ static int store(const bitnet_args *args, const bitnet_arg_opt *o, const char *f
         }
         return 0;
     case BITNET_ARG_FLOAT:
-        if (!to_float(v, (float)o->flo, (float)o->fhi, (float *)o->dst)) {
+    case BITNET_ARG_DOUBLE: {
+        /* a float's range is compared in float, as the value is */
+        const bool single = o->kind == BITNET_ARG_FLOAT;
+        const double lo = single ? (double)(float)o->flo : o->flo, hi = single ? (double)(float)o->fhi : o->fhi;
+        double x;
+        if (!to_real(v, single, lo, hi, &x)) {
             return bitnet_args_fail(args, "%s expects a number in [%g, %g], got '%s'", flag, o->flo, o->fhi, v);
         }
+        if (single) *(float *)o->dst = (float)x;
+        else *(double *)o->dst = x;
         return 0;
-    case BITNET_ARG_DOUBLE:
-        if (!bitnet_args_to_double(v, o->flo, o->fhi, (double *)o->dst)) {
-            return bitnet_args_fail(args, "%s expects a number in [%g, %g], got '%s'", flag, o->flo, o->fhi, v);
-        }
-        return 0;
+    }
     case BITNET_ARG_STRING: *(const char **)o->dst = v; return 0;
     case BITNET_ARG_WORD:
     case BITNET_ARG_CHOICE: {

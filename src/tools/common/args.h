@@ -82,6 +82,13 @@ struct bitnet_args {
     bool flat;               /* --help: long-only options start where "-x, --long" ones do (no indent) */
 };
 
+/* The --lut-tiles row of the tools that load a model (llama-cli, llama-bench, llama-perplexity). */
+#define BITNET_OPT_LUT_TILES(dst_)                                                                  \
+    BITNET_OPT("--lut-tiles", "FILE",                                                               \
+               "the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"                  \
+               "packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML",            \
+               BITNET_ARG_STRING, (dst_))
+
 /* A bitnet_args of a static opts[] array, then designated extras (.positional = ..., .help_col = 26). */
 #define BITNET_ARGS(tool_, usage_, description_, epilogue_, opts_, ...)                                      \
     { .tool = (tool_), .usage = (usage_), .description = (description_), .epilogue = (epilogue_), .opts = (opts_), \
