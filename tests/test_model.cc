@@ -1881,11 +1881,13 @@ TEST(LlamaCli, StopsWhenTheContextIsFull) {
     EXPECT_NE(err.find("generation 5 tokens"), std::string::npos) << err; // 16 prompt + 4 evaluated + 1 sampled
 }
 
-TEST(LlamaCli, BadArgumentsExitWithOne) {
+// Exit status (tools/common/args.h): 2 a bad command line, 1 a missing or bad file.
+TEST(LlamaCli, BadArgumentsExitWithTwoBadFilesWithOne) {
     if (!CliRuns()) GTEST_SKIP() << kCli << " cannot run here";
     const std::string m = " -m '" + kTinyI2S + "'";
     struct Case {
         std::string args, msg;
+        int rc = 2;
     } cases[] = {
         {"--bogus" + m, "unknown argument '--bogus'"},
         {m + " -n", "-n needs a value"},
@@ -1896,16 +1898,16 @@ TEST(LlamaCli, BadArgumentsExitWithOne) {
         {m + " --lut-table best", "--lut-table expects"},
         {m + " --head-type f16", "--head-type expects stored or q8_0, got 'f16'"},
         {"-p hi", "no model given"},
-        {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf"},
-        {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt"},
-        {m + " --lut-tiles /nonexistent/kernel_config.ini", "error: --lut-tiles: /nonexistent/kernel_config.ini: cannot open"},
+        {"-m /nonexistent/model.gguf", "/nonexistent/model.gguf", 1},
+        {m + " -f /nonexistent/prompt.txt", "/nonexistent/prompt.txt", 1},
+        {m + " --lut-tiles /nonexistent/kernel_config.ini", "error: --lut-tiles: /nonexistent/kernel_config.ini: cannot open", 1},
         {m + " --lut-tiles '" + std::string(BITNET_SOURCE_DIR) + "/configs/Llama3-8B-1.58-100B-tokens.yaml'",
-         "tl1 has the tables default, pretuned: say which one the file was packed with (--lut-table NAME)"},
+         "tl1 has the tables default, pretuned: say which one the file was packed with (--lut-table NAME)", 1},
         {m + " --lut-tiles", "--lut-tiles needs a value"},
     };
     for (const Case &c : cases) {
         std::string err;
-        EXPECT_EQ(RunCmd("'" + kCli + "' " + c.args + " 2>&1 >/dev/null", &err), 1) << c.args;
+        EXPECT_EQ(RunCmd("'" + kCli + "' " + c.args + " 2>&1 >/dev/null", &err), c.rc) << c.args;
         EXPECT_NE(err.find(c.msg), std::string::npos) << c.args << ": " << err;
     }
 }

@@ -18,11 +18,12 @@
  *   pos=<t> token=<id> top: <id>=<logit> <id>=<logit> ...   (logits with %.6f, best first, ties by id)
  * stderr: one line about the model and the kernels; error messages.
  * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
- * Exit status: 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
+ * Exit status (args.h): 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
 #include "model/model.h"
 #include "tilefile/tile_file.h"
 #include "text/tokenizer.h"
+#include "tools/common/args.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -30,47 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static const char *k_usage =
-    "usage: bitnet-logits -m MODEL (-p TEXT | --tokens IDS) [options]\n"
-    "\n"
-    "Evaluates a prompt and writes the logits of every position.\n"
-    "\n"
-    "  -m, --model FILE       model (GGUF)\n"
-    "  -p, --prompt TEXT      prompt text, tokenized with the model's vocabulary (BOS added as the\n"
-    "                         vocabulary asks, special-token texts parsed)\n"
-    "      --tokens IDS       token ids instead of text, separated by commas or spaces (e.g. 1,450,439)\n"
-    "      --no-bos           with -p: do not add BOS\n"
-    "      --out FILE         write all logits: FILE (f32 little endian [n_tokens][n_vocab]) + FILE.json\n"
-    "      --top-k K          print the K best tokens of every position on stdout (default 5 without --out)\n"
-    "  -t, --threads N        threads (default: the number of online CPUs)\n"
-    "  -b, --batch-size N     tokens per forward pass (default 512)\n"
-    "      --kernel K         auto|i2_s|tl1|tl2 (default auto)\n"
-    "      --lut-table T      default|pretuned: preferred tile table\n"
-    "      --lut-tiles FILE   the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was packed\n"
-    "                         with: bitnet.cpp's include/kernel_config.ini or a configs/-style YAML\n"
-    "      --head-type H      stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
-    "                         (the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")\n"
-    "  -h, --help             this text\n"
-    "\n"
-    "Exit status: 0 success, 1 model/evaluation/output error, 2 bad command line.\n";
-
-static int usage_error(const char *fmt, const char *a, const char *b) {
-    fprintf(stderr, "bitnet-logits: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, "\n(run bitnet-logits --help for usage)\n");
-    return 2;
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
 
 /* "1,2,3" or "1 2 3" (any mix of commas and white space) → ids. false on anything else. */
 static bool parse_ids(const char *s, int32_t **ids, size_t *n) {
@@ -159,67 +119,57 @@ typedef struct options {
     const char *model, *prompt, *tokens, *out, *lut_table, *lut_tiles;
     long top_k, n_threads, n_batch;
     bool have_top_k, no_bos;
-    bitnet_kernel_path kernel;
+    int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     int head_type; /* bitnet_model_params.head_type */
 } options;
 
-static int parse_args(int argc, char **argv, options *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(k_usage, stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "--no-bos")) {
-            o->no_bos = true;
-            continue;
-        }
-        static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "--tokens", "--out", "--top-k",
-                                                 "-t", "--threads", "-b", "--batch-size", "--kernel", "--lut-table",
-                                                 "--head-type", "--lut-tiles"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
-        if (!known) return usage_error("unknown argument '%s'%s", a, "");
-        if (i + 1 >= argc) return usage_error("%s needs a value%s", a, "");
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            o->model = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            o->prompt = v;
-        } else if (!strcmp(a, "--tokens")) {
-            o->tokens = v;
-        } else if (!strcmp(a, "--out")) {
-            if (!*v) return usage_error("--out needs a file name%s%s", "", "");
-            o->out = v;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!parse_long(v, 1, 1 << 24, &o->top_k)) return usage_error("--top-k expects an integer >= 1, got '%s'%s", v, "");
-            o->have_top_k = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_long(v, 1, 1024, &o->n_threads)) return usage_error("%s expects an integer in [1, 1024], got '%s'", a, v);
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!parse_long(v, 1, 1 << 24, &o->n_batch)) return usage_error("%s expects an integer >= 1, got '%s'", a, v);
-        } else if (!strcmp(a, "--kernel")) {
-            if (!strcmp(v, "auto")) o->kernel = BITNET_PATH_AUTO;
-            else if (!strcmp(v, "i2_s")) o->kernel = BITNET_PATH_I2S;
-            else if (!strcmp(v, "tl1")) o->kernel = BITNET_PATH_TL1;
-            else if (!strcmp(v, "tl2")) o->kernel = BITNET_PATH_TL2;
-            else return usage_error("--kernel expects auto, i2_s, tl1 or tl2, got '%s'%s", v, "");
-        } else if (!strcmp(a, "--head-type")) {
-            if (!strcmp(v, "stored")) o->head_type = 0;
-            else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
-            else return usage_error("--head-type expects stored or q8_0, got '%s'%s", v, "");
-        } else if (!strcmp(a, "--lut-tiles")) {
-            o->lut_tiles = v;
-        } else { /* --lut-table */
-            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
-                return usage_error("--lut-table expects default or pretuned, got '%s'%s", v, "");
-            o->lut_table = v;
-        }
-    }
-    if (!o->model) return usage_error("no model given (-m FILE)%s%s", "", "");
-    if (!o->prompt == !o->tokens) return usage_error("give exactly one of -p TEXT and --tokens IDS%s%s", "", "");
-    if (o->no_bos && !o->prompt) return usage_error("--no-bos only applies to -p%s%s", "", "");
+static int on_out(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    (void)flag;
+    if (!*v) return bitnet_args_fail(args, "--out needs a file name");
+    *(const char **)opt->dst = v;
     return 0;
+}
+
+/* The command line into o; -1 to go on, else the exit status (help printed, or a bad command line). */
+static int parse_args(int argc, char **argv, options *o) {
+    int head = 0;
+    const bitnet_arg_opt opts[] = {
+        BITNET_OPT("-m, --model", "FILE", "model (GGUF)", BITNET_ARG_STRING, &o->model),
+        BITNET_OPT("-p, --prompt", "TEXT",
+         "prompt text, tokenized with the model's vocabulary (BOS added as the\n"
+         "vocabulary asks, special-token texts parsed)",
+         BITNET_ARG_STRING, &o->prompt),
+        BITNET_OPT("--tokens", "IDS", "token ids instead of text, separated by commas or spaces (e.g. 1,450,439)",
+         BITNET_ARG_STRING, &o->tokens),
+        BITNET_OPT("--no-bos", NULL, "with -p: do not add BOS", BITNET_ARG_FLAG, &o->no_bos),
+        BITNET_OPT("--out", "FILE", "write all logits: FILE (f32 little endian [n_tokens][n_vocab]) + FILE.json",
+         BITNET_ARG_CALL, &o->out, .fn = on_out),
+        BITNET_OPT("--top-k", "K", "print the K best tokens of every position on stdout (default 5 without --out)",
+         BITNET_ARG_LONG, &o->top_k, .lo = 1, .hi = 1 << 24, .given = &o->have_top_k),
+        BITNET_OPT("-t, --threads", "N", "threads (default: the number of online CPUs)", BITNET_ARG_LONG, &o->n_threads, .lo = 1, .hi = 1024),
+        BITNET_OPT("-b, --batch-size", "N", "tokens per forward pass (default 512)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
+        BITNET_OPT("--kernel", "K", "auto|i2_s|tl1|tl2 (default auto)", BITNET_ARG_CHOICE, &o->kernel, .choices = "auto|i2_s|tl1|tl2"),
+        BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table", BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
+        BITNET_OPT("--lut-tiles", "FILE",
+         "the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was packed\n"
+         "with: bitnet.cpp's include/kernel_config.ini or a configs/-style YAML",
+         BITNET_ARG_STRING, &o->lut_tiles),
+        BITNET_OPT("--head-type", "H",
+         "stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
+         "(the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")",
+         BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
+    };
+    static const char *const k_desc = "Evaluates a prompt and writes the logits of every position.\n";
+    const bitnet_args args = BITNET_ARGS("bitnet-logits",
+                                         "usage: bitnet-logits -m MODEL (-p TEXT | --tokens IDS) [options]", k_desc,
+                                         BITNET_EXIT_STATUS_HELP, opts, .help_col = 25);
+    const int pr = bitnet_args_parse(&args, argc, argv);
+    if (pr >= 0) return pr;
+    o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
+    if (!o->model) return bitnet_args_fail(&args, "no model given (-m FILE)");
+    if (!o->prompt == !o->tokens) return bitnet_args_fail(&args, "give exactly one of -p TEXT and --tokens IDS");
+    if (o->no_bos && !o->prompt) return bitnet_args_fail(&args, "--no-bos only applies to -p");
+    return -1;
 }
 
 /* Write the JSON header of the logits file. false on an I/O error. */
@@ -253,6 +203,39 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
     return ok;
 }
 
+/* Evaluates ids in chunks of n_batch tokens, keeping every position's logits: each chunk's rows go to
+ * `out` (when open, named tmp_data in messages) before the next, so memory stays at n_batch rows; the
+ * kk best of every row are printed when kk > 0 (top: kk ids). false after a message. */
+static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_batch, int32_t n_vocab, FILE *out,
+                     const char *tmp_data, int32_t kk, int32_t *top) {
+    bitnet_error err = {{0}};
+    for (size_t start = 0; start < n; start += (size_t)n_batch) {
+        const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
+        if (bitnet_decode(c, ids + start, cnt, (int32_t)start, true, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: evaluating tokens %zu..%zu: %s\n", start, start + (size_t)cnt - 1, err.msg);
+            return false;
+        }
+        for (int32_t j = 0; j < cnt; j++) {
+            const float *l = bitnet_get_logits_ith(c, j);
+            if (!l) {
+                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
+                return false;
+            }
+            if (out && fwrite(l, sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
+                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+                return false;
+            }
+            if (kk > 0) {
+                top_k(l, n_vocab, kk, top);
+                printf("pos=%zu token=%d top:", start + (size_t)j, ids[start + (size_t)j]);
+                for (int32_t r = 0; r < kk; r++) printf(" %d=%.6f", top[r], (double)l[top[r]]);
+                printf("\n");
+            }
+        }
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     options o = {0};
     o.kernel = BITNET_PATH_AUTO;
@@ -260,7 +243,7 @@ int main(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.n_threads = ncpu > 0 ? (ncpu > 1024 ? 1024 : ncpu) : 1;
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc;
+    if (rc >= 0) return rc;
     {
         const uint16_t one = 1;
         uint8_t lo;
@@ -275,8 +258,9 @@ int main(int argc, char **argv) {
     size_t n = 0;
     if (o.tokens && (!parse_ids(o.tokens, &ids, &n) || n == 0)) {
         free(ids);
-        return usage_error("--tokens expects non-negative integers separated by commas or spaces, got '%s'%s",
-                           o.tokens, "");
+        return bitnet_tool_error("bitnet-logits", BITNET_EXIT_USAGE,
+                                 "--tokens expects non-negative integers separated by commas or spaces, got '%s'",
+                                 o.tokens);
     }
 
     bitnet_error err = {{0}};
@@ -292,7 +276,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bitnet-logits: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
@@ -361,32 +345,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* Evaluate in chunks of n_batch tokens, keeping every position's logits; each chunk's rows are
-     * written before the next, so memory stays at n_batch rows. */
-    for (size_t start = 0; start < n; start += (size_t)n_batch) {
-        const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
-        if (bitnet_decode(c, ids + start, cnt, (int32_t)start, true, &err) != BITNET_OK) {
-            fprintf(stderr, "bitnet-logits: evaluating tokens %zu..%zu: %s\n", start, start + (size_t)cnt - 1, err.msg);
-            goto done;
-        }
-        for (int32_t j = 0; j < cnt; j++) {
-            const float *l = bitnet_get_logits_ith(c, j);
-            if (!l) {
-                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
-                goto done;
-            }
-            if (out && fwrite(l, sizeof(float), (size_t)hp->n_vocab, out) != (size_t)hp->n_vocab) {
-                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
-                goto done;
-            }
-            if (kk > 0) {
-                top_k(l, hp->n_vocab, kk, top);
-                printf("pos=%zu token=%d top:", start + (size_t)j, ids[start + (size_t)j]);
-                for (int32_t r = 0; r < kk; r++) printf(" %d=%.6f", top[r], (double)l[top[r]]);
-                printf("\n");
-            }
-        }
-    }
+    if (!evaluate(c, ids, n, n_batch, hp->n_vocab, out, tmp_data, kk, top)) goto done;
     if (fflush(stdout) != 0) {
         fprintf(stderr, "bitnet-logits: writing stdout: %s\n", strerror(errno));
         goto done;

@@ -17,54 +17,25 @@
  * model → kernel → batch → threads → (pp tests, tg tests, pg tests).
  *
  * stdout: the table / CSV / JSON only. stderr: per model its load time and kernel summary, the
- * machine's load average, errors. Exit status: 0 on success; 1 on a bad flag, a missing or bad
- * model file, or a failed evaluation. */
+ * machine's load average, errors. Exit status (tools/common/args.h): 0 on success; 1 a missing or bad
+ * model file, or a failed evaluation; 2 a bad command line. */
 #include "base/gguf.h"
 #include "kernels/i2s/i2s.h"
 #include "model/model.h"
 #include "base/quants.h"
 #include "base/rng.h"
 #include "tilefile/tile_file.h"
+#include "tools/common/args.h"
+#include "tools/common/bench_util.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-
-static const char *k_usage =
-    "usage: llama-bench [options]\n"
-    "\n"
-    "Measure prompt processing (ppN) and generation (tgN) speed of BitNet b1.58 GGUF models.\n"
-    "Flags marked LIST take comma-separated values and may be repeated; every combination runs.\n"
-    "\n"
-    "  -m, --model FILE[,FILE]    model files, LIST (required)\n"
-    "  -p, --n-prompt N           prompt tokens of a pp test, LIST (default 512; 0 = no pp test)\n"
-    "  -n, --n-gen N              generated tokens of a tg test, LIST (default 128; 0 = no tg test)\n"
-    "  -pg N,M                    also a test of N prompt then M generated tokens (repeatable)\n"
-    "  -b, --batch-size N         prompt tokens per forward pass, LIST (default 2048)\n"
-    "  -t, --threads N            threads, LIST (default: the number of online CPUs)\n"
-    "      --kernel K             auto|i2_s|tl1|tl2, LIST (default auto: tl2 on x86-64, tl1 on AArch64)\n"
-    "      --lut-table T          default|pretuned: preferred tile table (default: the build's choice)\n"
-    "      --lut-tiles FILE       the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
-    "                             packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
-    "      --head-type H          stored|q8_0, LIST: output head as stored (default) or requantized to\n"
-    "                             Q8_0 at load; q8_0 rows say so in the kernel column (\"+q8_0 head\")\n"
-    "  -r, --repetitions N        timed repetitions per test (default 5)\n"
-    "  -o, --output FORMAT        md|csv|json (default md)\n"
-    "      --seed N               seed of the random prompt/generation token ids (default 42)\n"
-    "      --no-warmup            skip the unmeasured warm-up run of each test\n"
-    "      --progress             print each repetition's time on stderr\n"
-    "  -ngl, --n-gpu-layers N     accepted for compatibility and ignored (CPU only), LIST\n"
-    "  -h, --help                 this text\n"
-    "\n"
-    "t/s = mean ± sample standard deviation over the repetitions of tokens / seconds.\n"
-    "Exit status: 0 on success, 1 on a bad flag, a missing or bad model, or a failed evaluation.\n";
 
 #define MAX_TOKENS (1L << 24) /* bitnet_context_create's n_ctx limit */
 
@@ -94,23 +65,12 @@ typedef struct options {
     const char *lut_tiles; /* --lut-tiles FILE */
     long reps;
     const char *format; /* "md", "csv", "json" */
-    unsigned long long seed;
-    int warmup;
-    int progress;
+    uint64_t seed;
+    bool warmup;
+    bool progress;
 } options;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "llama-bench: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 1;
-}
+#define fail(...) bitnet_tool_error("llama-bench", BITNET_EXIT_FAILURE, __VA_ARGS__)
 
 static int push_long(long_list *l, long v) {
     long *nv = realloc(l->v, (l->n + 1) * sizeof *nv);
@@ -144,203 +104,150 @@ static void free_options(options *o) {
     free(o->pg);
 }
 
-static int parse_long(const char *flag, const char *s, size_t len, long lo, long hi, long *out) {
-    char buf[64];
-    if (len == 0 || len >= sizeof buf) {
-        fprintf(stderr, "llama-bench: error: %s expects integers in [%ld, %ld], got '%.*s'\n", flag, lo, hi,
-                (int)(len > 60 ? 60 : len), s);
-        return 1;
-    }
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end;
-    errno = 0;
-    long v = strtol(buf, &end, 10);
-    if (errno != 0 || end == buf || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "llama-bench: error: %s expects integers in [%ld, %ld], got '%s'\n", flag, lo, hi, buf);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
+/* ---- the command line: LIST flags take comma lists and may be repeated ------------------------- */
 
-/* Appends the comma-separated integers of `s` to l (the first use of the flag drops the default). */
-static int parse_long_list(const char *flag, const char *s, long lo, long hi, long_list *l) {
+/* One comma-list item of a LIST flag: the option's row, the spelling given, the list. */
+typedef struct list_item {
+    const bitnet_args *args;
+    const bitnet_arg_opt *opt;
+    const char *flag, *value;
+} list_item;
+
+/* The first use of a LIST flag drops the default. */
+static long_list *list_of(const bitnet_arg_opt *opt) {
+    long_list *l = opt->dst;
     if (!l->given) {
         l->n = 0;
         l->given = 1;
     }
-    for (const char *p = s;;) {
-        const char *c = strchr(p, ',');
-        const size_t len = c ? (size_t)(c - p) : strlen(p);
-        long v;
-        if (parse_long(flag, p, len, lo, hi, &v) || push_long(l, v)) return 1;
-        if (!c) return 0;
-        p = c + 1;
-    }
+    return l;
 }
 
-static int kernel_from_name(const char *s, size_t len, long *out) {
-    static const struct {
-        const char *name;
-        bitnet_kernel_path path;
-    } names[] = {
-        {"auto", BITNET_PATH_AUTO}, {"i2_s", BITNET_PATH_I2S}, {"tl1", BITNET_PATH_TL1}, {"tl2", BITNET_PATH_TL2}};
+static int long_item(void *user, const char *s, size_t len) {
+    const list_item *it = user;
+    int64_t v;
+    if (bitnet_args_item_int64(it->args, it->flag, s, len, it->opt->lo, it->opt->hi, &v)) return BITNET_EXIT_USAGE;
+    return push_long(it->opt->dst, (long)v) ? BITNET_EXIT_FAILURE : 0;
+}
+
+static int kernel_item(void *user, const char *s, size_t len) {
+    static const char *const names[] = {"auto", "i2_s", "tl1", "tl2"}; /* index = bitnet_kernel_path */
+    const list_item *it = user;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strlen(names[i].name) == len && strncmp(s, names[i].name, len) == 0) {
-            *out = names[i].path;
-            return 0;
-        }
+        if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0) return push_long(it->opt->dst, (long)i);
     }
-    return fail("--kernel expects auto, i2_s, tl1 or tl2 (comma list), got '%.*s'", (int)len, s);
+    return bitnet_args_fail(it->args, "--kernel expects auto, i2_s, tl1 or tl2 (comma list), got '%.*s'", (int)len, s);
 }
 
-/* a is the short or the long spelling of a flag (long may be NULL) */
-static int is_flag(const char *a, const char *short_name, const char *long_name) {
-    return strcmp(a, short_name) == 0 || (long_name && strcmp(a, long_name) == 0);
+static int head_item(void *user, const char *s, size_t len) {
+    const list_item *it = user;
+    if (len == 6 && strncmp(s, "stored", 6) == 0) return push_long(it->opt->dst, 0);
+    if (len == 4 && strncmp(s, "q8_0", 4) == 0) return push_long(it->opt->dst, BITNET_TYPE_Q8_0);
+    return bitnet_args_fail(it->args, "--head-type expects stored or q8_0 (comma list), got '%.*s'", (int)len, s);
 }
 
-/* 0: parsed; 1: error (message printed); 2: help printed. */
-static int parse_args(int argc, char **argv, options *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define IS(s1, s2) is_flag(a, s1, s2)
-        if (IS("-h", "--help")) {
-            fputs(k_usage, stdout);
-            return 2;
-        }
-        if (IS("--no-warmup", NULL)) {
-            o->warmup = 0;
-            continue;
-        }
-        if (IS("--progress", NULL)) {
-            o->progress = 1;
-            continue;
-        }
-        static const char *const with_value[] = {
-            "-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-b", "--batch-size", "-t", "--threads",
-            "--kernel", "--lut-table", "--lut-tiles", "--head-type", "-r", "--repetitions", "-o", "--output", "--seed", "-ngl", "--n-gpu-layers"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
-        if (!known) return fail("unknown argument '%s' (see --help)", a);
-        if (i + 1 >= argc) return fail("%s needs a value (see --help)", a);
-        const char *v = argv[++i];
-        if (IS("-m", "--model")) {
-            for (const char *p = v;;) {
-                const char *c = strchr(p, ',');
-                const size_t len = c ? (size_t)(c - p) : strlen(p);
-                if (len == 0) return fail("%s: empty file name in '%s'", a, v);
-                if (push_str(&o->models, p, len)) return 1;
-                if (!c) break;
-                p = c + 1;
-            }
-        } else if (IS("-p", "--n-prompt")) {
-            if (parse_long_list(a, v, 0, MAX_TOKENS, &o->n_prompt)) return 1;
-        } else if (IS("-n", "--n-gen")) {
-            if (parse_long_list(a, v, 0, MAX_TOKENS, &o->n_gen)) return 1;
-        } else if (IS("-pg", NULL)) {
-            const char *c = strchr(v, ',');
-            pg_pair pp;
-            if (!c || strchr(c + 1, ',')) return fail("-pg expects two integers N,M, got '%s'", v);
-            if (parse_long(a, v, (size_t)(c - v), 1, MAX_TOKENS, &pp.n_prompt) ||
-                parse_long(a, c + 1, strlen(c + 1), 1, MAX_TOKENS, &pp.n_gen)) {
-                return 1;
-            }
-            pg_pair *np = realloc(o->pg, (o->n_pg + 1) * sizeof *np);
-            if (!np) return fail("out of memory");
-            o->pg = np;
-            o->pg[o->n_pg++] = pp;
-        } else if (IS("-b", "--batch-size")) {
-            if (parse_long_list(a, v, 1, MAX_TOKENS, &o->batch)) return 1;
-        } else if (IS("-t", "--threads")) {
-            if (parse_long_list(a, v, 1, 1024, &o->threads)) return 1;
-        } else if (IS("--kernel", NULL)) {
-            if (!o->kernels.given) {
-                o->kernels.n = 0;
-                o->kernels.given = 1;
-            }
-            for (const char *p = v;;) {
-                const char *c = strchr(p, ',');
-                const size_t len = c ? (size_t)(c - p) : strlen(p);
-                long k = BITNET_PATH_AUTO;
-                if (kernel_from_name(p, len, &k) || push_long(&o->kernels, k)) return 1;
-                if (!c) break;
-                p = c + 1;
-            }
-        } else if (IS("--head-type", NULL)) {
-            if (!o->heads.given) {
-                o->heads.n = 0;
-                o->heads.given = 1;
-            }
-            for (const char *p = v;;) {
-                const char *c = strchr(p, ',');
-                const size_t len = c ? (size_t)(c - p) : strlen(p);
-                long h;
-                if (len == 6 && strncmp(p, "stored", 6) == 0) h = 0;
-                else if (len == 4 && strncmp(p, "q8_0", 4) == 0) h = BITNET_TYPE_Q8_0;
-                else return fail("--head-type expects stored or q8_0 (comma list), got '%.*s'", (int)len, p);
-                if (push_long(&o->heads, h)) return 1;
-                if (!c) break;
-                p = c + 1;
-            }
-        } else if (IS("--lut-table", NULL)) {
-            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0) {
-                return fail("--lut-table expects default or pretuned, got '%s'", v);
-            }
-            o->lut_table = v;
-        } else if (IS("--lut-tiles", NULL)) {
-            o->lut_tiles = v;
-        } else if (IS("-r", "--repetitions")) {
-            if (parse_long(a, v, strlen(v), 1, 1000000, &o->reps)) return 1;
-        } else if (IS("-o", "--output")) {
-            if (strcmp(v, "md") != 0 && strcmp(v, "csv") != 0 && strcmp(v, "json") != 0) {
-                return fail("%s expects md, csv or json, got '%s'", a, v);
-            }
-            o->format = v;
-        } else if (IS("--seed", NULL)) {
-            char *end;
-            errno = 0;
-            if (v[0] == '-' || v[0] == '\0') return fail("--seed expects an integer in [0, 2^64-1], got '%s'", v);
-            const unsigned long long s = strtoull(v, &end, 10);
-            if (errno != 0 || *end != '\0') return fail("--seed expects an integer in [0, 2^64-1], got '%s'", v);
-            o->seed = s;
-        } else if (IS("-ngl", "--n-gpu-layers")) {
-            long_list ignored = {0};
-            const int bad = parse_long_list(a, v, -1, INT_MAX, &ignored);
-            free(ignored.v);
-            if (bad) return 1;
-        }
-#undef IS
+static int model_item(void *user, const char *s, size_t len) {
+    const list_item *it = user;
+    if (len == 0) return bitnet_args_fail(it->args, "%s: empty file name in '%s'", it->flag, it->value);
+    return push_str(it->opt->dst, s, len);
+}
+
+static int on_list(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    list_item it = {args, opt, flag, v};
+    if (!strcmp(opt->names, "-m, --model")) return bitnet_args_each_item(v, model_item, &it);
+    list_of(opt);
+    if (!strcmp(opt->names, "--kernel")) return bitnet_args_each_item(v, kernel_item, &it);
+    if (!strcmp(opt->names, "--head-type")) return bitnet_args_each_item(v, head_item, &it);
+    return bitnet_args_each_item(v, long_item, &it);
+}
+
+/* -ngl LIST: checked, then dropped */
+static int on_ignored_list(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    long_list ignored = {0};
+    bitnet_arg_opt row = *opt;
+    row.dst = &ignored;
+    list_item it = {args, &row, flag, v};
+    const int rc = bitnet_args_each_item(v, long_item, &it);
+    free(ignored.v);
+    return rc;
+}
+
+/* -pg N,M (repeatable) */
+static int on_pg(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    options *o = opt->dst;
+    const char *c = strchr(v, ',');
+    int64_t n_prompt, n_gen;
+    if (!c || strchr(c + 1, ',')) return bitnet_args_fail(args, "-pg expects two integers N,M, got '%s'", v);
+    if (bitnet_args_item_int64(args, flag, v, (size_t)(c - v), 1, MAX_TOKENS, &n_prompt) ||
+        bitnet_args_item_int64(args, flag, c + 1, strlen(c + 1), 1, MAX_TOKENS, &n_gen)) {
+        return BITNET_EXIT_USAGE;
     }
+    pg_pair *np = realloc(o->pg, (o->n_pg + 1) * sizeof *np);
+    if (!np) return fail("out of memory");
+    o->pg = np;
+    o->pg[o->n_pg++] = (pg_pair){(long)n_prompt, (long)n_gen};
     return 0;
+}
+
+/* The command line into o; -1 to go on, else the exit status (help printed, or a bad command line). */
+static int parse_args(int argc, char **argv, options *o) {
+    const bitnet_arg_opt opts[] = {
+        BITNET_OPT("-m, --model", "FILE[,FILE]", "model files, LIST (required)", BITNET_ARG_CALL, &o->models,
+                   .fn = on_list),
+        BITNET_OPT("-p, --n-prompt", "N", "prompt tokens of a pp test, LIST (default 512; 0 = no pp test)",
+                   BITNET_ARG_CALL, &o->n_prompt, .lo = 0, .hi = MAX_TOKENS, .fn = on_list),
+        BITNET_OPT("-n, --n-gen", "N", "generated tokens of a tg test, LIST (default 128; 0 = no tg test)",
+                   BITNET_ARG_CALL, &o->n_gen, .lo = 0, .hi = MAX_TOKENS, .fn = on_list),
+        BITNET_OPT("-pg", "N,M", "also a test of N prompt then M generated tokens (repeatable)", BITNET_ARG_CALL, o,
+                   .fn = on_pg),
+        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass, LIST (default 2048)", BITNET_ARG_CALL,
+                   &o->batch, .lo = 1, .hi = MAX_TOKENS, .fn = on_list),
+        BITNET_OPT("-t, --threads", "N", "threads, LIST (default: the number of online CPUs)", BITNET_ARG_CALL,
+                   &o->threads, .lo = 1, .hi = 1024, .fn = on_list),
+        BITNET_OPT("--kernel", "K", "auto|i2_s|tl1|tl2, LIST (default auto: tl2 on x86-64, tl1 on AArch64)",
+                   BITNET_ARG_CALL, &o->kernels, .fn = on_list),
+        BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
+                   BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
+        BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT("--head-type", "H",
+                   "stored|q8_0, LIST: output head as stored (default) or requantized to\n"
+                   "Q8_0 at load; q8_0 rows say so in the kernel column (\"+q8_0 head\")",
+                   BITNET_ARG_CALL, &o->heads, .fn = on_list),
+        BITNET_OPT("-r, --repetitions", "N", "timed repetitions per test (default 5)", BITNET_ARG_LONG, &o->reps,
+                   .lo = 1, .hi = 1000000),
+        BITNET_OPT("-o, --output", "FORMAT", "md|csv|json (default md)", BITNET_ARG_WORD, &o->format,
+                   .choices = "md|csv|json"),
+        BITNET_OPT("--seed", "N", "seed of the random prompt/generation token ids (default 42)", BITNET_ARG_UINT64,
+                   &o->seed),
+        BITNET_OPT("--no-warmup", NULL, "skip the unmeasured warm-up run of each test", BITNET_ARG_FLAG_OFF,
+                   &o->warmup),
+        BITNET_OPT("--progress", NULL, "print each repetition's time on stderr", BITNET_ARG_FLAG, &o->progress),
+        BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only), LIST",
+                   BITNET_ARG_CALL, NULL, .lo = -1, .hi = INT_MAX, .fn = on_ignored_list),
+    };
+    static const char *const k_desc =
+        "Measure prompt processing (ppN) and generation (tgN) speed of BitNet b1.58 GGUF models.\n"
+        "Flags marked LIST take comma-separated values and may be repeated; every combination runs.\n";
+    static const char *const k_epi =
+        "t/s = mean ± sample standard deviation over the repetitions of tokens / seconds.\n"
+        BITNET_EXIT_STATUS_HELP;
+    const bitnet_args args = BITNET_ARGS("llama-bench", "usage: llama-bench [options]", k_desc, k_epi, opts,
+                                         .help_col = 29);
+    const int pr = bitnet_args_parse(&args, argc, argv);
+    if (pr >= 0) return pr;
+    if (o->models.n == 0) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");
+    size_t n_tests = o->n_pg;
+    for (size_t i = 0; i < o->n_prompt.n; i++) n_tests += o->n_prompt.v[i] > 0;
+    for (size_t i = 0; i < o->n_gen.n; i++) n_tests += o->n_gen.v[i] > 0;
+    if (n_tests == 0) return bitnet_args_fail(&args, "nothing to run: every -p and -n value is 0 and no -pg was given");
+    return -1;
 }
 
 /* ---- facts about the machine and the model file ---------------------------------------------- */
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* "model name" of /proc/cpuinfo (x86), else "<machine>" from uname. */
 static void cpu_info(char *out, size_t cap) {
-    out[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            if (strncmp(line, "model name", 10) != 0) continue;
-            const char *c = strchr(line, ':');
-            if (!c) continue;
-            c++;
-            while (*c == ' ' || *c == '\t') c++;
-            size_t len = strcspn(c, "\n");
-            snprintf(out, cap, "%.*s", (int)len, c);
-            break;
-        }
-        fclose(f);
-    }
+    bitnet_tool_cpu_model(out, cap, false);
     if (out[0] == '\0') {
         struct utsname u;
         snprintf(out, cap, "%s", uname(&u) == 0 ? u.machine : "unknown");
@@ -349,13 +256,9 @@ static void cpu_info(char *out, size_t cap) {
 
 /* 1-minute load average from /proc/loadavg; -1 when unavailable. */
 static double load_avg_1m(void) {
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
-        fclose(f);
-    }
-    return l;
+    double l[3];
+    bitnet_tool_loadavg(l);
+    return l[0];
 }
 
 typedef struct model_info {
@@ -440,17 +343,6 @@ static void test_name(long n_prompt, long n_gen, char *out, size_t cap) {
     if (n_prompt > 0 && n_gen > 0) snprintf(out, cap, "pp%ld+tg%ld", n_prompt, n_gen);
     else if (n_prompt > 0) snprintf(out, cap, "pp%ld", n_prompt);
     else snprintf(out, cap, "tg%ld", n_gen);
-}
-
-/* mean and sample standard deviation (n - 1; 0 for a single value) */
-static void mean_sd(const double *x, long n, double *mean, double *sd) {
-    double s = 0.0;
-    for (long i = 0; i < n; i++) s += x[i];
-    const double m = s / (double)n;
-    double q = 0.0;
-    for (long i = 0; i < n; i++) q += (x[i] - m) * (x[i] - m);
-    *mean = m;
-    *sd = n > 1 ? sqrt(q / (double)(n - 1)) : 0.0;
 }
 
 typedef struct table_layout {
@@ -663,12 +555,12 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
         }
     }
     for (long k = 0; k < o->reps; k++) {
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = bitnet_tool_now_ns();
         if (run_once(ctx, tokens, n_prompt, n_gen, &err)) {
             fail("test %s: evaluation failed: %s", r.test, err.msg);
             goto done;
         }
-        ns[k] = now_ns() - t0;
+        ns[k] = bitnet_tool_now_ns() - t0;
         if (ns[k] == 0) ns[k] = 1;
         nsd[k] = (double)ns[k];
         ts[k] = (double)n_ctx * 1e9 / (double)ns[k];
@@ -677,8 +569,8 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
                     n_threads, n_batch, k + 1, o->reps, (double)ns[k] / 1e6, ts[k]);
         }
     }
-    mean_sd(nsd, o->reps, &r.avg_ns, &r.sd_ns);
-    mean_sd(ts, o->reps, &r.avg_ts, &r.sd_ts);
+    bitnet_tool_mean_sd(nsd, o->reps, &r.avg_ns, &r.sd_ns);
+    bitnet_tool_mean_sd(ts, o->reps, &r.avg_ts, &r.sd_ts);
     r.ns = ns;
     r.ts = ts;
     if (strcmp(o->format, "md") == 0) md_row(env->layout, &r);
@@ -710,19 +602,8 @@ int main(int argc, char **argv) {
         goto out;
     }
     const int pr = parse_args(argc, argv, &o);
-    if (pr) {
-        rc = pr == 2 ? 0 : 1;
-        goto out;
-    }
-    if (o.models.n == 0) {
-        fail("no model given: use -m MODEL (see --help)");
-        goto out;
-    }
-    size_t n_tests = o.n_pg;
-    for (size_t i = 0; i < o.n_prompt.n; i++) n_tests += o.n_prompt.v[i] > 0;
-    for (size_t i = 0; i < o.n_gen.n; i++) n_tests += o.n_gen.v[i] > 0;
-    if (n_tests == 0) {
-        fail("nothing to run: every -p and -n value is 0 and no -pg was given");
+    if (pr >= 0) {
+        rc = pr;
         goto out;
     }
 
@@ -775,14 +656,14 @@ int main(int argc, char **argv) {
             bitnet_model *model = NULL;
             const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
                                             tiles};
-            const uint64_t t0 = now_ns();
+            const uint64_t t0 = bitnet_tool_now_ns();
             if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],
                      bitnet_kernel_path_name((bitnet_kernel_path)o.kernels.v[ki]), err.msg);
                 goto out;
             }
             fprintf(stderr, "llama-bench: loaded %s in %.0f ms; kernels: %s\n", o.models.v[mi],
-                    (double)(now_ns() - t0) / 1e6, bitnet_model_kernel_summary(model));
+                    (double)(bitnet_tool_now_ns() - t0) / 1e6, bitnet_model_kernel_summary(model));
             char kernel[64];
             kernel_label(model, kernel, sizeof kernel);
             if (bitnet_model_head_requantized(model)) {

@@ -8,7 +8,8 @@
  * main does.
  * stderr: model and run information at the start, and a closing timing line:
  *   llama-cli: prompt <n> tokens in <ms> ms (<t/s> tokens/s) | generation <n> tokens in <ms> ms (<t/s> tokens/s)
- * Exit status: 0 on success; 1 on a bad flag, a missing or bad file, or a failed evaluation.
+ * Exit status (tools/common/args.h): 0 on success; 1 a missing or bad file, or a failed evaluation; 2 a
+ * bad command line.
  *
  * Chat (-cnv / --conversation), as bitnet.cpp's llama-cli -cnv:
  * - The template comes from the model's tokenizer.chat_template (chat.h: bitnet, llama3, falcon3) or
@@ -29,54 +30,22 @@
  * - When the context (-c) cannot hold the next turn, or fills up during a reply, a message says so and
  *   the chat ends: old turns are not dropped (that would mean evaluating them again).
  * - Exit status: 0 when the input ends (EOF, Ctrl-D); 3 when the chat ended because the context was
- *   full; 130 after Ctrl-C at the prompt; 1 on errors (bad flag, model, template, failed evaluation). */
+ *   full; 130 after Ctrl-C at the prompt; 1 on errors (model, template, failed evaluation); 2 a bad command line. */
 #include "text/chat.h"
 #include "model/model.h"
 #include "tilefile/tile_file.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
+#include "tools/common/args.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static const char *k_usage =
-    "usage: llama-cli -m MODEL [options]\n"
-    "\n"
-    "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or llama.\n"
-    "\n"
-    "  -m, --model FILE         model file (required)\n"
-    "  -p, --prompt TEXT        prompt (default: empty, generation starts from BOS)\n"
-    "  -f, --file FILE          read the prompt from FILE (one trailing newline is dropped)\n"
-    "  -n, --n-predict N        tokens to generate (default 128; -1 = until EOS or the context is full)\n"
-    "  -t, --threads N          threads (default: the number of online CPUs)\n"
-    "  -c, --ctx-size N         context size in tokens (default 0 = min(model context, 4096))\n"
-    "  -b, --batch-size N       prompt tokens per forward pass (default 512)\n"
-    "      --temp T             temperature (default 0.8; 0 = greedy)\n"
-    "      --top-k N            keep the N most likely tokens (default 40; 0 = all)\n"
-    "      --top-p P            nucleus sampling threshold (default 0.95; 1 = off)\n"
-    "  -s, --seed N             sampling seed (default -1 = random, printed on stderr)\n"
-    "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64 with AVX2, tl1 on AArch64)\n"
-    "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
-    "      --lut-tiles FILE     the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
-    "                           packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
-    "      --head-type H        stored|q8_0: output head as stored in the file (default, exact) or\n"
-    "                           requantized to Q8_0 at load (about half the head's bytes per token;\n"
-    "                           logits change by the Q8_0 rounding of head and head input)\n"
-    "      --ignore-eos         keep generating after the end-of-sequence token\n"
-    "      --print-token-ids    print the prompt and generated token ids on stderr\n"
-    "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
-    "  -cnv, --conversation     chat: -p is the system prompt, user turns are read from stdin\n"
-    "                           (one per line; Ctrl-D ends); -n limits each reply\n"
-    "      --chat-template NAME bitnet|llama3|falcon3: chat template when the model's\n"
-    "                           tokenizer.chat_template is missing or not a known one\n"
-    "  -h, --help               this text\n";
 
 typedef struct options {
     const char *model;
@@ -89,148 +58,82 @@ typedef struct options {
     float temp;
     long top_k;
     float top_p;
-    long long seed;
-    bitnet_kernel_path kernel;
+    int64_t seed;
+    int kernel; /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     const char *lut_table;
     const char *lut_tiles; /* --lut-tiles FILE */
     int head_type; /* bitnet_model_params.head_type */
-    int ignore_eos;
-    int print_ids;
-    int conversation;
+    bool ignore_eos;
+    bool print_ids;
+    bool conversation;
     const char *chat_template;
 } options;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "llama-cli: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 1;
-}
+#define fail(...) bitnet_tool_error("llama-cli", BITNET_EXIT_FAILURE, __VA_ARGS__)
 
-/* a is the short or the long spelling of a flag (long may be NULL) */
-static int is_flag(const char *a, const char *short_name, const char *long_name) {
-    return strcmp(a, short_name) == 0 || (long_name && strcmp(a, long_name) == 0);
-}
-
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "llama-cli: error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
-        return 1;
-    }
-    *out = v;
+static int on_chat_template(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    (void)flag;
+    if (bitnet_chat_family_parse(v) == BITNET_CHAT_UNKNOWN)
+        return bitnet_args_fail(args, "--chat-template expects one of %s, got '%s'", bitnet_chat_known_names(), v);
+    *(const char **)opt->dst = v;
     return 0;
 }
 
-static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "llama-cli: error: %s expects a number in [%g, %g], got '%s'\n", flag, (double)lo, (double)hi, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* 0: parsed; 1: error (message printed); 2: help printed. */
+/* The command line into o; -1 to go on, else the exit status (help printed, or a bad command line). */
 static int parse_args(int argc, char **argv, options *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define IS(s1, s2) is_flag(a, s1, s2)
-        if (IS("-h", "--help")) {
-            fputs(k_usage, stdout);
-            return 2;
-        }
-        if (IS("-cnv", "--conversation")) {
-            o->conversation = 1;
-            continue;
-        }
-        if (IS("--ignore-eos", NULL)) {
-            o->ignore_eos = 1;
-            continue;
-        }
-        if (IS("--print-token-ids", NULL)) {
-            o->print_ids = 1;
-            continue;
-        }
-        /* every other flag takes a value */
-        const char *known[] = {"-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
-                               "--threads", "-c", "--ctx-size", "-b", "--batch-size", "--temp", "--top-k", "--top-p",
-                               "-s", "--seed", "--kernel", "--lut-table", "--lut-tiles", "-ngl", "--n-gpu-layers",
-                               "--chat-template", "--head-type"};
-        int is_known = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= strcmp(a, known[k]) == 0;
-        if (!is_known) {
-            fprintf(stderr, "llama-cli: error: unknown argument '%s' (see --help)\n", a);
-            return 1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "llama-cli: error: %s needs a value (see --help)\n", a);
-            return 1;
-        }
-        const char *v = argv[++i];
-        long l;
-        if (IS("-m", "--model")) {
-            o->model = v;
-        } else if (IS("-p", "--prompt")) {
-            o->prompt = v;
-        } else if (IS("-f", "--file")) {
-            o->prompt_file = v;
-        } else if (IS("-n", "--n-predict")) {
-            if (parse_long(a, v, -1, INT_MAX, &o->n_predict)) return 1;
-        } else if (IS("-t", "--threads")) {
-            if (parse_long(a, v, 1, 1024, &o->n_threads)) return 1;
-        } else if (IS("-c", "--ctx-size")) {
-            if (parse_long(a, v, 0, 1 << 24, &o->n_ctx)) return 1;
-        } else if (IS("-b", "--batch-size")) {
-            if (parse_long(a, v, 1, 1 << 24, &o->n_batch)) return 1;
-        } else if (IS("--temp", NULL)) {
-            if (parse_float(a, v, 0.0f, 1e6f, &o->temp)) return 1;
-        } else if (IS("--top-k", NULL)) {
-            if (parse_long(a, v, 0, INT_MAX, &o->top_k)) return 1;
-        } else if (IS("--top-p", NULL)) {
-            if (parse_float(a, v, 0.0f, 1.0f, &o->top_p)) return 1;
-        } else if (IS("-s", "--seed")) {
-            if (parse_long(a, v, -1, LONG_MAX, &l)) return 1;
-            o->seed = l;
-        } else if (IS("--kernel", NULL)) {
-            if (strcmp(v, "auto") == 0) o->kernel = BITNET_PATH_AUTO;
-            else if (strcmp(v, "i2_s") == 0) o->kernel = BITNET_PATH_I2S;
-            else if (strcmp(v, "tl1") == 0) o->kernel = BITNET_PATH_TL1;
-            else if (strcmp(v, "tl2") == 0) o->kernel = BITNET_PATH_TL2;
-            else return fail("--kernel expects auto, i2_s, tl1 or tl2, got '%s'", v);
-        } else if (IS("--lut-table", NULL)) {
-            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0) {
-                return fail("--lut-table expects default or pretuned, got '%s'", v);
-            }
-            o->lut_table = v;
-        } else if (IS("--lut-tiles", NULL)) {
-            o->lut_tiles = v;
-        } else if (IS("--head-type", NULL)) {
-            if (strcmp(v, "stored") == 0) o->head_type = 0;
-            else if (strcmp(v, "q8_0") == 0) o->head_type = BITNET_TYPE_Q8_0;
-            else return fail("--head-type expects stored or q8_0, got '%s'", v);
-        } else if (IS("-ngl", "--n-gpu-layers")) {
-            if (parse_long(a, v, -1, INT_MAX, &l)) return 1;
-        } else if (IS("--chat-template", NULL)) {
-            if (bitnet_chat_family_parse(v) == BITNET_CHAT_UNKNOWN) {
-                return fail("--chat-template expects one of %s, got '%s'", bitnet_chat_known_names(), v);
-            }
-            o->chat_template = v;
-        }
-#undef IS
-    }
-    return 0;
+    long ignored;
+    int head = 0;
+    const bitnet_arg_opt opts[] = {
+        BITNET_OPT("-m, --model", "FILE", "model file (required)", BITNET_ARG_STRING, &o->model),
+        BITNET_OPT("-p, --prompt", "TEXT", "prompt (default: empty, generation starts from BOS)", BITNET_ARG_STRING, &o->prompt),
+        BITNET_OPT("-f, --file", "FILE", "read the prompt from FILE (one trailing newline is dropped)", BITNET_ARG_STRING,
+         &o->prompt_file),
+        BITNET_OPT("-n, --n-predict", "N", "tokens to generate (default 128; -1 = until EOS or the context is full)",
+         BITNET_ARG_LONG, &o->n_predict, .lo = -1, .hi = INT_MAX),
+        BITNET_OPT("-t, --threads", "N", "threads (default: the number of online CPUs)", BITNET_ARG_LONG, &o->n_threads, .lo = 1, .hi = 1024),
+        BITNET_OPT("-c, --ctx-size", "N", "context size in tokens (default 0 = min(model context, 4096))", BITNET_ARG_LONG,
+         &o->n_ctx, .lo = 0, .hi = 1 << 24),
+        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass (default 512)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
+        BITNET_OPT("--temp", "T", "temperature (default 0.8; 0 = greedy)", BITNET_ARG_FLOAT, &o->temp, .flo = 0.0, .fhi = 1e6),
+        BITNET_OPT("--top-k", "N", "keep the N most likely tokens (default 40; 0 = all)", BITNET_ARG_LONG, &o->top_k, .lo = 0, .hi = INT_MAX),
+        BITNET_OPT("--top-p", "P", "nucleus sampling threshold (default 0.95; 1 = off)", BITNET_ARG_FLOAT, &o->top_p, .flo = 0.0, .fhi = 1.0),
+        BITNET_OPT("-s, --seed", "N", "sampling seed (default -1 = random, printed on stderr)", BITNET_ARG_INT64, &o->seed, .lo = -1, .hi = LONG_MAX),
+        BITNET_OPT("--kernel", "K", "auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64 with AVX2, tl1 on AArch64)",
+         BITNET_ARG_CHOICE, &o->kernel, .choices = "auto|i2_s|tl1|tl2"),
+        BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)", BITNET_ARG_WORD,
+         &o->lut_table, .choices = "default|pretuned"),
+        BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT("--head-type", "H",
+         "stored|q8_0: output head as stored in the file (default, exact) or\n"
+         "requantized to Q8_0 at load (about half the head's bytes per token;\n"
+         "logits change by the Q8_0 rounding of head and head input)",
+         BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
+        BITNET_OPT("--ignore-eos", NULL, "keep generating after the end-of-sequence token", BITNET_ARG_FLAG, &o->ignore_eos),
+        BITNET_OPT("--print-token-ids", NULL, "print the prompt and generated token ids on stderr", BITNET_ARG_FLAG,
+         &o->print_ids),
+        BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only)", BITNET_ARG_LONG, &ignored, .lo = -1, .hi = INT_MAX),
+        BITNET_OPT("-cnv, --conversation", NULL,
+         "chat: -p is the system prompt, user turns are read from stdin\n"
+         "(one per line; Ctrl-D ends); -n limits each reply",
+         BITNET_ARG_FLAG, &o->conversation),
+        BITNET_OPT("--chat-template", "NAME",
+         "bitnet|llama3|falcon3: chat template when the model's\n"
+         "tokenizer.chat_template is missing or not a known one",
+         BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
+    };
+    static const char *const k_desc =
+        "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or "
+        "llama.\n";
+    static const char *const k_epi = BITNET_EXIT_STATUS_HELP
+        "With -cnv also: 3 the chat ended because the context was full, 130 Ctrl-C at the prompt.\n";
+    const bitnet_args args = BITNET_ARGS("llama-cli", "usage: llama-cli -m MODEL [options]", k_desc, k_epi, opts,
+                                         .help_col = 27);
+    const int pr = bitnet_args_parse(&args, argc, argv);
+    if (pr >= 0) return pr;
+    o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
+    if (!o->model) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");
+    if (o->prompt && o->prompt_file) return bitnet_args_fail(&args, "give the prompt with -p or -f, not both");
+    return -1;
 }
 
 /* Whole file as a NUL-terminated string; NULL on error (message printed). */
@@ -682,6 +585,85 @@ static int run_chat(const options *o, const bitnet_model *model, bitnet_context 
     return rc;
 }
 
+/* Text generation: evaluates the prompt, then samples, prints and evaluates up to -n tokens; prints
+ * the timing line (and the ids with --print-token-ids). Returns the exit status. */
+static int generate(const options *o, bitnet_context *ctx, const bitnet_vocab *vocab, bitnet_sampler *smp,
+                    const char *prompt, size_t prompt_len) {
+    int rc = 1;
+    bitnet_error err = {{0}};
+    int32_t *prompt_ids = NULL, *gen = NULL;
+    size_t n_prompt = 0, n_gen = 0;
+    if (bitnet_tokenize(vocab, prompt, prompt_len, true, true, &prompt_ids, &n_prompt, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: cannot tokenize the prompt: %s\n", err.msg);
+        goto done;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "llama-cli: error: the prompt is empty and the vocabulary has no BOS token\n");
+        goto done;
+    }
+    if (n_prompt >= (size_t)o->n_ctx) {
+        fprintf(stderr, "llama-cli: error: the prompt has %zu tokens, the context only %ld (use -c)\n", n_prompt,
+                o->n_ctx);
+        goto done;
+    }
+    gen = malloc((size_t)o->n_ctx * sizeof *gen);
+    if (!gen) {
+        fprintf(stderr, "llama-cli: error: out of memory\n");
+        goto done;
+    }
+
+    /* the prompt */
+    const double t0 = now_ms();
+    if (bitnet_decode(ctx, prompt_ids, (int32_t)n_prompt, 0, false, &err) != BITNET_OK) {
+        fprintf(stderr, "llama-cli: error: prompt evaluation failed: %s\n", err.msg);
+        goto done;
+    }
+    const double t_prompt = now_ms() - t0;
+    for (size_t i = 0; i < n_prompt; i++) print_piece(vocab, prompt_ids[i]);
+
+    /* generation: sample, print, evaluate the token for the next step */
+    const double t1 = now_ms();
+    int32_t n_past = (int32_t)n_prompt;
+    int gen_failed = 0;
+    while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
+        const int32_t id = bitnet_sampler_sample(smp, bitnet_get_logits(ctx));
+        if (bitnet_vocab_is_eog(vocab, id) && !o->ignore_eos) break;
+        gen[n_gen++] = id;
+        print_piece(vocab, id);
+        if (o->n_predict >= 0 && n_gen == (size_t)o->n_predict) break;
+        if (n_past >= o->n_ctx) {
+            fprintf(stderr, "\nllama-cli: the context is full (%ld tokens); stopping\n", o->n_ctx);
+            break;
+        }
+        if (bitnet_decode(ctx, &id, 1, n_past, false, &err) != BITNET_OK) {
+            fprintf(stderr, "\nllama-cli: error: evaluation failed: %s\n", err.msg);
+            gen_failed = 1;
+            break;
+        }
+        n_past++;
+    }
+    const double t_gen = now_ms() - t1;
+    print_pieces_end();
+    fputs("\n\n", stdout);
+    fflush(stdout);
+
+    if (o->print_ids) {
+        print_ids("prompt ids", prompt_ids, n_prompt);
+        print_ids("generated ids", gen, n_gen);
+    }
+    fprintf(stderr,
+            "llama-cli: prompt %zu tokens in %.2f ms (%.2f tokens/s) | generation %zu tokens in %.2f ms (%.2f "
+            "tokens/s)\n",
+            n_prompt, t_prompt, t_prompt > 0 ? (double)n_prompt * 1e3 / t_prompt : 0.0, n_gen, t_gen,
+            t_gen > 0 ? (double)n_gen * 1e3 / t_gen : 0.0);
+    rc = gen_failed;
+
+done:
+    free(gen);
+    free(prompt_ids);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o = {
         .n_predict = 128,
@@ -695,14 +677,12 @@ int main(int argc, char **argv) {
         .kernel = BITNET_PATH_AUTO,
     };
     int pr = parse_args(argc, argv, &o);
-    if (pr) return pr == 2 ? 0 : 1;
-    if (!o.model) return fail("no model given: use -m MODEL (see --help)");
-    if (o.prompt && o.prompt_file) return fail("give the prompt with -p or -f, not both");
+    if (pr >= 0) return pr;
     if (o.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o.n_threads = n >= 1 ? (n > 1024 ? 1024 : n) : 1;
     }
-    if (o.seed < 0) o.seed = (long long)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
+    if (o.seed < 0) o.seed = (int64_t)((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
 
     char *file_prompt = NULL;
     size_t prompt_len = 0;
@@ -721,15 +701,13 @@ int main(int argc, char **argv) {
     bitnet_context *ctx = NULL;
     bitnet_sampler smp;
     int smp_ok = 0;
-    int32_t *prompt_ids = NULL, *gen = NULL;
-    size_t n_prompt = 0, n_gen = 0;
 
     bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
     if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
@@ -752,7 +730,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "llama-cli: path %s, threads %ld, ctx %ld, batch %ld, temp %.2f, top_k %ld, top_p %.2f, seed %lld\n",
             dense_only ? "dense float" : bitnet_kernel_path_name(bitnet_model_path(model)), o.n_threads, o.n_ctx,
             o.n_batch, (double)o.temp,
-            o.top_k, (double)o.top_p, o.seed);
+            o.top_k, (double)o.top_p, (long long)o.seed);
 
     if (bitnet_context_create(model, (int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, &ctx, &err) !=
         BITNET_OK) {
@@ -769,74 +747,9 @@ int main(int argc, char **argv) {
         rc = run_chat(&o, model, ctx, &smp, prompt);
         goto done;
     }
-    if (bitnet_tokenize(vocab, prompt, prompt_len, true, true, &prompt_ids, &n_prompt, &err) != BITNET_OK) {
-        fprintf(stderr, "llama-cli: error: cannot tokenize the prompt: %s\n", err.msg);
-        goto done;
-    }
-    if (n_prompt == 0) {
-        fprintf(stderr, "llama-cli: error: the prompt is empty and the vocabulary has no BOS token\n");
-        goto done;
-    }
-    if (n_prompt >= (size_t)o.n_ctx) {
-        fprintf(stderr, "llama-cli: error: the prompt has %zu tokens, the context only %ld (use -c)\n", n_prompt,
-                o.n_ctx);
-        goto done;
-    }
-    gen = malloc((size_t)o.n_ctx * sizeof *gen);
-    if (!gen) {
-        fprintf(stderr, "llama-cli: error: out of memory\n");
-        goto done;
-    }
-
-    /* the prompt */
-    const double t0 = now_ms();
-    if (bitnet_decode(ctx, prompt_ids, (int32_t)n_prompt, 0, false, &err) != BITNET_OK) {
-        fprintf(stderr, "llama-cli: error: prompt evaluation failed: %s\n", err.msg);
-        goto done;
-    }
-    const double t_prompt = now_ms() - t0;
-    for (size_t i = 0; i < n_prompt; i++) print_piece(vocab, prompt_ids[i]);
-
-    /* generation: sample, print, evaluate the token for the next step */
-    const double t1 = now_ms();
-    int32_t n_past = (int32_t)n_prompt;
-    int gen_failed = 0;
-    while (o.n_predict < 0 || n_gen < (size_t)o.n_predict) {
-        const int32_t id = bitnet_sampler_sample(&smp, bitnet_get_logits(ctx));
-        if (bitnet_vocab_is_eog(vocab, id) && !o.ignore_eos) break;
-        gen[n_gen++] = id;
-        print_piece(vocab, id);
-        if (o.n_predict >= 0 && n_gen == (size_t)o.n_predict) break;
-        if (n_past >= o.n_ctx) {
-            fprintf(stderr, "\nllama-cli: the context is full (%ld tokens); stopping\n", o.n_ctx);
-            break;
-        }
-        if (bitnet_decode(ctx, &id, 1, n_past, false, &err) != BITNET_OK) {
-            fprintf(stderr, "\nllama-cli: error: evaluation failed: %s\n", err.msg);
-            gen_failed = 1;
-            break;
-        }
-        n_past++;
-    }
-    const double t_gen = now_ms() - t1;
-    print_pieces_end();
-    fputs("\n\n", stdout);
-    fflush(stdout);
-
-    if (o.print_ids) {
-        print_ids("prompt ids", prompt_ids, n_prompt);
-        print_ids("generated ids", gen, n_gen);
-    }
-    fprintf(stderr,
-            "llama-cli: prompt %zu tokens in %.2f ms (%.2f tokens/s) | generation %zu tokens in %.2f ms (%.2f "
-            "tokens/s)\n",
-            n_prompt, t_prompt, t_prompt > 0 ? (double)n_prompt * 1e3 / t_prompt : 0.0, n_gen, t_gen,
-            t_gen > 0 ? (double)n_gen * 1e3 / t_gen : 0.0);
-    rc = gen_failed;
+    rc = generate(&o, ctx, vocab, &smp, prompt, prompt_len);
 
 done:
-    free(gen);
-    free(prompt_ids);
     if (smp_ok) bitnet_sampler_free(&smp);
     bitnet_context_free(ctx);
     bitnet_model_free(model);

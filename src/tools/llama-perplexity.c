@@ -26,148 +26,92 @@
  * The result does not depend on -t or -b, and is the same on every kernel path (i2_s, tl1, tl2) of a
  * ternary file: every path computes the same int32 sums and the same float steps after them (model.h),
  * so the logits are bit-identical; --head-type q8_0 changes the head and so the PPL.
- * Exit status, the convention of this project's llama-* tools (llama-cli, llama-bench), which is
- * llama.cpp's (its perplexity returns 1 when the flags do not parse or the model does not load — and 0
- * after "you need at least ... tokens", which is not followed here): 0 success; 1 any error — a bad or
- * missing flag or value, a file that cannot be read, is empty or is too short for -c (the message gives
- * its token count and the count -c needs), -c beyond the model's context, a model that cannot be
- * loaded, a failed evaluation. (The bitnet-* tools exit 2 on a bad command line.) */
+ * Exit status, the contract of every tool (tools/common/args.h): 0 success; 1 a file that cannot be
+ * read, is empty or is too short for -c (the message gives its token count and the count -c needs), -c
+ * beyond the model's context, a model that cannot be loaded, a failed evaluation; 2 a bad or missing
+ * flag or value. (llama.cpp's perplexity returns 1 for both, and 0 after "you need at least ... tokens",
+ * which is not followed here.) */
 #include "model/model.h"
 #include "tilefile/tile_file.h"
 #include "eval/perplexity.h"
 #include "text/tokenizer.h"
+#include "tools/common/args.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static const char *k_usage =
-    "usage: llama-perplexity -m MODEL -f TEXT_FILE [options]\n"
-    "\n"
-    "Perplexity of a ternary (BitNet b1.58) model over a text, by llama.cpp's method: the text is cut into\n"
-    "chunks of -c tokens, each evaluated from an empty cache with BOS first, the second half of each scored.\n"
-    "\n"
-    "  -m, --model FILE         model file (GGUF)\n"
-    "  -f, --file FILE          the text (one trailing newline is dropped)\n"
-    "  -c, --ctx-size N         tokens per chunk (default 512, at most the model's context; >= 3)\n"
-    "  -b, --batch-size N       tokens per forward pass (default 512, at most -c)\n"
-    "  -t, --threads N          threads (default: the number of online CPUs)\n"
-    "      --chunks N           evaluate at most N chunks (default -1 = all)\n"
-    "      --kernel K           auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64, tl1 on AArch64)\n"
-    "      --lut-table T        default|pretuned: preferred tile table (default: the build's choice)\n"
-    "      --lut-tiles FILE     the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was\n"
-    "                           packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML\n"
-    "      --head-type H        stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
-    "      --print-token-ids    print the token ids of the whole text on stderr\n"
-    "  -ngl, --n-gpu-layers N   accepted for compatibility and ignored (CPU only)\n"
-    "  -h, --help               this text\n"
-    "\n"
-    "stdout: [1]PPL,[2]PPL,... after every chunk, then \"Final estimate: PPL = X +/- Y\".\n"
-    "Exit status: 0 success, 1 any error (bad flag, file, model, text too short, evaluation).\n";
-
 typedef struct options {
     const char *model, *file, *lut_table, *lut_tiles;
     long n_ctx; /* 0 = default */
     long n_batch, n_threads, chunks;
-    bitnet_kernel_path kernel;
-    int head_type;
+    int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
+    int head_type; /* bitnet_model_params.head_type */
     bool print_ids;
 } options;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "llama-perplexity: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 1;
-}
+#define fail(...) bitnet_tool_error("llama-perplexity", BITNET_EXIT_FAILURE, __VA_ARGS__)
 
-static bool parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        fail("%s expects an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-/* 0: parsed; 1: error (message printed); 2: help printed. */
-static int parse_args(int argc, char **argv, options *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(k_usage, stdout);
-            return 2;
-        }
-        if (!strcmp(a, "--print-token-ids")) {
-            o->print_ids = true;
-            continue;
-        }
-        static const char *const with_value[] = {"-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b",
-                                                 "--batch-size", "-t", "--threads", "--chunks", "--kernel",
-                                                 "--lut-table", "--lut-tiles", "--head-type", "-ngl", "--n-gpu-layers"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known = known || !strcmp(a, with_value[k]);
-        if (!known) return fail("unknown argument '%s' (see --help)", a);
-        if (i + 1 >= argc) return fail("%s needs a value (see --help)", a);
-        const char *v = argv[++i];
-        long ignored;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            o->model = v;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            o->file = v;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            char *end;
-            errno = 0;
-            const long x = strtol(v, &end, 10);
-            if (errno != 0 || end == v || *end != '\0' || x < 3 || x > (1 << 24))
-                return fail("%s expects an integer in [3, %d] (a chunk scores the tokens after positions n_ctx/2 .. "
-                            "n_ctx-2: -c 2 would score none), got '%s'",
-                            a, 1 << 24, v);
-            o->n_ctx = x;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!parse_long(a, v, 1, 1 << 24, &o->n_batch)) return 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_long(a, v, 1, 1024, &o->n_threads)) return 1;
-        } else if (!strcmp(a, "--chunks")) {
-            if (!parse_long(a, v, -1, INT32_MAX, &o->chunks)) return 1;
-            if (o->chunks == 0) return fail("--chunks expects -1 (all) or a number of chunks >= 1, got '%s'", v);
-        } else if (!strcmp(a, "--kernel")) {
-            if (!strcmp(v, "auto")) o->kernel = BITNET_PATH_AUTO;
-            else if (!strcmp(v, "i2_s")) o->kernel = BITNET_PATH_I2S;
-            else if (!strcmp(v, "tl1")) o->kernel = BITNET_PATH_TL1;
-            else if (!strcmp(v, "tl2")) o->kernel = BITNET_PATH_TL2;
-            else return fail("--kernel expects auto, i2_s, tl1 or tl2, got '%s'", v);
-        } else if (!strcmp(a, "--lut-table")) {
-            if (strcmp(v, "default") != 0 && strcmp(v, "pretuned") != 0)
-                return fail("--lut-table expects default or pretuned, got '%s'", v);
-            o->lut_table = v;
-        } else if (!strcmp(a, "--lut-tiles")) {
-            o->lut_tiles = v;
-        } else if (!strcmp(a, "--head-type")) {
-            if (!strcmp(v, "stored")) o->head_type = 0;
-            else if (!strcmp(v, "q8_0")) o->head_type = BITNET_TYPE_Q8_0;
-            else return fail("--head-type expects stored or q8_0, got '%s'", v);
-        } else { /* -ngl */
-            if (!parse_long(a, v, -1, INT_MAX, &ignored)) return 1;
-        }
-    }
-    if (!o->model) return fail("no model given: use -m MODEL (see --help)");
-    if (!o->file) return fail("no text given: use -f TEXT_FILE (see --help)");
+/* -c: its own message (why 3 is the least) */
+static int on_ctx(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    int64_t x;
+    if (!bitnet_args_to_int64(v, 3, 1 << 24, &x))
+        return bitnet_args_fail(args,
+                                "%s expects an integer in [3, %d] (a chunk scores the tokens after positions n_ctx/2 .. "
+                                "n_ctx-2: -c 2 would score none), got '%s'",
+                                flag, 1 << 24, v);
+    *(long *)opt->dst = (long)x;
     return 0;
+}
+
+static int on_chunks(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    int64_t x;
+    if (!bitnet_args_to_int64(v, -1, INT32_MAX, &x))
+        return bitnet_args_fail(args, "%s expects an integer in [-1, %d], got '%s'", flag, INT32_MAX, v);
+    if (x == 0) return bitnet_args_fail(args, "--chunks expects -1 (all) or a number of chunks >= 1, got '%s'", v);
+    *(long *)opt->dst = (long)x;
+    return 0;
+}
+
+/* The command line into o; -1 to go on, else the exit status (help printed, or a bad command line). */
+static int parse_args(int argc, char **argv, options *o) {
+    long ignored;
+    int head = 0;
+    const bitnet_arg_opt opts[] = {
+        BITNET_OPT("-m, --model", "FILE", "model file (GGUF)", BITNET_ARG_STRING, &o->model),
+        BITNET_OPT("-f, --file", "FILE", "the text (one trailing newline is dropped)", BITNET_ARG_STRING, &o->file),
+        BITNET_OPT("-c, --ctx-size", "N", "tokens per chunk (default 512, at most the model's context; >= 3)", BITNET_ARG_CALL,
+         &o->n_ctx, .fn = on_ctx),
+        BITNET_OPT("-b, --batch-size", "N", "tokens per forward pass (default 512, at most -c)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
+        BITNET_OPT("-t, --threads", "N", "threads (default: the number of online CPUs)", BITNET_ARG_LONG, &o->n_threads, .lo = 1, .hi = 1024),
+        BITNET_OPT("--chunks", "N", "evaluate at most N chunks (default -1 = all)", BITNET_ARG_CALL, &o->chunks, .fn = on_chunks),
+        BITNET_OPT("--kernel", "K", "auto|i2_s|tl1|tl2 (default auto: tl2 on x86-64, tl1 on AArch64)", BITNET_ARG_CHOICE,
+         &o->kernel, .choices = "auto|i2_s|tl1|tl2"),
+        BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)", BITNET_ARG_WORD,
+         &o->lut_table, .choices = "default|pretuned"),
+        BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT("--head-type", "H", "stored|q8_0: output head as stored (default) or requantized to Q8_0 at load",
+         BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
+        BITNET_OPT("--print-token-ids", NULL, "print the token ids of the whole text on stderr", BITNET_ARG_FLAG, &o->print_ids),
+        BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only)", BITNET_ARG_LONG, &ignored, .lo = -1, .hi = INT_MAX),
+    };
+    static const char *const k_desc =
+        "Perplexity of a ternary (BitNet b1.58) model over a text, by llama.cpp's method: the text is cut into\n"
+        "chunks of -c tokens, each evaluated from an empty cache with BOS first, the second half of each scored.\n";
+    static const char *const k_epi =
+        "stdout: [1]PPL,[2]PPL,... after every chunk, then \"Final estimate: PPL = X +/- Y\".\n" BITNET_EXIT_STATUS_HELP;
+    const bitnet_args args = BITNET_ARGS("llama-perplexity", "usage: llama-perplexity -m MODEL -f TEXT_FILE [options]",
+                                         k_desc, k_epi, opts, .help_col = 27);
+    const int pr = bitnet_args_parse(&args, argc, argv);
+    if (pr >= 0) return pr;
+    o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
+    if (!o->model) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");
+    if (!o->file) return bitnet_args_fail(&args, "no text given: use -f TEXT_FILE (see --help)");
+    return -1;
 }
 
 /* The whole file, one trailing '\n' dropped (llama.cpp's -f), NUL-terminated for safety; NULL on error
@@ -231,7 +175,7 @@ int main(int argc, char **argv) {
         o.n_threads = ncpu > 0 ? (ncpu > 1024 ? 1024 : ncpu) : 1;
     }
     const int pr = parse_args(argc, argv, &o);
-    if (pr) return pr == 2 ? 0 : 1;
+    if (pr >= 0) return pr;
 
     size_t text_len = 0;
     char *text = read_text(o.file, &text_len);
@@ -253,7 +197,7 @@ int main(int argc, char **argv) {
         fail("--lut-tiles: %s", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {o.kernel, o.lut_table, o.head_type, tiles};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {

@@ -297,30 +297,30 @@ class PerplexityErrors(Base):
         m = ["-m", TINY]
         f = m + ["-f", self.text]
         cases = [
-            ([], "no model given"),
-            (m, "no text given: use -f TEXT_FILE"),
-            (f + ["--bogus"], "unknown argument '--bogus'"),
-            (f + ["-c"], "-c needs a value"),
+            ([], "no model given", 2),
+            (m, "no text given: use -f TEXT_FILE", 2),
+            (f + ["--bogus"], "unknown argument '--bogus'", 2),
+            (f + ["-c"], "-c needs a value", 2),
             (f + ["-c", "2"], "-c expects an integer in [3, 16777216] (a chunk scores the tokens after positions "
-                              "n_ctx/2 .. n_ctx-2: -c 2 would score none), got '2'"),
-            (f + ["-c", "x"], "-c expects an integer"),
-            (f + ["-b", "0"], "-b expects an integer in [1,"),
-            (f + ["-t", "0"], "-t expects an integer in [1, 1024]"),
-            (f + ["--chunks", "0"], "--chunks expects -1 (all) or a number of chunks >= 1, got '0'"),
-            (f + ["--chunks", "-2"], "--chunks expects an integer in [-1,"),
-            (f + ["--kernel", "tl3"], "--kernel expects auto, i2_s, tl1 or tl2, got 'tl3'"),
-            (f + ["--head-type", "q4"], "--head-type expects stored or q8_0, got 'q4'"),
-            (m + ["-f", self.path("missing.txt")], f"cannot open text file '{self.path('missing.txt')}': No such file"),
-            (m + ["-f", self.tmp.name], f"cannot read text file '{self.tmp.name}': Is a directory"),
-            (m + ["-f", empty], f"text file '{empty}' is empty"),
-            (m + ["-f", newline], f"text file '{newline}' is empty"),
-            (["-m", self.path("missing.gguf"), "-f", self.text], "cannot load model"),
-            (f + ["-c", "1024"], f"-c 1024 is larger than the model's context: {TINY} has bitnet.context_length 512"),
-            (f + ["-c", "3", "--chunks", "1"], "n_ctx 3 with 1 chunk(s) scores only 1 token(s)"),
+                              "n_ctx/2 .. n_ctx-2: -c 2 would score none), got '2'", 2),
+            (f + ["-c", "x"], "-c expects an integer", 2),
+            (f + ["-b", "0"], "-b expects an integer in [1,", 2),
+            (f + ["-t", "0"], "-t expects an integer in [1, 1024]", 2),
+            (f + ["--chunks", "0"], "--chunks expects -1 (all) or a number of chunks >= 1, got '0'", 2),
+            (f + ["--chunks", "-2"], "--chunks expects an integer in [-1,", 2),
+            (f + ["--kernel", "tl3"], "--kernel expects auto, i2_s, tl1 or tl2, got 'tl3'", 2),
+            (f + ["--head-type", "q4"], "--head-type expects stored or q8_0, got 'q4'", 2),
+            (m + ["-f", self.path("missing.txt")], f"cannot open text file '{self.path('missing.txt')}': No such file", 1),
+            (m + ["-f", self.tmp.name], f"cannot read text file '{self.tmp.name}': Is a directory", 1),
+            (m + ["-f", empty], f"text file '{empty}' is empty", 1),
+            (m + ["-f", newline], f"text file '{newline}' is empty", 1),
+            (["-m", self.path("missing.gguf"), "-f", self.text], "cannot load model", 1),
+            (f + ["-c", "1024"], f"-c 1024 is larger than the model's context: {TINY} has bitnet.context_length 512", 1),
+            (f + ["-c", "3", "--chunks", "1"], "n_ctx 3 with 1 chunk(s) scores only 1 token(s)", 1),
         ]
-        for args, msg in cases:
+        for args, msg, code in cases:  # 2: a bad command line, 1: a file, model or text error (args.h)
             p = run([self.tool] + args)
-            self.assertEqual(p.returncode, 1, f"{args}: {p.stderr}")
+            self.assertEqual(p.returncode, code, f"{args}: {p.stderr}")
             self.assertIn(msg, p.stderr, args)
             self.assertEqual(p.stderr.count("llama-perplexity: error: "), 1, p.stderr)
         # too short: the message gives the text's token count and what -c needs

@@ -172,7 +172,7 @@ class LlamaBenchOutput(unittest.TestCase):
 
 @unittest.skipUnless(have_bench(), f"{BENCH} not built")
 class LlamaBenchErrors(unittest.TestCase):
-    def test_bad_flags_exit_1_with_a_message(self):
+    def test_bad_flags_exit_2_with_a_message(self):  # 2: a bad command line (src/tools/common/args.h)
         for args, needle in [
             (["-p", "4"], "no model given"),
             (["-m", TINY, "--bogus"], "unknown argument '--bogus'"),
@@ -194,7 +194,7 @@ class LlamaBenchErrors(unittest.TestCase):
             (["-m", f"{TINY},"], "empty file name"),
         ]:
             rc, out, err = bench(*args)
-            self.assertEqual(rc, 1, f"{args}: {err}")
+            self.assertEqual(rc, 2, f"{args}: {err}")
             self.assertIn(needle, err, args)
             self.assertEqual(out, "", args)  # nothing on stdout: no table was started
 

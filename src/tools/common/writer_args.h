@@ -1,0 +1,30 @@
+/* writer_args.h — the option callbacks (args.h) that the two GGUF writers bitnet-dummy and
+ * bitnet-convert share: --outtype, --quant-embd [T] and the repeatable --tiles M,K,BM,BK,bm. */
+#ifndef BITNET_TOOL_WRITER_ARGS_H
+#define BITNET_TOOL_WRITER_ARGS_H
+
+#include "convert/dummy_model.h"
+#include "tools/common/args.h"
+
+#define BITNET_TOOL_MAX_TILES 64
+
+/* dst of bitnet_tool_on_tiles: the --tiles given, in order */
+typedef struct bitnet_tool_tile_list {
+    bitnet_dummy_shape_tiles v[BITNET_TOOL_MAX_TILES];
+    size_t n;
+} bitnet_tool_tile_list;
+
+/* dst of bitnet_tool_on_outtype: the parsed type and the word as given (word may be NULL) */
+typedef struct bitnet_tool_outtype_arg {
+    bitnet_dummy_outtype *type;
+    const char **word;
+} bitnet_tool_outtype_arg;
+
+/* --tiles M,K,BM,BK,bm: five positive integers appended to a bitnet_tool_tile_list (at most 64). */
+int bitnet_tool_on_tiles(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
+/* --outtype f32|f16|i2_s|tl1|tl2 (any case) into a bitnet_tool_outtype_arg. */
+int bitnet_tool_on_outtype(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
+/* --quant-embd [T]: f16 (T absent), q8_0 or q6_k into an int (a BITNET_TYPE_* id). */
+int bitnet_tool_on_quant_embd(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
+
+#endif
