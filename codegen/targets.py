@@ -206,7 +206,6 @@ SCHEMES: dict[str, Scheme] = {
     ),
 }
 
-# Within one architecture, list a scheme's ISAs best first: the C side takes the first one the CPU runs.
 ISAS: dict[str, Isa] = {
     "neon": Isa(name="neon", guard="defined(__aarch64__) && defined(__ARM_NEON)",
                 cmake_processor="^(aarch64|arm64|ARM64)$", cflags=()),
@@ -214,7 +213,8 @@ ISAS: dict[str, Isa] = {
                 cmake_processor="^(x86_64|AMD64|amd64)$", cflags=("-mavx2", "-mfma", "-mf16c")),
 }
 
-# (scheme, ISA) -> template in templates/, output file in generated/. Order: the registry's row order.
+# (scheme, ISA) -> template in templates/, output file in generated/. Order: the registry's row order;
+# list a scheme's ISAs best first, since bitnet_lut_select takes the first row the CPU runs.
 PAIRS: tuple[Target, ...] = (
     Target(SCHEMES["tl1"], ISAS["neon"], template="tl1_neon.c.j2", output="bitnet-lut-kernels-tl1-neon.c"),
     Target(SCHEMES["tl2"], ISAS["avx2"], template="tl2_avx2.c.j2", output="bitnet-lut-kernels-tl2-avx2.c"),
