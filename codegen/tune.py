@@ -558,8 +558,9 @@ def _tune(args) -> int:
                 f"are ARM NEON code, here they would run only as the scalar fallback or under qemu-user emulation, "
                 f"and neither says anything about speed on a real ARM core. Keep the ARM presets (the tl1 tables "
                 f"in configs/), or run this command on an AArch64 machine.")
+        isas = "/".join(t.isa.name.upper() for t in targets_of(target))
         raise TuneError(f"codegen tune: --target {target} cannot be measured on this {platform.machine()} machine "
-                        f"(its kernels are {'/'.join(t.isa.name.upper() for t in targets_of(target))} code; this machine runs "
+                        f"(its kernels are {isas} code; this machine runs "
                         f"{native or 'neither LUT target'}); run it on a machine of that architecture.")
 
     shapes, layout, model, extra_keys, src_cfg = _source(args)
