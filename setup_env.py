@@ -54,6 +54,7 @@ import time
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
+from codegen import ggml_types  # noqa: E402  (needs ROOT on sys.path)
 from codegen.targets import native_target  # noqa: E402  (needs ROOT on sys.path)
 from utils import quant_embd  # noqa: E402  (needs ROOT on sys.path)
 
@@ -67,8 +68,8 @@ KNOWN_HF_REPOS = (
     "tiiuae/Falcon-E-3B-Instruct", "tiiuae/Falcon-E-1B-Base", "tiiuae/Falcon-E-3B-Base",
     "microsoft/BitNet-b1.58-2B-4T",
 )
-TERNARY_TYPE_IDS = {"i2_s": 36, "tl1": 38, "tl2": 39}
-TYPE_NAMES = {0: "F32", 1: "F16", 8: "Q8_0", 14: "Q6_K", 36: "I2_S", 38: "TL1", 39: "TL2"}
+TERNARY_TYPE_IDS = {q: ggml_types.TYPE_IDS[q.upper()] for q in QUANT_TYPES}   # "tl2" -> 39
+TYPE_NAMES = ggml_types.TYPE_NAMES
 BITNET_ARCHS = ("bitnet", "bitnet-b1.58", "bitnet-25", "llama")
 TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
 N_STEPS = 5

@@ -15,7 +15,7 @@ from . import config as cfgmod
 from . import derive as derivemod
 from . import import_ini as inimod
 from . import render, shapes as shapesmod, tune as tunemod
-from .targets import TARGETS
+from .targets import SCHEMES
 
 EXIT_OK, EXIT_STALE, EXIT_BAD = 0, 1, 2
 
@@ -124,15 +124,15 @@ def cmd_shapes(args) -> int:
     width = max(len(shapesmod.fmt_shape(s)) for s in info.shapes)
     for s in info.shapes:
         cols = []
-        for t in TARGETS:
+        for t in SCHEMES:
             origins = shapesmod.shape_origins(s, configs, t)
             cols.append(f"{t}: {', '.join(origins) if origins else '(no table; default tile rule)'}")
         print(f"  {shapesmod.fmt_shape(s):>{width}}   " + "   ".join(cols))
     print("configs covering all shapes:")
-    for t in TARGETS:
+    for t in SCHEMES:
         for tab, names in cov["covering"][t].items():
             print(f"  {t} {tab}: {', '.join(names) if names else '(none)'}")
-    for t in TARGETS:
+    for t in SCHEMES:
         if cov["uncovered"][t]:
             print(f"  {t} uncovered: {', '.join(shapesmod.fmt_shape(s) for s in cov['uncovered'][t])} "
                   f"(`python3 -m codegen derive --model {args.path} --name NAME` writes a config)")
@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_derive)
     sp = sub.add_parser("import-ini", help="bitnet.cpp's kernel_config.ini -> a config (validated)")
     sp.add_argument("ini", metavar="KERNEL_CONFIG_INI", help="bitnet.cpp's include/kernel_config.ini")
-    sp.add_argument("--target", required=True, choices=sorted(TARGETS),
+    sp.add_argument("--target", required=True, choices=sorted(SCHEMES),
                     help="the scheme the ini's tiles are for (the ini does not say)")
     sp.add_argument("--out", metavar="FILE", help="output YAML (default: stdout); its stem is the config's name")
     sp.add_argument("--name", help="config name (default: the stem of --out, else of the ini)")

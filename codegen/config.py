@@ -19,7 +19,7 @@ Schema (docs/ARCHITECTURE.md, "Configs"):
 Exactly one of `layout` and `shapes` is required, and at least one target. Every table must cover
 exactly the shapes the layout implies (codegen/shapes.py: layout_shapes); that is what catches
 "kernels generated for the wrong model's shapes" (design.md §5). The tile rules themselves live in
-codegen/targets.py (Target.rules). The file stem is the config's name in the generated registry.
+codegen/targets.py (Scheme.violations). The file stem is the config's name in the generated registry.
 
 Validation collects every violation (never just the first) as one line each:
     <file>: <target>.<table>.kernels[<i>] (m=<M>, k=<K>): <field> = <value>: <rule>
@@ -36,10 +36,10 @@ from typing import Iterable
 import yaml
 
 from .shapes import fmt_shape, layout_shapes
-from .targets import TARGETS
+from .targets import SCHEMES
 
 TABLE_NAMES = ("default", "pretuned")
-TOP_KEYS = ("model", "hf_repo", "architecture", "layout", "shapes", "notes") + tuple(TARGETS)
+TOP_KEYS = ("model", "hf_repo", "architecture", "layout", "shapes", "notes") + tuple(SCHEMES)
 LAYOUT_REQUIRED = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")
 LAYOUT_OPTIONAL = ("num_hidden_layers", "head_dim")
 TABLE_KEYS = ("source", "kernels")
@@ -277,7 +277,7 @@ def _check_entry(file: str, where: str, i: int, raw: object, target, out: list[s
     if not ok:
         return None
     args = [raw[k] for k in ENTRY_REQUIRED]
-    broken = target.rules(*args)
+    broken = target.violations(*args)
     for v in broken:
         out.append(f"{head}: {v.field} = {v.value}: {v.rule}")
     if broken:
@@ -347,7 +347,7 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
             continue
         if isinstance(key, str) and (re.match(r"^tl\d+$", key) or
                                      (isinstance(data[key], dict) and set(data[key]) & set(TABLE_NAMES))):
-            out.append(f"{file}: {key}: unknown target {key!r} (targets: {', '.join(TARGETS)})")
+            out.append(f"{file}: {key}: unknown target {key!r} (targets: {', '.join(SCHEMES)})")
             bad_targets += 1
         else:
             out.append(f"{file}: {_unknown(key, TOP_KEYS)}")
@@ -374,11 +374,11 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
     expected = (layout.shapes() if layout is not None else sorted(set(declared))) if shapes_ok else None
 
     tables: dict = {}
-    present_targets = [t for t in TARGETS if t in data]
+    present_targets = [t for t in SCHEMES if t in data]
     if not present_targets and not bad_targets:
-        out.append(f"{file}: missing required key: at least one target ({', '.join(TARGETS)})")
+        out.append(f"{file}: missing required key: at least one target ({', '.join(SCHEMES)})")
     for tname in present_targets:
-        target = TARGETS[tname]
+        target = SCHEMES[tname]
         raw = data[tname]
         if not isinstance(raw, dict) or not raw:
             out.append(f"{file}: {tname}: must be a mapping of tables ({', '.join(TABLE_NAMES)}), not {raw!r}")

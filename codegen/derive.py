@@ -11,12 +11,12 @@ The rule (this text is the specification; the C runtime mirrors it in bitnet_lut
 Why: the largest legal block_m gives the fewest kernel calls while keeping a tile small enough to
 split among threads; TL1's block_k is bounded by the int16 accumulator (design.md §2: BK <= 256)
 and must divide K; TL2's block_k must be a multiple of 24 (8 groups of 3 per sign word) and leave a
-K remainder the two-weight path takes 32 at a time. Every result is checked with Target.rules.
+K remainder the two-weight path takes 32 at a time. Every result is checked with Scheme.violations.
 """
 from __future__ import annotations
 
 from .shapes import fmt_shape
-from .targets import TARGETS, Target
+from .targets import SCHEMES, Scheme
 
 RULE_TEXT = {
     "tl1": "simd_m 32; block_m = largest multiple of 32 dividing M, <= 256; "
@@ -36,11 +36,11 @@ def _largest_dividing_multiple(n: int, step: int, limit: int) -> int | None:
 def derive_tiles(target, m: int, k: int) -> dict | None:
     """Tiles for an (M, K) weight under the documented rule (module docstring).
 
-    target: "tl1", "tl2" or a codegen.targets.Target. Returns {"block_m", "block_k", "simd_m"} or
+    target: "tl1", "tl2" or a codegen.targets.Scheme. Returns {"block_m", "block_k", "simd_m"} or
     None when the rule finds no legal tiles (e.g. M % 32 != 0). Raises KeyError for an unknown target.
     Examples: tl1 2560x6912 -> 256/256/32; tl2 640x2560 -> 160/96/32; tl1 3200x8640 -> 160/240/32.
     """
-    t: Target = target if isinstance(target, Target) else TARGETS[target]
+    t: Scheme = target if isinstance(target, Scheme) else SCHEMES[target]
     if m <= 0 or k <= 0 or m % 32:
         return None
     block_m = _largest_dividing_multiple(m, 32, 256)
@@ -60,8 +60,8 @@ def derive_tiles(target, m: int, k: int) -> dict | None:
     else:
         raise KeyError(f"no tile rule for target {t.name!r}")
     tiles = {"block_m": block_m, "block_k": block_k, "simd_m": 32}
-    broken = t.rules(m, k, block_m, block_k, 32)
-    if broken:  # the rule above and Target.rules disagree: a bug here, not bad input
+    broken = t.violations(m, k, block_m, block_k, 32)
+    if broken:  # the rule above and Scheme.violations disagree: a bug here, not bad input
         raise AssertionError(f"derived tiles {tiles} for {t.name} {fmt_shape((m, k))} break "
                              f"{[b.rule for b in broken]}")
     return tiles
@@ -102,7 +102,7 @@ def derive_config_text(name: str, shapes, layout: dict | None = None, *, model: 
             lines.append(f"  - [{m}, {k}]")
     warnings: list[str] = []
     tables = []
-    for tname in TARGETS:
+    for tname in SCHEMES:
         tiles = {s: derive_tiles(tname, *s) for s in shapes}
         bad = [s for s, t in tiles.items() if t is None]
         if bad:

@@ -17,6 +17,8 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from . import ggml_types
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4           # GGML_MAX_DIMS
@@ -31,19 +33,9 @@ _SCALAR = {  # type -> (struct format, byte size)
     T_UINT64: ("<Q", 8), T_INT64: ("<q", 8), T_FLOAT64: ("<d", 8),
 }
 
-# ggml tensor types whose byte size this reader knows: id -> (name, elements per block, bytes per
-# block). Block sizes from ggml's type traits (public format facts); ids 36/38/39 from formats.md.
-_BLOCK_TYPES = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
-    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
-    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176),
-    14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
-    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 30: ("BF16", 1, 2),
-    34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66),
-}
-TYPE_I2_S, TYPE_TL1, TYPE_TL2 = 36, 38, 39
-TYPE_NAMES = {tid: name for tid, (name, _, _) in _BLOCK_TYPES.items()}
-TYPE_NAMES.update({TYPE_I2_S: "I2_S", 37: "I8_S", TYPE_TL1: "TL1", TYPE_TL2: "TL2"})
+# Tensor type ids, names and byte sizes: codegen/ggml_types.py (re-exported for this reader's users).
+TYPE_I2_S, TYPE_TL1, TYPE_TL2 = ggml_types.TYPE_I2_S, ggml_types.TYPE_TL1, ggml_types.TYPE_TL2
+TYPE_NAMES = ggml_types.TYPE_NAMES
 
 
 class GGUFError(ValueError):
@@ -83,29 +75,8 @@ class GGUFFile:
 
 
 def tensor_nbytes(type_id: int, ne: tuple[int, ...]) -> int | None:
-    """Bytes of one tensor's data, or None for a type this reader does not know.
-
-    I2_S and TL1: M*K/4 + 32; TL2: pad32((K-256)*M/3*5/8 + 256*M/2*4/8) + 32 (formats.md, "Byte size
-    of one tensor", integer arithmetic in that order). Block types: n/block * block_bytes.
-    Raises ValueError when ne[0] is not a multiple of the type's block size.
-    """
-    n = 1
-    for d in ne:
-        n *= d
-    if type_id in (TYPE_I2_S, TYPE_TL1):
-        return n // 4 + 32
-    if type_id == TYPE_TL2:
-        k = ne[0]
-        m = n // k if k else 0
-        formula = (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8
-        return (formula + 31) // 32 * 32 + 32
-    info = _BLOCK_TYPES.get(type_id)
-    if info is None:
-        return None
-    _, block, size = info
-    if ne and ne[0] % block != 0:
-        raise ValueError(f"ne[0] = {ne[0]} is not a multiple of the {info[0]} block size {block}")
-    return n // block * size
+    """Bytes of one tensor's data, or None for a type whose size is not known: ggml_types.nbytes."""
+    return ggml_types.nbytes(type_id, ne)
 
 
 class _Cursor:

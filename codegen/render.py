@@ -3,8 +3,9 @@
 Outputs (docs/ARCHITECTURE.md, "Generated files"):
   bitnet-lut-kernels.h     prototypes of every kernel, constructor and generic kernel, each kernel with
                            its contract comment (templates/bitnet-lut-kernels.h.j2)
-  <Target.output>          one kernel file per target, rendered from Target.template (written by the
-                           kernels engineer); context: target, kernels, banner, ctor_name, generic_name
+  <Target.output>          one kernel file per (scheme, ISA) pair of targets.PAIRS, rendered from
+                           Target.template (written by the kernels engineer); context: target (the
+                           pair: target.scheme, target.isa), kernels, banner, ctor_name, generic_name
   bitnet-lut-registry.c    the arrays src/kernels/lut/lut.h declares (templates/bitnet-lut-registry.c.j2)
   kernels.cmake            BITNET_GENERATED_SOURCES and per-file ISA flags (templates/kernels.cmake.j2)
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 import jinja2
 
 from .config import Config
-from .targets import TARGETS, Target
+from .targets import PAIRS, SCHEMES, Target, targets_of
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE_DIR = os.path.join(REPO_ROOT, "templates")
@@ -44,16 +45,16 @@ class RenderError(Exception):
 
 @dataclass(frozen=True)
 class Kernel:
-    """One specialized kernel (deduplicated by target, M, K and tiles). The kernel templates' contract."""
+    """One specialized kernel (deduplicated by scheme, ISA, M, K and tiles). The kernel templates' contract."""
     name: str
-    target: Target
+    target: Target                                # the (scheme, ISA) pair
     m: int
     k: int
     block_m: int
     block_k: int
     simd_m: int
     origins: list = field(default_factory=list)   # sorted "config/table" strings
-    derived: dict = field(default_factory=dict)   # Target.derive(m, k, block_m, block_k, simd_m)
+    derived: dict = field(default_factory=dict)   # Scheme.derive(m, k, block_m, block_k, simd_m)
 
 
 def display_path(path: str) -> str:
@@ -67,7 +68,8 @@ def display_path(path: str) -> str:
 
 
 def collect_kernels(configs: list[Config]) -> list[Kernel]:
-    """Every (target, M, K, tiles) of every table, deduplicated, with its origins, sorted by name."""
+    """Every (scheme, ISA, M, K, tiles) of every table, deduplicated, with its origins, sorted by name:
+    a table of scheme S yields one kernel per pair of S in targets.PAIRS."""
     found: dict[tuple, list[str]] = {}
     for c in configs:
         for table in c.all_tables():
@@ -75,11 +77,11 @@ def collect_kernels(configs: list[Config]) -> list[Kernel]:
                 key = (table.target, e.m, e.k, e.block_m, e.block_k, e.simd_m)
                 found.setdefault(key, []).append(f"{c.name}/{table.name}")
     kernels = []
-    for (tname, m, k, bm, bk, sm), origins in found.items():
-        t = TARGETS[tname]
-        kernels.append(Kernel(name=t.kernel_name(m, k, bm, bk, sm), target=t, m=m, k=k, block_m=bm,
-                              block_k=bk, simd_m=sm, origins=sorted(set(origins)),
-                              derived=dict(t.derive(m, k, bm, bk, sm))))
+    for (sname, m, k, bm, bk, sm), origins in found.items():
+        for t in targets_of(sname):
+            kernels.append(Kernel(name=t.kernel_name(m, k, bm, bk, sm), target=t, m=m, k=k, block_m=bm,
+                                  block_k=bk, simd_m=sm, origins=sorted(set(origins)),
+                                  derived=dict(t.scheme.derive(m, k, bm, bk, sm))))
     return sorted(kernels, key=lambda x: x.name)
 
 
@@ -124,7 +126,7 @@ def render_all(configs: list[Config], config_files: list[str], template_dirs: li
     env = _environment(dirs)
     shown = sorted(display_path(f) for f in config_files)
     kernels = collect_kernels(configs)
-    targets = [TARGETS[n] for n in sorted(TARGETS)]
+    targets = list(PAIRS)
 
     def load(name: str) -> tuple[jinja2.Template, str]:
         try:
@@ -142,18 +144,18 @@ def render_all(configs: list[Config], config_files: list[str], template_dirs: li
         except jinja2.TemplateError as e:
             raise RenderError(f"{display_path(tpl.filename)}: rendering failed: {type(e).__name__}: {e}") from None
 
-    per_target = {t.name: [k for k in kernels if k.target.name == t.name] for t in targets}
+    per_target = {t.key: [k for k in kernels if k.target == t] for t in targets}
     tables = []
     for c in configs:
         for table in c.all_tables():
-            tables.append({"config": c.name, "config_file": display_path(c.path), "target": TARGETS[table.target],
+            tables.append({"config": c.name, "config_file": display_path(c.path), "scheme": SCHEMES[table.target],
                            "name": table.name, "source": table.source, "entries": list(table.kernels)})
-    tables.sort(key=lambda x: (x["config"], x["target"].name, x["name"]))
+    tables.sort(key=lambda x: (x["config"], x["scheme"].name, x["name"]))
 
     files: dict[str, str] = {}
     for t in targets:
         _, shown_tpl = load(t.template)
-        files[t.output] = render(t.template, target=t, kernels=per_target[t.name],
+        files[t.output] = render(t.template, target=t, kernels=per_target[t.key],
                                  banner=c_banner(shown, shown_tpl), ctor_name=t.ctor_name,
                                  generic_name=t.generic_name, header=HEADER_NAME)
     common = dict(targets=targets, kernels=kernels, per_target=per_target, tables=tables,

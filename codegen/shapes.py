@@ -203,12 +203,12 @@ def coverage(shapes, configs) -> dict:
     config has it (the runtime then uses the default tile rule, codegen/derive.py). Lists sorted.
     """
     from .config import TABLE_NAMES
-    from .targets import TARGETS
+    from .targets import SCHEMES
 
     shapes = sorted({(int(m), int(k)) for m, k in shapes})
     covering: dict = {}
     uncovered: dict = {}
-    for t in TARGETS:
+    for t in SCHEMES:
         covering[t] = {}
         for tab in TABLE_NAMES:
             names = []

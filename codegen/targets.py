@@ -1,12 +1,18 @@
-"""Kernel targets: the one table from target (TL1, TL2) to template, ISA, compiler flags, tile rules
-and every number derived from a tile entry.
+"""Kernel targets: the schemes (TL1, TL2: tile rules, derived numbers, tensor sizes), the ISAs (NEON,
+AVX2: kernel-name suffix, C guard, compiler flags) and the table of (scheme, ISA) pairs that have a
+template. A kernel target is one pair; every generated kernel file is one pair's template rendered.
 
-YAML holds choices (shapes, tiles, where they came from); this module holds decisions: which tiles are
-legal for which kernel, the kernel names, and the derived numbers the templates loop over. Templates
-receive `Kernel` objects and their `derived` dicts and do no arithmetic beyond base + i*stride.
+YAML holds choices (shapes, tiles per scheme, where they came from); this module holds decisions: which
+tiles are legal for which scheme, the kernel names, and the derived numbers the templates loop over.
+Templates receive `Kernel` objects and their `derived` dicts and do no arithmetic beyond base + i*stride.
+A config's table for a scheme yields kernels for every ISA of that scheme (PAIRS).
+
+Adding an ISA for an existing scheme: one row in ISAS, one row in PAIRS, one template (and, when the C
+side does not know the ISA's name yet, one row in src/kernels/isa.c: its BITNET_ISA rank and CPU check).
 
 Sources of the rules: ../shared/docs/design.md §2 (tile rules, int16 bounds), docs/LAYOUTS.md
-(byte layouts this project's kernels read), ../shared/docs/formats.md (TL2 size formula).
+(byte layouts this project's kernels read), ../shared/docs/formats.md (TL2 size formula, via
+codegen/ggml_types.py).
 """
 from __future__ import annotations
 
@@ -14,11 +20,13 @@ import platform
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import ggml_types
+
 # --------------------------------------------------------------------------------------------
 # Naming grammar (written down once; everything else calls these functions):
-#   <target>_qgemm_m<M>_k<K>_bm<BM>_bk<BK>_sm<bm>__<isa>     specialized per-shape kernel
-#   <target>_qgemm_generic__<isa>                           runtime-tiled kernel, same template
-#   <target>_lut_ctor__<isa>                                LUT construction for one column
+#   <scheme>_qgemm_m<M>_k<K>_bm<BM>_bk<BK>_sm<bm>__<isa>     specialized per-shape kernel
+#   <scheme>_qgemm_generic__<isa>                           runtime-tiled kernel, same template
+#   <scheme>_lut_ctor__<isa>                                LUT construction for one column
 # e.g. tl2_qgemm_m2560_k6912_bm160_bk96_sm32__avx2. All exported symbols get the prefix "bitnet_".
 # --------------------------------------------------------------------------------------------
 SYMBOL_PREFIX = "bitnet_"
@@ -33,39 +41,79 @@ class Violation:
 
 
 @dataclass(frozen=True)
-class Target:
-    name: str                 # "tl1" | "tl2" (YAML key)
-    ggml_type: str            # GGML type name
-    type_id: int              # GGUF tensor type id (formats.md)
-    isa: str                  # ISA suffix of kernel names
-    template: str             # file in templates/
-    output: str               # file in generated/
-    guard: str                # C preprocessor condition under which the output compiles
-    cmake_processor: str      # CMAKE_SYSTEM_PROCESSOR regex for which cflags apply
-    cflags: tuple[str, ...]   # extra compiler flags for the output file on that processor
+class Scheme:
+    """A LUT weight scheme (the YAML key of its tables): the layout, its tile rules and derived numbers."""
+    name: str                 # "tl1" | "tl2" (YAML key, CLI --target, symbol names)
+    ggml_type: str            # GGML type name (codegen/ggml_types.py)
+    layouts_section: int      # docs/LAYOUTS.md section of the packed layout
     simd_m_allowed: tuple[int, ...]
     block_k_max: int          # int16 accumulator bound (design.md §2)
-    rules: Callable[[int, int, int, int, int], list[Violation]] = field(repr=False, compare=False)
+    ctor_three_k: str         # what the LUT constructor does with its three_k argument (header comment)
+    kernel_note_keys: tuple[str, ...]   # derived numbers the header names in each kernel's comment
+    rule_fn: Callable[[int, int, int, int, int], list[Violation]] = field(repr=False, compare=False)
     derive: Callable[[int, int, int, int, int], dict] = field(repr=False, compare=False)
 
-    def kernel_name(self, m: int, k: int, block_m: int, block_k: int, simd_m: int) -> str:
-        return f"{SYMBOL_PREFIX}{self.name}_qgemm_m{m}_k{k}_bm{block_m}_bk{block_k}_sm{simd_m}__{self.isa}"
-
     @property
-    def generic_name(self) -> str:
-        return f"{SYMBOL_PREFIX}{self.name}_qgemm_generic__{self.isa}"
-
-    @property
-    def ctor_name(self) -> str:
-        return f"{SYMBOL_PREFIX}{self.name}_lut_ctor__{self.isa}"
+    def type_id(self) -> int:
+        """GGUF tensor type id (formats.md)."""
+        return ggml_types.TYPE_IDS[self.ggml_type]
 
     @property
     def type_macro(self) -> str:
         """The C enum constant of the GGUF type (src/base/common.h), e.g. BITNET_TYPE_TL2."""
         return f"BITNET_TYPE_{self.ggml_type}"
 
-    def __str__(self) -> str:  # templates may write {{ kernel.target }} for the YAML name
+    def violations(self, m: int, k: int, block_m: int, block_k: int, simd_m: int) -> list[Violation]:
+        """Every tile rule the entry (M, K, BM, BK, bm) breaks; empty when legal."""
+        return self.rule_fn(m, k, block_m, block_k, simd_m)
+
+    def tensor_bytes(self, m: int, k: int) -> int:
+        """Bytes of a packed M x K weight of this scheme, scale tail included (formats.md)."""
+        return ggml_types.tensor_nbytes(self.ggml_type, m, k)
+
+    def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True)
+class Isa:
+    """An instruction set kernels are written for."""
+    name: str                 # kernel-name suffix and the name src/kernels/isa.c checks (bitnet_cpu_supports)
+    guard: str                # C preprocessor condition under which its code compiles
+    cmake_processor: str      # CMAKE_SYSTEM_PROCESSOR regex for which cflags apply
+    cflags: tuple[str, ...]   # extra compiler flags for its files on that processor
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Target:
+    """A kernel target: one (scheme, ISA) pair, its template and its output file."""
+    scheme: Scheme
+    isa: Isa
+    template: str             # file in templates/
+    output: str               # file in generated/
+
+    @property
+    def key(self) -> str:
+        """"<scheme>-<isa>", e.g. "tl2-avx2"."""
+        return f"{self.scheme.name}-{self.isa.name}"
+
+    def kernel_name(self, m: int, k: int, block_m: int, block_k: int, simd_m: int) -> str:
+        return (f"{SYMBOL_PREFIX}{self.scheme.name}_qgemm_m{m}_k{k}_bm{block_m}_bk{block_k}_sm{simd_m}"
+                f"__{self.isa.name}")
+
+    @property
+    def generic_name(self) -> str:
+        return f"{SYMBOL_PREFIX}{self.scheme.name}_qgemm_generic__{self.isa.name}"
+
+    @property
+    def ctor_name(self) -> str:
+        return f"{SYMBOL_PREFIX}{self.scheme.name}_lut_ctor__{self.isa.name}"
+
+    def __str__(self) -> str:
+        return self.key
 
 
 def _common_rules(t_name: str, m: int, k: int, block_m: int, block_k: int, simd_m: int,
@@ -121,68 +169,61 @@ def _tl2_rules(m: int, k: int, block_m: int, block_k: int, simd_m: int) -> list[
 
 
 def _tl1_derive(m: int, k: int, block_m: int, block_k: int, simd_m: int) -> dict:
-    by = 256 // simd_m
     return {
-        "by": by,                          # weights per 64-byte step of one micro tile
-        "pairs_per_step": by // 2,
+        "by": 256 // simd_m,               # weights per row per 64-byte step of one micro tile
         "n_tiles": m // block_m,
-        "n_k_blocks": k // block_k,
-        "micro_tiles": block_m // simd_m,
-        "steps_per_block": block_k // by,
-        "tile_bytes": block_m * k // 4,    # packed bytes of one BM tile
-        "block_bytes": block_m * block_k // 4,
         "qlut_bytes": 16 * k,              # LUT bytes per activation column (LAYOUTS.md §5)
-        "weight_bytes": m * k // 4,
+        "weight_bytes": ggml_types.tensor_nbytes("TL1", m, k) - ggml_types.TENSOR_SCALE_BYTES,
     }
 
 
 def _tl2_derive(m: int, k: int, block_m: int, block_k: int, simd_m: int) -> dict:
     three_k = (k // block_k) * block_k
     two_k = k - three_k
-    formula = (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8
-    padded = (formula + 31) // 32 * 32
     return {
         "three_k": three_k,
         "two_k": two_k,
         "n_tiles": m // block_m,
-        "n_k_blocks": three_k // block_k,          # three-part BK blocks
-        "n_two_blocks": two_k // 32,               # two-part 32-wide blocks
-        "micro_tiles": block_m // 32,
-        "groups_per_block": block_k // 3,
-        "index_steps_per_block": block_k // 6,     # 32-byte index loads per micro tile and block
-        "sign_words_per_block": block_k // 24,     # 32-byte sign loads per micro tile and block
-        "index_bytes": three_k * m // 6,           # stream sizes (LAYOUTS.md §4)
-        "sign_bytes": three_k * m // 24,
-        "two_bytes": two_k * m // 4,
-        "sign_offset": three_k * m // 6,
-        "two_offset": three_k * m // 6 + three_k * m // 24,
-        "index_tile_bytes": block_m * three_k // 6,  # per BM tile, inside each stream
-        "sign_tile_bytes": block_m * three_k // 24,
-        "two_tile_bytes": block_m * two_k // 4,
         "qlut_bytes": 32 * (three_k // 3 + two_k // 2),
-        "weight_bytes": padded,                    # scale sits here
-        "tensor_bytes": padded + 32,
+        "tensor_bytes": ggml_types.tensor_nbytes("TL2", m, k),   # scale tail included
     }
 
 
-TARGETS: dict[str, Target] = {
-    "tl1": Target(
-        name="tl1", ggml_type="TL1", type_id=38, isa="neon",
-        template="tl1_neon.c.j2", output="bitnet-lut-kernels-tl1-neon.c",
-        guard="defined(__aarch64__) && defined(__ARM_NEON)",
-        cmake_processor="^(aarch64|arm64|ARM64)$", cflags=(),
+SCHEMES: dict[str, Scheme] = {
+    "tl1": Scheme(
+        name="tl1", ggml_type="TL1", layouts_section=3,
         simd_m_allowed=(32, 64), block_k_max=256,
-        rules=_tl1_rules, derive=_tl1_derive,
+        ctor_three_k="three_k is ignored (TL1 has no three-weight part).",
+        kernel_note_keys=(),
+        rule_fn=_tl1_rules, derive=_tl1_derive,
     ),
-    "tl2": Target(
-        name="tl2", ggml_type="TL2", type_id=39, isa="avx2",
-        template="tl2_avx2.c.j2", output="bitnet-lut-kernels-tl2-avx2.c",
-        guard="defined(__x86_64__) || defined(_M_X64)",
-        cmake_processor="^(x86_64|AMD64|amd64)$", cflags=("-mavx2", "-mfma", "-mf16c"),
+    "tl2": Scheme(
+        name="tl2", ggml_type="TL2", layouts_section=4,
         simd_m_allowed=(32,), block_k_max=255,
-        rules=_tl2_rules, derive=_tl2_derive,
+        ctor_three_k="three_k = floor(K / BK) * BK: the part of K grouped by three (the rest pairs, TL1 style).",
+        kernel_note_keys=("three_k", "two_k"),
+        rule_fn=_tl2_rules, derive=_tl2_derive,
     ),
 }
+
+ISAS: dict[str, Isa] = {
+    "neon": Isa(name="neon", guard="defined(__aarch64__) && defined(__ARM_NEON)",
+                cmake_processor="^(aarch64|arm64|ARM64)$", cflags=()),
+    "avx2": Isa(name="avx2", guard="defined(__x86_64__) || defined(_M_X64)",
+                cmake_processor="^(x86_64|AMD64|amd64)$", cflags=("-mavx2", "-mfma", "-mf16c")),
+}
+
+# (scheme, ISA) -> template in templates/, output file in generated/. Order: the registry's row order;
+# list a scheme's ISAs best first, since bitnet_lut_select takes the first row the CPU runs.
+PAIRS: tuple[Target, ...] = (
+    Target(SCHEMES["tl1"], ISAS["neon"], template="tl1_neon.c.j2", output="bitnet-lut-kernels-tl1-neon.c"),
+    Target(SCHEMES["tl2"], ISAS["avx2"], template="tl2_avx2.c.j2", output="bitnet-lut-kernels-tl2-avx2.c"),
+)
+
+
+def targets_of(scheme: str) -> list[Target]:
+    """The (scheme, ISA) pairs of one scheme, in PAIRS order."""
+    return [t for t in PAIRS if t.scheme.name == scheme]
 
 
 def native_target() -> str | None:

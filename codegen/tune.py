@@ -57,7 +57,7 @@ from . import config as cfgmod
 from . import derive as derivemod
 from . import shapes as shapesmod
 from .render import DEFAULT_CONFIGS, REPO_ROOT, ProposalPathError, check_proposal_path, display_path
-from .targets import TARGETS, native_target
+from .targets import SCHEMES, native_target, targets_of
 
 EXIT_OK, EXIT_BAD, EXIT_BENCH = 0, 2, 3
 BENCH_NAME = "bitnet-kernel-bench"
@@ -88,10 +88,10 @@ def fmt_tiles(t: Tiles) -> str:
 def candidates(target: str, m: int, k: int, max_block_m: int = DEFAULT_MAX_BLOCK_M) -> list[Tiles]:
     """The pruned legal (block_m, block_k, simd_m) of one shape (module docstring), sorted.
 
-    Every returned triple passes Target.rules. Empty when M % 32 != 0 or no block_k is legal.
+    Every returned triple passes Scheme.violations. Empty when M % 32 != 0 or no block_k is legal.
     Example: tl2 640x2560 -> block_m {32, 64, 128, 160, 320}, block_k {96, 192, 240}: 15 triples.
     """
-    t = TARGETS[target]
+    t = SCHEMES[target]
     cap = min(max_block_m, HOST_MAX_BLOCK_M, m)
     block_ms = [bm for bm in range(32, cap + 1, 32) if m % bm == 0]
     if target == "tl2":
@@ -103,7 +103,7 @@ def candidates(target: str, m: int, k: int, max_block_m: int = DEFAULT_MAX_BLOCK
             block_ks = [bk for bk in range(4, t.block_k_max + 1, 4) if k % bk == 0]
         simd_ms = list(t.simd_m_allowed)
     out = [(bm, bk, sm) for bm in block_ms for bk in block_ks for sm in simd_ms
-           if not t.rules(m, k, bm, bk, sm)]
+           if not t.violations(m, k, bm, bk, sm)]
     return sorted(out)
 
 
@@ -463,7 +463,7 @@ def render_yaml(name: str, model: str, target: str, results: list, layout: dict 
     lines.append(f"notes: {_q(prov['notes'])}")
     tables = {target: {"default": None}}
     tables.update({t: v for t, v in other_tables.items() if t != target})
-    for tname in TARGETS:
+    for tname in SCHEMES:
         if tname not in tables:
             continue
         lines.append(f"{tname}:")
@@ -558,8 +558,9 @@ def _tune(args) -> int:
                 f"are ARM NEON code, here they would run only as the scalar fallback or under qemu-user emulation, "
                 f"and neither says anything about speed on a real ARM core. Keep the ARM presets (the tl1 tables "
                 f"in configs/), or run this command on an AArch64 machine.")
+        isas = "/".join(t.isa.name.upper() for t in targets_of(target))
         raise TuneError(f"codegen tune: --target {target} cannot be measured on this {platform.machine()} machine "
-                        f"(its kernels are {TARGETS[target].isa.upper()} code; this machine runs "
+                        f"(its kernels are {isas} code; this machine runs "
                         f"{native or 'neither LUT target'}); run it on a machine of that architecture.")
 
     shapes, layout, model, extra_keys, src_cfg = _source(args)
@@ -645,7 +646,7 @@ def _tune(args) -> int:
 
     # other targets' tables, unchanged, from the config that covers exactly these shapes
     other: dict = {}
-    for tname in TARGETS:
+    for tname in SCHEMES:
         if tname == target:
             continue
         srcs = [src_cfg] if src_cfg is not None else sorted(configs, key=lambda c: c.name)
@@ -754,7 +755,7 @@ def add_parser(sub) -> None:
     g.add_argument("--model", metavar="PATH",
                    help="GGUF file, HF config.json, a directory holding one, or a config YAML (configs/X.yaml)")
     g.add_argument("--shape", nargs="+", metavar="MxK", help="shapes, e.g. 2560x6912 640x2560")
-    sp.add_argument("--target", choices=sorted(TARGETS), default=native_target() or "tl2",
+    sp.add_argument("--target", choices=sorted(SCHEMES), default=native_target() or "tl2",
                     help="layout to tune (default: this machine's, %(default)s); only the native one can be measured")
     sp.add_argument("--budget", type=float, default=DEFAULT_BUDGET, metavar="S",
                     help="seconds of measuring, split over the shapes (default %(default)g)")

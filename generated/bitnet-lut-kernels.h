@@ -18,10 +18,10 @@
  * with templates/bitnet-lut-kernels.h.j2; DO NOT EDIT.
  */
 /* clang-format off */
-/* bitnet-lut-kernels.h — prototypes of the generated LUT code: per target (TL1 NEON, TL2 AVX2) the
+/* bitnet-lut-kernels.h — prototypes of the generated LUT code: per (scheme, ISA) pair the
  * LUT constructor, the runtime-tiled generic kernel, and one specialized kernel per (M, K, tiles)
  * of the configs. Contracts: docs/LAYOUTS.md §5-6 and src/kernels/lut/lut.h (bitnet_lut_ctor_fn,
- * bitnet_qgemm_fn). Every declaration sits under its target's ISA guard, like its definition. */
+ * bitnet_qgemm_fn). Every declaration sits under its pair's ISA guard, like its definition. */
 #ifndef BITNET_LUT_KERNELS_H
 #define BITNET_LUT_KERNELS_H
 

@@ -18,9 +18,11 @@
  * with templates/bitnet-lut-registry.c.j2; DO NOT EDIT.
  */
 /* clang-format off */
-/* bitnet-lut-registry.c — the arrays src/kernels/lut/lut.h declares: the specialized kernels and the per-ISA
- * constructor/generic kernel compiled into this build (each under its target's ISA guard), and every
- * tile table of every config (unguarded: tables are data, listed on every architecture).
+/* bitnet-lut-registry.c — the arrays src/kernels/lut/lut.h declares: the specialized kernels and, per
+ * (scheme, ISA) pair compiled into this build, its constructor and generic kernel (each under its ISA's
+ * guard, so a pair this platform does not compile is not referenced; rows in codegen/targets.py PAIRS
+ * order, a scheme's best ISA first), and every tile table of every config (unguarded: tables are data,
+ * listed on every architecture).
  * Each array ends with a zero sentinel (C has no empty arrays); the counts exclude it. */
 #include "kernels/lut/lut.h"
 #include "bitnet-lut-kernels.h"
@@ -138,10 +140,10 @@ const size_t bitnet_lut_n_kernels = sizeof(bitnet_lut_kernels) / sizeof(bitnet_l
 
 const bitnet_lut_isa_impl bitnet_lut_isa_impls[] = {
 #if defined(__aarch64__) && defined(__ARM_NEON)
-    {BITNET_TYPE_TL1, "neon", bitnet_tl1_lut_ctor__neon, bitnet_tl1_qgemm_generic__neon},
+    {BITNET_TYPE_TL1, "neon", bitnet_tl1_lut_ctor__neon, bitnet_tl1_qgemm_generic__neon, "bitnet_tl1_qgemm_generic__neon"},
 #endif
 #if defined(__x86_64__) || defined(_M_X64)
-    {BITNET_TYPE_TL2, "avx2", bitnet_tl2_lut_ctor__avx2, bitnet_tl2_qgemm_generic__avx2},
+    {BITNET_TYPE_TL2, "avx2", bitnet_tl2_lut_ctor__avx2, bitnet_tl2_qgemm_generic__avx2, "bitnet_tl2_qgemm_generic__avx2"},
 #endif
     {0} /* sentinel */
 };

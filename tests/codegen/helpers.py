@@ -29,21 +29,21 @@ def run_cli(*args: str, cwd: str = REPO, env_extra: dict | None = None) -> subpr
 # generator machinery is tested independently of the real kernels' C text.
 STUB_KERNEL_TEMPLATE = """{{ banner }}
 #include "{{ header }}"
-#if {{ target.guard }}
-/* ctor {{ ctor_name }} generic {{ generic_name }} target {{ target }} isa {{ target.isa }} */
+#if {{ target.isa.guard }}
+/* ctor {{ ctor_name }} generic {{ generic_name }} target {{ target }} scheme {{ target.scheme }} isa {{ target.isa }} */
 {% for k in kernels %}
-/* {{ k.name }} {{ k.target }} {{ k.target.name }} m={{ k.m }} k={{ k.k }} bm={{ k.block_m }} bk={{ k.block_k }} sm={{ k.simd_m }} tiles={{ k.derived.n_tiles }} origins={{ k.origins | join(",") }} */
+/* {{ k.name }} {{ k.target }} {{ k.target.scheme.name }} {{ k.target.isa.name }} m={{ k.m }} k={{ k.k }} bm={{ k.block_m }} bk={{ k.block_k }} sm={{ k.simd_m }} tiles={{ k.derived.n_tiles }} origins={{ k.origins | join(",") }} */
 {% endfor %}
 #endif
 """
 
 
 def stub_template_dir(parent: str) -> str:
-    """Write stub tl1/tl2 kernel templates into parent/stub-templates and return that dir."""
-    from codegen.targets import TARGETS
+    """Write a stub kernel template for every (scheme, ISA) pair into parent/stub-templates and return that dir."""
+    from codegen.targets import PAIRS
     d = os.path.join(parent, "stub-templates")
     os.makedirs(d, exist_ok=True)
-    for t in TARGETS.values():
+    for t in PAIRS:
         with open(os.path.join(d, t.template), "w") as f:
             f.write(STUB_KERNEL_TEMPLATE)
     return d

@@ -8,7 +8,7 @@ from .helpers import TINY, run_cli, stub_template_dir, tempdir
 
 from codegen import config as cfg
 from codegen.derive import derive_tiles
-from codegen.targets import TARGETS
+from codegen.targets import SCHEMES
 
 
 def brute_force(target: str, m: int, k: int):
@@ -43,7 +43,7 @@ class DeriveTiles(unittest.TestCase):
         for (t, m, k), (bm, bk, sm) in known.items():
             with self.subTest(target=t, shape=f"{m}x{k}"):
                 self.assertEqual(derive_tiles(t, m, k), {"block_m": bm, "block_k": bk, "simd_m": sm})
-        self.assertEqual(derive_tiles(TARGETS["tl2"], 640, 2560), {"block_m": 160, "block_k": 96, "simd_m": 32})
+        self.assertEqual(derive_tiles(SCHEMES["tl2"], 640, 2560), {"block_m": 160, "block_k": 96, "simd_m": 32})
 
     def test_no_tiles(self):
         self.assertIsNone(derive_tiles("tl1", 100, 256))    # M % 32
@@ -64,7 +64,7 @@ class DeriveTiles(unittest.TestCase):
                     got = derive_tiles(t, m, k)
                     self.assertEqual(got, brute_force(t, m, k), (t, m, k))
                     if got:
-                        self.assertEqual(TARGETS[t].rules(m, k, got["block_m"], got["block_k"], got["simd_m"]), [])
+                        self.assertEqual(SCHEMES[t].violations(m, k, got["block_m"], got["block_k"], got["simd_m"]), [])
 
 
 class DeriveCommand(unittest.TestCase):

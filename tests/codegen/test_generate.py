@@ -12,10 +12,10 @@ from .helpers import CONFIGS, REPO, run_cli, stub_template_dir, tempdir, write
 
 from codegen import config as cfg
 from codegen import render
-from codegen.targets import TARGETS
+from codegen.targets import PAIRS
 
 OUTPUTS = sorted(["bitnet-lut-kernels.h", "bitnet-lut-registry.c", "kernels.cmake"] +
-                 [t.output for t in TARGETS.values()])
+                 [t.output for t in PAIRS])
 
 
 class StubGenerate(unittest.TestCase):
@@ -63,9 +63,10 @@ class StubGenerate(unittest.TestCase):
         self.assertEqual(self.gen(out).returncode, 0)
         tl2 = self.read(out, "bitnet-lut-kernels-tl2-avx2.c")
         self.assertIn("#if defined(__x86_64__) || defined(_M_X64)", tl2)
-        self.assertIn("ctor bitnet_tl2_lut_ctor__avx2 generic bitnet_tl2_qgemm_generic__avx2 target tl2 isa avx2", tl2)
+        self.assertIn("ctor bitnet_tl2_lut_ctor__avx2 generic bitnet_tl2_qgemm_generic__avx2 target tl2-avx2 scheme tl2 isa avx2",
+                      tl2)
         # one kernel shared by two configs: deduplicated, both origins, sorted
-        self.assertIn("/* bitnet_tl2_qgemm_m8192_k8192_bm256_bk96_sm32__avx2 tl2 tl2 m=8192 k=8192 bm=256 bk=96 sm=32 "
+        self.assertIn("/* bitnet_tl2_qgemm_m8192_k8192_bm256_bk96_sm32__avx2 tl2-avx2 tl2 avx2 m=8192 k=8192 bm=256 bk=96 sm=32 "
                       "tiles=32 origins=dummy-100B/default,dummy-70B/default */", tl2)
         self.assertEqual(tl2.count("bitnet_tl2_qgemm_m8192_k8192_"), 1)
         names = re.findall(r"^/\* (bitnet_tl1_qgemm_\S+)", self.read(out, "bitnet-lut-kernels-tl1-neon.c"), re.M)
@@ -75,7 +76,7 @@ class StubGenerate(unittest.TestCase):
     def test_collect_kernels_deduplicates(self):
         configs = cfg.load_all(CONFIGS)
         kernels = render.collect_kernels(configs)
-        keys = [(k.target.name, k.m, k.k, k.block_m, k.block_k, k.simd_m) for k in kernels]
+        keys = [(k.target.scheme.name, k.target.isa.name, k.m, k.k, k.block_m, k.block_k, k.simd_m) for k in kernels]
         self.assertEqual(len(keys), len(set(keys)))
         n_entries = sum(len(t.kernels) for c in configs for t in c.all_tables())
         self.assertLess(len(kernels), n_entries)
@@ -90,13 +91,14 @@ class StubGenerate(unittest.TestCase):
         configs = cfg.load_all(CONFIGS)
         kernels = render.collect_kernels(configs)
         reg = self.read(out, "bitnet-lut-registry.c")
-        # every kernel once, inside its target's guard; ISA impls per target; every table unguarded
-        for t in TARGETS.values():
+        # every kernel once, inside its pair's ISA guard; one ISA impl row per pair; every table unguarded
+        for t in PAIRS:
             block = reg.split("const bitnet_lut_kernel bitnet_lut_kernels[] = {")[1].split("};")[0]
-            guarded = block.split(f"#if {t.guard}\n")[1].split("#endif")[0]
-            mine = [k for k in kernels if k.target.name == t.name]
+            guarded = block.split(f"#if {t.isa.guard}\n")[1].split("#endif")[0]
+            mine = [k for k in kernels if k.target == t]
             self.assertEqual(guarded.count("\n"), len(mine))
-            self.assertIn(f"{{{t.type_macro}, \"{t.isa}\", {t.ctor_name}, {t.generic_name}}},", reg)
+            self.assertIn(f"{{{t.scheme.type_macro}, \"{t.isa.name}\", {t.ctor_name}, {t.generic_name}, \"{t.generic_name}\"}},",
+                          reg)
         self.assertIn('    {"bitnet_tl2_qgemm_m1536_k1536_bm128_bk192_sm32__avx2", BITNET_TYPE_TL2, "avx2", 1536, 1536, '
                       '{128, 192, 32}, bitnet_tl2_qgemm_m1536_k1536_bm128_bk192_sm32__avx2},', reg)
         n_tables = sum(len(c.all_tables()) for c in configs)
@@ -108,7 +110,7 @@ class StubGenerate(unittest.TestCase):
             self.assertRegex(reg, r"\{0\} /\* sentinel \*/\n\};\nconst size_t bitnet_lut_n_" + arr +
                              r" = sizeof\(bitnet_lut_" + arr + r"\) / sizeof\(bitnet_lut_" + arr + r"\[0\]\) - 1;")
         hdr = self.read(out, "bitnet-lut-kernels.h")
-        self.assertEqual(hdr.count("\nvoid bitnet_tl"), len(kernels) + 2 * len(TARGETS))
+        self.assertEqual(hdr.count("\nvoid bitnet_tl"), len(kernels) + 2 * len(PAIRS))
         contract = hdr.split("/* bitnet_tl2_qgemm_m640_k2560_bm160_bk96_sm32__avx2\n")[1].split("*/")[0]
         for piece in ("M = 640, K = 2560; tiles BM = 160, BK = 96, bm = 32.", "three_k = 2496, two_k = 64.",
                       "weights packed by bitnet_pack_tl2 with these tiles", "64-byte aligned", "tile: 0 .. 3.",
@@ -189,7 +191,7 @@ class StubGenerate(unittest.TestCase):
 
     def test_strict_undefined_template_error(self):
         bad = os.path.join(self.dir, "bad-templates")
-        write(os.path.join(bad, TARGETS["tl1"].template), "{{ banner }}\n{{ no_such_variable }}\n")
+        write(os.path.join(bad, PAIRS[0].template), "{{ banner }}\n{{ no_such_variable }}\n")
         r = run_cli("generate", "--out", os.path.join(self.dir, "o"), "--templates", bad)
         self.assertEqual(r.returncode, 2)
         self.assertIn("tl1_neon.c.j2: rendering failed: UndefinedError", r.stderr)

@@ -16,7 +16,7 @@ from .helpers import CONFIGS, REPO, run_cli, tempdir, write
 
 from codegen import config as cfg
 from codegen import derive, tune
-from codegen.targets import TARGETS, native_target
+from codegen.targets import SCHEMES, native_target
 
 NATIVE = native_target()
 FOREIGN = {"tl2": "tl1", "tl1": "tl2"}.get(NATIVE)
@@ -91,13 +91,13 @@ def calls(log: str) -> list[dict]:
 
 class SearchSpace(unittest.TestCase):
     def test_every_candidate_is_legal_and_the_space_is_the_documented_one(self):
-        for target in TARGETS:
+        for target in SCHEMES:
             for m, k in [(640, 2560), (2560, 2560), (2560, 6912), (6912, 2560), (3200, 8640), (256, 768)]:
                 cands = tune.candidates(target, m, k)
                 self.assertTrue(cands, (target, m, k))
                 self.assertEqual(cands, sorted(set(cands)))
                 for bm, bk, sm in cands:
-                    self.assertEqual(TARGETS[target].rules(m, k, bm, bk, sm), [], (target, m, k, bm, bk, sm))
+                    self.assertEqual(SCHEMES[target].violations(m, k, bm, bk, sm), [], (target, m, k, bm, bk, sm))
                     self.assertLessEqual(bm, 512)
                     self.assertEqual(m % bm, 0)
                     self.assertEqual(bm % 32, 0)
@@ -116,7 +116,7 @@ class SearchSpace(unittest.TestCase):
             self.assertEqual(sorted({c[1] for c in tune.candidates("tl2", m, k)}), want)
 
     def test_derived_tiles_are_in_the_space(self):
-        for target in TARGETS:
+        for target in SCHEMES:
             for shape in cfg.load_config(B2_CFG).shapes:
                 d = derive.derive_tiles(target, *shape)
                 self.assertIn((d["block_m"], d["block_k"], d["simd_m"]), tune.candidates(target, *shape))

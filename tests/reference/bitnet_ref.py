@@ -3,7 +3,7 @@
 
 Written from the published descriptions of the graphs (sources below), not from src/model/model.c: it shares
 nothing with the C runtime but the file format. Its own small GGUF reader decodes F32, F16, BF16, Q8_0
-and I2_S tensors; all arithmetic is float64 numpy (Debian python3-numpy).
+and I2_S tensors (type ids and byte sizes from codegen/ggml_types.py); all arithmetic is float64 numpy (Debian python3-numpy).
 
 Graphs (general.architecture):
   bitnet        BitNet b1.58 (Ma et al. 2024, arXiv:2402.17764) as bitnet.cpp runs 1bitLLM's models:
@@ -35,8 +35,12 @@ Command line (also writes the same file format as build/bin/bitnet-logits):
 import argparse
 import json
 import math
+import os
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
+from codegen import ggml_types  # noqa: E402  (the repository root is on sys.path now)
 
 try:
     import numpy as np
@@ -47,7 +51,10 @@ except ImportError as e:  # pragma: no cover - the message is the point
 # ---- GGUF reader (GGUF v2/v3, little endian) -----------------------------------------------------
 
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-T_F32, T_F16, T_Q8_0, T_Q6_K, T_BF16, T_I2_S, T_TL1, T_TL2 = 0, 1, 8, 14, 30, 36, 38, 39
+# type ids and byte sizes: codegen/ggml_types.py (the repository's one copy of the format facts)
+T_F32, T_F16, T_Q8_0, T_Q6_K, T_BF16 = (ggml_types.TYPE_F32, ggml_types.TYPE_F16, ggml_types.TYPE_Q8_0,
+                                        ggml_types.TYPE_Q6_K, ggml_types.TYPE_BF16)
+T_I2_S, T_TL1, T_TL2 = ggml_types.TYPE_I2_S, ggml_types.TYPE_TL1, ggml_types.TYPE_TL2
 
 
 class GGUFError(Exception):
@@ -129,24 +136,9 @@ class GGUF:
 
 
 def _nbytes(t, ne, path, name):
-    n = 1
-    for x in ne:
-        n *= x
-    if t == T_F32:
-        return 4 * n
-    if t in (T_F16, T_BF16):
-        return 2 * n
-    if t == T_Q8_0:
-        return n // 32 * 34
-    if t == T_Q6_K:
-        return n // 256 * 210
-    if t in (T_I2_S, T_TL1):
-        return n // 4 + 32
-    if t == T_TL2:
-        k, m = ne[0], ne[1]
-        body = (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8
-        return (body + 31) // 32 * 32 + 32
-    raise GGUFError(f"{path}: tensor {name} has type id {t}, which the reference does not read")
+    if t not in (T_F32, T_F16, T_BF16, T_Q8_0, T_Q6_K, T_I2_S, T_TL1, T_TL2):
+        raise GGUFError(f"{path}: tensor {name} has type id {t}, which the reference does not read")
+    return ggml_types.nbytes(t, tuple(ne))
 
 
 def _dense(t, b, n, name):

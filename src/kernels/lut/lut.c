@@ -1,11 +1,10 @@
-/* lut.c — dispatch around the LUT kernels: qlut sizes, CPU feature checks, the choice of kernel for
- * one weight (specialized > generic SIMD > scalar, docs/ARCHITECTURE.md "Runtime rules"), the choice
- * of tile table for a model, and the tile rule for shapes no config covers (the same rule as
- * codegen/derive.py). */
+/* lut.c — dispatch around the LUT kernels: qlut sizes, the choice of kernel for one weight
+ * (specialized > generic SIMD > scalar, docs/ARCHITECTURE.md "Runtime rules"; the SIMD candidates are
+ * the generated registry's (type, ISA) rows, the CPU check is kernels/isa.h), the choice of tile table
+ * for a model, and the tile rule for shapes no config covers (the same rule as codegen/derive.py). */
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 size_t bitnet_qlut_bytes(int type, const bitnet_lut_shape *sh) {
@@ -14,55 +13,14 @@ size_t bitnet_qlut_bytes(int type, const bitnet_lut_shape *sh) {
     return 0;
 }
 
-/* Rank of an ISA name in the BITNET_ISA order (scalar < avx2 < avx512; neon is AArch64's only
- * SIMD level and ranks with avx2), or -1 for a name this file does not know. */
-static int isa_rank(const char *isa) {
-    if (strcmp(isa, "scalar") == 0) return 0;
-    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "neon") == 0) return 1;
-    if (strcmp(isa, "avx512") == 0) return 2;
-    return -1;
-}
-
-bool bitnet_cpu_supports(const char *isa) {
-    if (!isa) return false;
-    const int rank = isa_rank(isa);
-    if (rank < 0) return false;
-    if (rank == 0) return true;
-    /* BITNET_ISA caps the level (a known name; anything else is ignored) */
-    const char *cap = getenv("BITNET_ISA");
-    if (cap && isa_rank(cap) >= 0 && rank > isa_rank(cap)) return false;
-#if defined(__x86_64__) || defined(__i386__)
-    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0) {
-        /* the TL2 kernel file is compiled with -mavx2 -mfma -mf16c: all three must be present */
-        __builtin_cpu_init();
-        const bool avx2 =
-            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-        if (strcmp(isa, "avx2") == 0) return avx2;
-        /* the AVX-512 kernels use 512-bit integer ops (F, BW), 256-bit masked forms (VL) and vpdpbusd (VNNI) */
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-    }
-#endif
-#if defined(__aarch64__)
-    if (strcmp(isa, "neon") == 0) return true; /* Advanced SIMD is mandatory on AArch64 */
-#endif
-    return false;
-}
-
-/* Symbol name of the generic kernel of (type, isa), e.g. "bitnet_tl2_qgemm_generic__avx2" (the name
- * codegen/targets.py gives it). */
-static const char *generic_name(int type, const char *isa) {
-    static const struct { int type; const char *isa, *name; } names[] = {
-        {BITNET_TYPE_TL1, "neon", "bitnet_tl1_qgemm_generic__neon"},
-        {BITNET_TYPE_TL2, "avx2", "bitnet_tl2_qgemm_generic__avx2"},
-        {BITNET_TYPE_TL1, "scalar", "bitnet_tl1_qgemm_generic__scalar"},
-        {BITNET_TYPE_TL2, "scalar", "bitnet_tl2_qgemm_generic__scalar"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (names[i].type == type && strcmp(names[i].isa, isa) == 0) return names[i].name;
-    }
-    return type == BITNET_TYPE_TL1 ? "bitnet_tl1_qgemm_generic__simd" : "bitnet_tl2_qgemm_generic__simd";
-}
+/* The scalar LUT path of each type (src/kernels/lut/lut_ref.c): the fallback when no compiled
+ * (type, ISA) pair of bitnet_lut_isa_impls runs on this CPU. */
+static const bitnet_lut_isa_impl scalar_impls[] = {
+    {BITNET_TYPE_TL1, "scalar", bitnet_tl1_lut_ctor__scalar, bitnet_tl1_qgemm_generic__scalar,
+     "bitnet_tl1_qgemm_generic__scalar"},
+    {BITNET_TYPE_TL2, "scalar", bitnet_tl2_lut_ctor__scalar, bitnet_tl2_qgemm_generic__scalar,
+     "bitnet_tl2_qgemm_generic__scalar"},
+};
 
 bitnet_status bitnet_lut_select(int type, const bitnet_lut_shape *sh, bitnet_lut_impl *out, bitnet_error *err) {
     const bitnet_tiles tiles = {sh->BM, sh->BK, sh->bm};
@@ -94,16 +52,11 @@ bitnet_status bitnet_lut_select(int type, const bitnet_lut_shape *sh, bitnet_lut
                 return BITNET_OK;
             }
         }
-        *out = (bitnet_lut_impl){isa->ctor, isa->generic, generic_name(type, isa->isa), false};
+        *out = (bitnet_lut_impl){isa->ctor, isa->generic, isa->generic_name, false};
         return BITNET_OK;
     }
-    if (type == BITNET_TYPE_TL1) {
-        *out = (bitnet_lut_impl){bitnet_tl1_lut_ctor__scalar, bitnet_tl1_qgemm_generic__scalar,
-                                 generic_name(type, "scalar"), false};
-    } else {
-        *out = (bitnet_lut_impl){bitnet_tl2_lut_ctor__scalar, bitnet_tl2_qgemm_generic__scalar,
-                                 generic_name(type, "scalar"), false};
-    }
+    const bitnet_lut_isa_impl *scalar = &scalar_impls[type == BITNET_TYPE_TL1 ? 0 : 1];
+    *out = (bitnet_lut_impl){scalar->ctor, scalar->generic, scalar->generic_name, false};
     return BITNET_OK;
 }
 

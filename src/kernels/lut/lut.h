@@ -1,6 +1,7 @@
 /* lut.h — the LUT kernels' contract (docs/LAYOUTS.md §5-6): function types, the plain scalar
  * reference every kernel is tested against, the generated kernel registry, and the choice of
  * implementation for one weight (specialized kernel > generic SIMD kernel > scalar LUT kernel).
+ * The CPU feature checks (bitnet_cpu_supports) live in kernels/isa.h, included here.
  *
  * Implemented in src/kernels/lut/lut_ref.c (scalar reference and scalar LUT path), src/kernels/lut/lut.c (dispatch) and the
  * generated files in generated/ (SIMD kernels and the registry). */
@@ -8,6 +9,7 @@
 #define BITNET_LUT_H
 
 #include "base/common.h"
+#include "kernels/isa.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,12 +65,14 @@ typedef struct bitnet_lut_kernel {
     bitnet_qgemm_fn qgemm;
 } bitnet_lut_kernel;
 
-/* The constructor and generic kernel of one (type, ISA). */
+/* The constructor and generic kernel of one (type, ISA) pair compiled into this build: one row per
+ * pair of codegen/targets.py PAIRS whose ISA guard holds, a type's best ISA first. */
 typedef struct bitnet_lut_isa_impl {
-    int type;
-    const char *isa;
+    int type;                  /* BITNET_TYPE_TL1 or BITNET_TYPE_TL2 (the scheme) */
+    const char *isa;           /* "neon", "avx2": the name bitnet_cpu_supports checks */
     bitnet_lut_ctor_fn ctor;
     bitnet_qgemm_fn generic;
+    const char *generic_name;  /* symbol name of generic, e.g. "bitnet_tl2_qgemm_generic__avx2" */
 } bitnet_lut_isa_impl;
 
 /* One tile table of one config file (configs/<config>.yaml, table "default" or "pretuned"). Tables
@@ -94,14 +98,6 @@ extern const bitnet_lut_table bitnet_lut_tables[];
 extern const size_t bitnet_lut_n_tables;
 
 /* ---- Dispatch (src/kernels/lut/lut.c) --------------------------------------------------------------------- */
-
-/* true when this CPU runs code for `isa` ("scalar", "avx2", "avx512", "neon"; false for other names).
- * "avx512" means AVX2+FMA+F16C and AVX-512 F, BW, VL and VNNI. The environment variable
- * BITNET_ISA=scalar|avx2|avx512 caps the level for testing and comparisons: with BITNET_ISA=avx2 the
- * answer for "avx512" is false, with BITNET_ISA=scalar every SIMD ISA is refused (neon ranks with avx2);
- * other values are ignored. Read on every call; the kernel choices that cache it (bitnet_i2s_gemm) read
- * it on their first call. */
-bool bitnet_cpu_supports(const char *isa);
 
 /* What runs one weight. */
 typedef struct bitnet_lut_impl {
