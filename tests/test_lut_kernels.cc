@@ -495,6 +495,15 @@ TEST_P(SpecializedKernel, IsWhatSelectPicks) {
     bitnet_lut_impl sel{};
     bitnet_error err{};
     ASSERT_EQ(bitnet_lut_select(s_.type, &sh, &sel, &err), BITNET_OK) << err.msg;
+    // The registry lists a scheme's ISAs best first; select uses the first one this CPU runs.
+    const bitnet_lut_isa_impl *best = nullptr;
+    for (size_t i = 0; i < bitnet_lut_n_isa_impls && !best; i++) {
+        const bitnet_lut_isa_impl &r = bitnet_lut_isa_impls[i];
+        if (r.type == s_.type && bitnet_cpu_supports(r.isa)) best = &r;
+    }
+    ASSERT_NE(best, nullptr);
+    EXPECT_EQ(sel.ctor, best->ctor);
+    if (best != impl_) GTEST_SKIP() << "select picks the " << best->isa << " kernels here, not " << k_->isa;
     EXPECT_TRUE(sel.specialized);
     EXPECT_EQ(sel.qgemm, k_->qgemm);
     EXPECT_EQ(sel.ctor, impl_->ctor);
