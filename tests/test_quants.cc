@@ -1,6 +1,6 @@
-// test_quants.cc — type facts and byte sizes (base/types.h), binary16 conversion (exhaustive over all halves, against
-// an independent reference written here and, where the CPU has one, the hardware converter), dense row
-// conversion, the Q8_0 and Q6_K quantizers (Q6_K pinned to ggml's bytes) and the activation quantizer of
+// test_quants.cc — type facts and byte sizes (base/types.h), binary16 conversion (exhaustive over all
+// halves, against an independent reference written here and, where the CPU has one, the hardware
+// converter), dense row conversion (incl. Q6_K), the Q8_0 and Q6_K quantizers (Q6_K pinned to ggml's bytes) and the activation quantizer of
 // docs/LAYOUTS.md §1.
 #include <gtest/gtest.h>
 
@@ -162,6 +162,39 @@ TEST(Quants, TernarySizes) {
     EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {1536, 1536}), 507936u);
     // K=288, M=32: 32*32 = 1024, /3 = 341, *5 = 1705, /8 = 213; + 2048 = 2261 → pad32 2272, + 32.
     EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {288, 32}), 2304u);
+}
+
+// the traits table: one entry per known id, its name and id agree, and the ternary shape sizes of
+// bitnet_ternary_nbytes are the ones bitnet_type_nbytes gives for ne = [K, M]
+TEST(Quants, TraitsTable) {
+    for (int t = 0; t < 64; t++) {
+        const bitnet_type_traits *tr = bitnet_type_traits_of(t);
+        if (!tr) {
+            EXPECT_STREQ(bitnet_type_name(t), "unknown") << t;
+            continue;
+        }
+        EXPECT_EQ(tr->type, t);
+        EXPECT_STREQ(bitnet_type_name(t), tr->name);
+        EXPECT_EQ(bitnet_type_is_ternary(t), tr->kind == BITNET_KIND_TERNARY) << tr->name;
+    }
+    EXPECT_EQ(bitnet_type_traits_of(4), nullptr);
+    EXPECT_EQ(bitnet_type_traits_of(-1), nullptr);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q6_K)->dense_dot_type, BITNET_TYPE_F32);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q8_0)->dense_dot_type, BITNET_TYPE_Q8_0);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_BF16)->dense_dot_type, -1);
+    const int64_t shapes[][2] = {{256, 256}, {2560, 2560}, {6912, 2560}, {2560, 6912}, {32, 8640}, {3, 300}};
+    for (int type : {BITNET_TYPE_I2_S, BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {
+        for (const auto &mk : shapes) {
+            const int64_t ne[2] = {mk[1], mk[0]};
+            size_t n = 0;
+            bitnet_error err{};
+            if (bitnet_type_nbytes(type, 2, ne, &n, &err) != BITNET_OK) continue;
+            EXPECT_EQ(bitnet_ternary_nbytes(type, mk[0], mk[1]), n) << bitnet_type_name(type) << " " << mk[0];
+            EXPECT_EQ(bitnet_ternary_data_bytes(type, mk[0], mk[1]) + 32, n);
+        }
+    }
+    EXPECT_EQ(bitnet_ternary_nbytes(BITNET_TYPE_TL2, 32, 200), 0u);
+    EXPECT_EQ(bitnet_ternary_nbytes(BITNET_TYPE_F16, 32, 256), 0u);
 }
 
 TEST(Quants, SizeErrors) {
