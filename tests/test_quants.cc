@@ -393,7 +393,9 @@ TEST(Quants, RowToF32Q6K) {
     const float dq = bitnet_fp16_to_fp32(q6.d);
     for (int i = 0; i < 256; i++) {
         const float ds = dq * (float)q6.scales[i / 16], r = x[i] / ds;
-        if (r >= -32.5f && r <= 31.5f) EXPECT_LE(std::fabs(y[i] - x[i]), std::fabs(ds) / 2 * 1.0001f) << i;
+        if (r >= -32.5f && r <= 31.5f) {
+            EXPECT_LE(std::fabs(y[i] - x[i]), std::fabs(ds) / 2 * 1.0001f) << i;
+        }
     }
 }
 
