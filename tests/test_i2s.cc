@@ -1,4 +1,4 @@
-// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/kernels/i2s/i2s.c: scalar, AVX2, AVX-512 VNNI,
+// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/kernels/i2s/: scalar, AVX2, AVX-512 VNNI,
 // NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/kernels/lut/lut_ref.c) and a plain
 // product on unpacked ternary weights: int32 sums must be equal, for N = 1..33 columns (the AVX-512
 // kernel reads packed bytes for N < 16 and decodes them once for N ≥ 16), partial row

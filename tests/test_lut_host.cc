@@ -1,4 +1,4 @@
-// test_lut_host.cc — the matmul host (src/runtime/lut_host.c) and the I2_S dot kernels (src/kernels/i2s/i2s.c):
+// test_lut_host.cc — the matmul host (src/runtime/lut_host.c) and the I2_S dot kernels (src/kernels/i2s/):
 // products on every path and thread count against an independent integer product, bit-identity
 // between I2_S / TL1 / TL2 and across thread counts, the quantization error bound, workspace size
 // (exact formula, canary bytes, ASan poisoning), extras lifecycle, can_mul_mat / get_type_bits rules

@@ -1,6 +1,6 @@
-// test_quants.cc — type facts and byte sizes, binary16 conversion (exhaustive over all halves, against
-// an independent reference written here and, where the CPU has one, the hardware converter), dense row
-// conversion, the Q8_0 and Q6_K quantizers (Q6_K pinned to ggml's bytes) and the activation quantizer of
+// test_quants.cc — type facts and byte sizes (base/types.h), binary16 conversion (exhaustive over all
+// halves, against an independent reference written here and, where the CPU has one, the hardware
+// converter), dense row conversion (incl. Q6_K), the Q8_0 and Q6_K quantizers (Q6_K pinned to ggml's bytes) and the activation quantizer of
 // docs/LAYOUTS.md §1.
 #include <gtest/gtest.h>
 
@@ -164,6 +164,39 @@ TEST(Quants, TernarySizes) {
     EXPECT_EQ(nbytes_ok(BITNET_TYPE_TL2, {288, 32}), 2304u);
 }
 
+// the traits table: one entry per known id, its name and id agree, and the ternary shape sizes of
+// bitnet_ternary_nbytes are the ones bitnet_type_nbytes gives for ne = [K, M]
+TEST(Quants, TraitsTable) {
+    for (int t = 0; t < 64; t++) {
+        const bitnet_type_traits *tr = bitnet_type_traits_of(t);
+        if (!tr) {
+            EXPECT_STREQ(bitnet_type_name(t), "unknown") << t;
+            continue;
+        }
+        EXPECT_EQ(tr->type, t);
+        EXPECT_STREQ(bitnet_type_name(t), tr->name);
+        EXPECT_EQ(bitnet_type_is_ternary(t), tr->kind == BITNET_KIND_TERNARY) << tr->name;
+    }
+    EXPECT_EQ(bitnet_type_traits_of(4), nullptr);
+    EXPECT_EQ(bitnet_type_traits_of(-1), nullptr);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q6_K)->dense_dot_type, BITNET_TYPE_F32);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q8_0)->dense_dot_type, BITNET_TYPE_Q8_0);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_BF16)->dense_dot_type, -1);
+    const int64_t shapes[][2] = {{256, 256}, {2560, 2560}, {6912, 2560}, {2560, 6912}, {32, 8640}, {3, 300}};
+    for (int type : {BITNET_TYPE_I2_S, BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {
+        for (const auto &mk : shapes) {
+            const int64_t ne[2] = {mk[1], mk[0]};
+            size_t n = 0;
+            bitnet_error err{};
+            if (bitnet_type_nbytes(type, 2, ne, &n, &err) != BITNET_OK) continue;
+            EXPECT_EQ(bitnet_ternary_nbytes(type, mk[0], mk[1]), n) << bitnet_type_name(type) << " " << mk[0];
+            EXPECT_EQ(bitnet_ternary_data_bytes(type, mk[0], mk[1]) + 32, n);
+        }
+    }
+    EXPECT_EQ(bitnet_ternary_nbytes(BITNET_TYPE_TL2, 32, 200), 0u);
+    EXPECT_EQ(bitnet_ternary_nbytes(BITNET_TYPE_F16, 32, 256), 0u);
+}
+
 TEST(Quants, SizeErrors) {
     std::string msg;
     EXPECT_EQ(nbytes_err(41, {32}, &msg), BITNET_ERR_UNSUPPORTED);
@@ -320,7 +353,50 @@ TEST(Quants, RowToF32) {
     EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q8_0, p, q.data(), 40, &err), BITNET_ERR_INVALID_ARG);
     EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_I2_S, p, q.data(), 32, &err), BITNET_ERR_UNSUPPORTED);
     EXPECT_NE(std::string(err.msg).find("I2_S"), std::string::npos) << err.msg;
-    EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q6_K, p, q.data(), 256, &err), BITNET_ERR_UNSUPPORTED);
+}
+
+// Q6_K rows convert by the layout of quants.h: code c of weight i, value d * scales[i / 16] * (c - 32)
+TEST(Quants, RowToF32Q6K) {
+    std::vector<uint8_t> buf(1 + 2 * sizeof(bitnet_block_q6_k), 0);
+    uint8_t *p = buf.data() + 1;  // unaligned
+    auto code = [](int b, int i) { return (i * 7 + b * 13) % 64; };
+    for (int b = 0; b < 2; b++) {
+        bitnet_block_q6_k blk;
+        std::memset(&blk, 0, sizeof blk);
+        for (int i = 0; i < 256; i++) {
+            const int h = i / 128, r = i % 128, l = r % 32, quarter = r / 32, c = code(b, i);
+            uint8_t *ql = blk.ql + 64 * h + l + (quarter & 1) * 32;
+            *ql |= (uint8_t)((c & 15) << (quarter >= 2 ? 4 : 0));
+            blk.qh[32 * h + l] |= (uint8_t)((c >> 4) << (2 * quarter));
+        }
+        for (int g = 0; g < 16; g++) blk.scales[g] = (int8_t)(g - 8 + b);
+        blk.d = b == 0 ? 0x3800 : 0xc000;  // 0.5, -2
+        std::memcpy(p + b * sizeof blk, &blk, sizeof blk);
+    }
+    std::vector<float> y(512);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q6_K, p, y.data(), 512, &err), BITNET_OK) << err.msg;
+    for (int b = 0; b < 2; b++) {
+        const float d = b == 0 ? 0.5f : -2.0f;
+        for (int i = 0; i < 256; i++) {
+            EXPECT_EQ(y[b * 256 + i], d * (float)(i / 16 - 8 + b) * (float)(code(b, i) - 32)) << b << " " << i;
+        }
+    }
+    EXPECT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q6_K, p, y.data(), 300, &err), BITNET_ERR_INVALID_ARG);
+
+    // the quantizer's blocks decode within |d * scale| / 2 of the input
+    std::vector<float> x(256);
+    for (int i = 0; i < 256; i++) x[i] = std::sin(0.37f * (float)i) * (1.0f + (float)(i % 16));
+    bitnet_block_q6_k q6;
+    ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), &q6, 256, &err), BITNET_OK);
+    ASSERT_EQ(bitnet_row_to_f32(BITNET_TYPE_Q6_K, &q6, y.data(), 256, &err), BITNET_OK);
+    const float dq = bitnet_fp16_to_fp32(q6.d);
+    for (int i = 0; i < 256; i++) {
+        const float ds = dq * (float)q6.scales[i / 16], r = x[i] / ds;
+        if (r >= -32.5f && r <= 31.5f) {
+            EXPECT_LE(std::fabs(y[i] - x[i]), std::fabs(ds) / 2 * 1.0001f) << i;
+        }
+    }
 }
 
 TEST(Quants, QuantizeQ8_0) {

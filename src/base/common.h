@@ -43,6 +43,7 @@ enum bitnet_type {
     BITNET_TYPE_Q4_0 = 2,
     BITNET_TYPE_Q8_0 = 8,
     BITNET_TYPE_Q6_K = 14,
+    BITNET_TYPE_BF16 = 30,
     BITNET_TYPE_I2_S = 36,
     BITNET_TYPE_I8_S = 37, /* activations only, never stored */
     BITNET_TYPE_TL1 = 38,

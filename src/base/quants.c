@@ -1,12 +1,8 @@
-/* quants.c — per-type facts (names, block and byte sizes of the ggml types that appear in GGUF files),
- * IEEE binary16 conversion, dense row conversion (F32/F16/BF16/Q8_0 → F32), the Q8_0 and Q6_K
- * quantizers and the activation quantizer shared by every ternary path (docs/LAYOUTS.md §1).
+/* quants.c — IEEE binary16 conversion, the Q8_0 and Q6_K quantizers and the activation quantizer
+ * shared by every ternary path (docs/LAYOUTS.md §1). The per-type facts (sizes, row → float) are in
+ * types.c.
  *
  * Sources of the facts used here:
- *  - ggml type ids and block sizes: the public ggml GGUF spec (ggml/docs/gguf.md, "ggml_type") and the
- *    block structure definitions of the k-quants / i-quants in ggml (published layouts; sizes restated
- *    in the table below, each written as the sum of its fields).
- *  - I2_S / TL1 / TL2 sizes: ../shared/docs/formats.md "Byte size of one tensor".
  *  - binary16: IEEE 754-2008 §3.6; NaN handling as x86 F16C vcvtps2ph (quiet bit set, payload kept).
  *  - Q8_0 and Q6_K quantization: the rules of ggml's reference quantizers (quantize_row_q8_0_ref,
  *    quantize_row_q6_K_ref with make_qx_quants and nearest_int in ggml-quants.c), restated in quants.h
@@ -17,157 +13,6 @@
 
 #include <math.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------------------------
- * Type table
- * ------------------------------------------------------------------------------------------- */
-
-enum { TERNARY_NONE = 0, TERNARY_I2S, TERNARY_TL1, TERNARY_TL2, NOT_STORED };
-
-typedef struct type_info {
-    const char *name;
-    int32_t blck;   /* elements per block (0: id not in use) */
-    int32_t size;   /* bytes per block */
-    int special;    /* TERNARY_* or NOT_STORED */
-} type_info;
-
-#define QK_K 256
-
-/* Indexed by ggml type id. Comments give each block's fields (bytes). */
-static const type_info k_types[] = {
-    [0] = {"F32", 1, 4, 0},
-    [1] = {"F16", 1, 2, 0},
-    [2] = {"Q4_0", 32, 2 + 16, 0},                         /* d, 32 nibbles */
-    [3] = {"Q4_1", 32, 2 + 2 + 16, 0},                     /* d, m, 32 nibbles */
-    /* 4, 5: Q4_2 / Q4_3, removed from ggml; rejected as unknown */
-    [6] = {"Q5_0", 32, 2 + 4 + 16, 0},                     /* d, qh, nibbles */
-    [7] = {"Q5_1", 32, 2 + 2 + 4 + 16, 0},                 /* d, m, qh, nibbles */
-    [8] = {"Q8_0", 32, 2 + 32, 0},                         /* d, 32 int8 */
-    [9] = {"Q8_1", 32, 2 + 2 + 32, 0},                     /* d, s, 32 int8 */
-    [10] = {"Q2_K", QK_K, 16 + 64 + 2 + 2, 0},             /* scales, qs, d, dmin */
-    [11] = {"Q3_K", QK_K, 32 + 64 + 12 + 2, 0},            /* hmask, qs, scales, d */
-    [12] = {"Q4_K", QK_K, 2 + 2 + 12 + 128, 0},            /* d, dmin, scales, qs */
-    [13] = {"Q5_K", QK_K, 2 + 2 + 12 + 32 + 128, 0},       /* d, dmin, scales, qh, qs */
-    [14] = {"Q6_K", QK_K, 128 + 64 + 16 + 2, 0},           /* ql, qh, scales, d */
-    [15] = {"Q8_K", QK_K, 4 + 256 + 32, 0},                /* float d, qs, int16 bsums[16] */
-    [16] = {"IQ2_XXS", QK_K, 2 + 64, 0},                   /* d, qs[32] u16 */
-    [17] = {"IQ2_XS", QK_K, 2 + 64 + 8, 0},                /* d, qs, scales */
-    [18] = {"IQ3_XXS", QK_K, 2 + 96, 0},                   /* d, qs[3*QK_K/8] */
-    [19] = {"IQ1_S", QK_K, 2 + 32 + 16, 0},                /* d, qs, qh[u16 8] */
-    [20] = {"IQ4_NL", 32, 2 + 16, 0},                      /* d, nibbles */
-    [21] = {"IQ3_S", QK_K, 2 + 64 + 8 + 32 + 4, 0},        /* d, qs, qh, signs, scales */
-    [22] = {"IQ2_S", QK_K, 2 + 64 + 8 + 8, 0},             /* d, qs, qh, scales */
-    [23] = {"IQ4_XS", QK_K, 2 + 2 + 4 + 128, 0},           /* d, scales_h, scales_l, qs */
-    [24] = {"I8", 1, 1, 0},
-    [25] = {"I16", 1, 2, 0},
-    [26] = {"I32", 1, 4, 0},
-    [27] = {"I64", 1, 8, 0},
-    [28] = {"F64", 1, 8, 0},
-    [29] = {"IQ1_M", QK_K, 32 + 16 + 8, 0},                /* qs, qh, scales (d inside scales) */
-    [30] = {"BF16", 1, 2, 0},
-    [31] = {"Q4_0_4_4", 32, 2 + 16, 0},                    /* interleaved Q4_0 (bitnet.cpp's ggml) */
-    [32] = {"Q4_0_4_8", 32, 2 + 16, 0},
-    [33] = {"Q4_0_8_8", 32, 2 + 16, 0},
-    [34] = {"TQ1_0", QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2, 0}, /* qs, qh, d */
-    [35] = {"TQ2_0", QK_K, QK_K / 4 + 2, 0},               /* qs, d */
-    [36] = {"I2_S", 1, 0, TERNARY_I2S},
-    [37] = {"I8_S", 1, 1, NOT_STORED},
-    [38] = {"TL1", 1, 0, TERNARY_TL1},
-    [39] = {"TL2", 1, 0, TERNARY_TL2},
-};
-
-#define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
-
-static const type_info *type_get(int type) {
-    if (type < 0 || type >= N_TYPES || k_types[type].name == NULL) return NULL;
-    return &k_types[type];
-}
-
-const char *bitnet_type_name(int type) {
-    const type_info *t = type_get(type);
-    return t ? t->name : "unknown";
-}
-
-bool bitnet_type_is_ternary(int type) {
-    return type == BITNET_TYPE_I2_S || type == BITNET_TYPE_TL1 || type == BITNET_TYPE_TL2;
-}
-
-/* a*b into *out; false on size_t overflow. */
-static bool mul_size(size_t a, size_t b, size_t *out) {
-    return !__builtin_mul_overflow(a, b, out);
-}
-
-static bitnet_status ternary_nbytes(const type_info *t, int n_dims, const int64_t *ne, size_t *out,
-                                    bitnet_error *err) {
-    if (n_dims != 2) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor must be 2-D [K, M], got n_dims = %d", t->name,
-                           n_dims);
-    }
-    const int64_t K = ne[0], M = ne[1];
-    size_t n;
-    if (!mul_size((size_t)K, (size_t)M, &n) || n > (SIZE_MAX >> 3)) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor [%lld, %lld]: element count overflows", t->name,
-                           (long long)K, (long long)M);
-    }
-    if (t->special == TERNARY_I2S || t->special == TERNARY_TL1) {
-        /* I2_S: whole 128-weight blocks (LAYOUTS.md §2); TL1: 4 weights per byte (pairs of pairs). */
-        const size_t unit = t->special == TERNARY_I2S ? 128 : 4;
-        if (n % unit != 0) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT,
-                               "%s tensor [%lld, %lld]: M*K = %zu is not a multiple of %zu (dimension ne[0]=K)",
-                               t->name, (long long)K, (long long)M, n, unit);
-        }
-        *out = n / 4 + 32;
-        return BITNET_OK;
-    }
-    /* TL2: pad32((K-256)*M/3*5/8 + 256*M/2*4/8) + 32, integer arithmetic left to right. */
-    if (K < 256) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "TL2 tensor [%lld, %lld]: ne[0]=K = %lld must be >= 256",
-                           (long long)K, (long long)M, (long long)K);
-    }
-    size_t a = (size_t)(K - 256) * (size_t)M; /* <= n, no overflow */
-    a = a / 3 * 5 / 8;                          /* a/3*5 <= n*5/3 < SIZE_MAX (n < SIZE_MAX/8) */
-    size_t b = 256 * (size_t)M / 2 * 4 / 8;     /* 256*M <= K*M = n (K >= 256), no overflow */
-    size_t s = a + b;
-    s = (s + 31) / 32 * 32 + 32;
-    *out = s;
-    return BITNET_OK;
-}
-
-bitnet_status bitnet_type_nbytes(int type, int n_dims, const int64_t *ne, size_t *out, bitnet_error *err) {
-    const type_info *t = type_get(type);
-    if (!t) return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "unknown tensor type id %d", type);
-    if (t->special == NOT_STORED) {
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                           "tensor type %s (id %d) is an activation-only type and is never stored", t->name, type);
-    }
-    if (n_dims < 1 || n_dims > 4) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: n_dims = %d, must be 1..4", t->name, n_dims);
-    }
-    for (int i = 0; i < n_dims; i++) {
-        if (ne[i] < 1) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: ne[%d] = %lld, must be >= 1", t->name, i,
-                               (long long)ne[i]);
-        }
-    }
-    if (t->special != TERNARY_NONE) return ternary_nbytes(t, n_dims, ne, out, err);
-
-    if (ne[0] % t->blck != 0) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: ne[0] = %lld is not a multiple of the block size %d",
-                           t->name, (long long)ne[0], t->blck);
-    }
-    size_t bytes = (size_t)(ne[0] / t->blck);
-    bool ok = mul_size(bytes, (size_t)t->size, &bytes);
-    for (int i = 1; i < n_dims && ok; i++) ok = mul_size(bytes, (size_t)ne[i], &bytes);
-    /* Keep sizes well inside off_t / ptrdiff_t range. */
-    if (!ok || bytes > (SIZE_MAX >> 2)) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor [%lld, %lld, %lld, %lld]: byte size overflows",
-                           t->name, (long long)ne[0], (long long)(n_dims > 1 ? ne[1] : 1),
-                           (long long)(n_dims > 2 ? ne[2] : 1), (long long)(n_dims > 3 ? ne[3] : 1));
-    }
-    *out = bytes;
-    return BITNET_OK;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * binary16 (IEEE 754: 1 sign, 5 exponent bits with bias 15, 10 fraction bits)
@@ -231,51 +76,6 @@ uint16_t bitnet_fp32_to_fp16(float f) {
     const uint32_t half = 1u << (shift - 1);
     if (rem > half || (rem == half && (h & 1u))) h++;
     return (uint16_t)(sign | h);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Rows
- * ------------------------------------------------------------------------------------------- */
-
-bitnet_status bitnet_row_to_f32(int type, const void *row, float *dst, int64_t n, bitnet_error *err) {
-    if (n < 0) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "row_to_f32: negative element count %lld", (long long)n);
-    const uint8_t *p = (const uint8_t *)row;
-    switch (type) {
-    case BITNET_TYPE_F32:
-        memcpy(dst, row, (size_t)n * sizeof(float));
-        return BITNET_OK;
-    case BITNET_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            dst[i] = bitnet_fp16_to_fp32(h);
-        }
-        return BITNET_OK;
-    case 30: /* BF16: the upper half of a binary32 */
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            dst[i] = f32_from_bits((uint32_t)h << 16);
-        }
-        return BITNET_OK;
-    case BITNET_TYPE_Q8_0:
-        if (n % 32 != 0) {
-            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "Q8_0 row of %lld elements: not a multiple of 32",
-                               (long long)n);
-        }
-        for (int64_t b = 0; b < n / 32; b++) {
-            const uint8_t *blk = p + (size_t)b * sizeof(bitnet_block_q8_0);
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            const float d = bitnet_fp16_to_fp32(dh);
-            const int8_t *qs = (const int8_t *)(blk + 2);
-            for (int j = 0; j < 32; j++) dst[b * 32 + j] = (float)qs[j] * d;
-        }
-        return BITNET_OK;
-    default:
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "row_to_f32: type %s (id %d) is not a dense type",
-                           bitnet_type_name(type), type);
-    }
 }
 
 void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n) {

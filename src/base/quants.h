@@ -1,11 +1,11 @@
-/* quants.h — per-type facts (names, byte sizes), FP16 conversion, dense row conversion
- * (F32/F16/Q8_0 → F32), the Q8_0 and Q6_K quantizers of token embeddings / output heads (ggml's
+/* quants.h — FP16 conversion, the Q8_0 and Q6_K block layouts and quantizers of token embeddings / output heads (ggml's
  * reference rules, so files match llama-quantize's) and the one activation quantizer every ternary
  * path shares (docs/LAYOUTS.md §1). */
 #ifndef BITNET_QUANTS_H
 #define BITNET_QUANTS_H
 
 #include "base/common.h"
+#include "base/types.h" /* the per-type traits: names, sizes, row → float */
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,12 +17,6 @@ extern "C" {
  * turns a NaN into a quiet NaN with the top 10 payload bits. */
 float bitnet_fp16_to_fp32(uint16_t h);
 uint16_t bitnet_fp32_to_fp16(float f);
-
-/* "F32", "F16", "Q8_0", "I2_S", "TL1", "TL2", ...; "unknown" for ids this build does not know. */
-const char *bitnet_type_name(int type);
-
-/* true for I2_S, TL1, TL2 */
-bool bitnet_type_is_ternary(int type);
 
 /* Q8_0 block (ggml): 32 weights, one fp16 scale. value[j] = d · qs[j]. */
 typedef struct bitnet_block_q8_0 {
@@ -50,17 +44,6 @@ static_assert(sizeof(bitnet_block_q6_k) == 210, "Q6_K block is 128 + 64 + 16 + 2
 _Static_assert(sizeof(bitnet_block_q8_0) == 34, "Q8_0 block is 2 + 32 bytes");
 _Static_assert(sizeof(bitnet_block_q6_k) == 210, "Q6_K block is 128 + 64 + 16 + 2 bytes");
 #endif
-
-/* Byte size of a tensor of `type` with n_dims dims ne[0..n_dims-1] (ne[0] fastest).
- * Block types need ne[0] % block == 0. Ternary types are 2-D [K, M] with the sizes of formats.md:
- * I2_S and TL1 M*K/4 + 32; TL2 pad32((K-256)*M/3*5/8 + 256*M/2*4/8) + 32.
- * Errors: BITNET_ERR_UNSUPPORTED for an unknown type id (message names the id),
- * BITNET_ERR_FORMAT for a shape the type cannot hold (names the dimension), overflow. */
-bitnet_status bitnet_type_nbytes(int type, int n_dims, const int64_t *ne, size_t *out, bitnet_error *err);
-
-/* Convert n elements of one row of a dense type (F32, F16, BF16, Q8_0) to float. row may be unaligned.
- * BITNET_ERR_UNSUPPORTED for other types; n must be a multiple of the block size. */
-bitnet_status bitnet_row_to_f32(int type, const void *row, float *dst, int64_t n, bitnet_error *err);
 
 /* Quantize n floats (n % 32 == 0) to Q8_0 as ggml's reference quantizer does: d = max|x|/127 (stored
  * as fp16), q = round_half_away(x * (1/d)), q = 0 for an all-zero block. */

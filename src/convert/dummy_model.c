@@ -168,7 +168,7 @@ bitnet_status bitnet_dummy_embd_type_check(bitnet_dummy_outtype outtype, int typ
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "token_embd.weight: outtype f32 stores every tensor as F32 (the unquantized reference); "
                            "a %s embedding needs another outtype", bitnet_type_name(type));
-    const int64_t block = type == BITNET_TYPE_Q6_K ? 256 : type == BITNET_TYPE_Q8_0 ? 32 : 1;
+    const int64_t block = bitnet_type_traits_of(type)->blck_size; /* base/types.h; F16: 1 */
     if (n_embd % block != 0)
         return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
                            "token_embd.weight: %s stores each row of n_embd values in blocks of %lld, and n_embd = %lld "

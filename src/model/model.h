@@ -85,7 +85,7 @@ typedef enum bitnet_kernel_path {
     BITNET_PATH_TL2 = 3,
 } bitnet_kernel_path;
 
-/* The graph variants model.c implements (see the top of this file). */
+/* The graph variants src/model/ implements (see the top of this file). */
 typedef enum bitnet_arch {
     BITNET_ARCH_BITNET = 0,      /* "bitnet" */
     BITNET_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58" and "bitnet-25" */

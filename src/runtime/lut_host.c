@@ -18,6 +18,8 @@
  * the workspace. See bitnet_host_ws_layout for the proof that the size covers every byte written. */
 #include "runtime/lut_host.h"
 
+#include "base/types.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -283,15 +285,6 @@ static bool bitnet_host_register_locked(bitnet_tensor_extra *ex) {
 
 /* ---- transform -------------------------------------------------------------------------------- */
 
-static size_t bitnet_host_packed_nbytes(int type, int64_t M, int64_t K) {
-    switch (type) {
-    case BITNET_TYPE_I2_S: return bitnet_i2s_nbytes(M, K);
-    case BITNET_TYPE_TL1: return bitnet_tl1_nbytes(M, K);
-    case BITNET_TYPE_TL2: return bitnet_tl2_nbytes(M, K);
-    default: return 0;
-    }
-}
-
 static const char *bitnet_host_i2s_impl_name(void) {
     const char *isa = bitnet_i2s_isa();
     if (strcmp(isa, "avx512") == 0) return "i2s_gemm__avx512";
@@ -341,7 +334,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "tensor '%s' (M = %lld, K = %lld): tiles for target %s are required",
                            name, (long long)M, (long long)K, bitnet_type_name(target));
 
-    const size_t need = bitnet_host_packed_nbytes(stored, M, K);
+    const size_t need = bitnet_ternary_nbytes(stored, M, K);
     if (need == 0)
         return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "tensor '%s': %s cannot hold M = %lld, K = %lld", name,
                            bitnet_type_name(stored), (long long)M, (long long)K);
@@ -412,7 +405,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         stored == target &&
         (target == BITNET_TYPE_I2_S || (stored_tiles->BM == tiles->BM && stored_tiles->BK == tiles->BK &&
                                         stored_tiles->bm == tiles->bm));
-    const size_t packed = bitnet_host_packed_nbytes(target, M, K); /* > 0: the tiles check passed */
+    const size_t packed = bitnet_ternary_nbytes(target, M, K); /* > 0: the tiles check passed */
     if (same_layout && ((uintptr_t)t->data % 64) == 0) {
         ex.qweights = (const uint8_t *)t->data; /* alias the file data */
     } else {

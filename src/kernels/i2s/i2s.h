@@ -1,4 +1,5 @@
-/* i2s.h — I2_S × int8 products for the I2_S reference path of the matmul host (src/kernels/i2s/i2s.c):
+/* i2s.h — I2_S × int8 products for the I2_S reference path of the matmul host (src/kernels/i2s/: the
+ * dispatch in i2s.c, one file per version: i2s_scalar.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c):
  * exact int32 sums Σ_k w[m][k]·q[n][k] read straight from the I2_S layout (docs/LAYOUTS.md §2,
  * formats.md "I2_S"), in a scalar, an AVX2, an AVX-512 VNNI and a NEON version chosen at run time
  * (best the CPU runs; BITNET_ISA=scalar|avx2|avx512 caps the choice, see bitnet_cpu_supports in lut.h).

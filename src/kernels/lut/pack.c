@@ -9,6 +9,8 @@
  */
 #include "kernels/lut/pack.h"
 
+#include "base/types.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -162,30 +164,15 @@ bitnet_lut_shape bitnet_lut_shape_make(int type, int64_t M, int64_t K, bitnet_ti
  * Sizes (formats.md "Byte size of one tensor")
  * ------------------------------------------------------------------------------------------- */
 
-size_t bitnet_i2s_nbytes(int64_t M, int64_t K) {
-    return (size_t)M * (size_t)K / 4 + 32;
-}
+/* The formulas live once, in the type traits (base/types.c). */
+size_t bitnet_i2s_nbytes(int64_t M, int64_t K) { return bitnet_ternary_nbytes(BITNET_TYPE_I2_S, M, K); }
 
-size_t bitnet_tl1_nbytes(int64_t M, int64_t K) {
-    return (size_t)M * (size_t)K / 4 + 32;
-}
+size_t bitnet_tl1_nbytes(int64_t M, int64_t K) { return bitnet_ternary_nbytes(BITNET_TYPE_TL1, M, K); }
 
-/* pad32((K-256)*M/3*5/8 + 256*M/2*4/8), integer arithmetic left to right. 0 for K < 256, where the
- * formula is undefined (bitnet_tiles_check rejects such TL2 shapes). */
-static size_t tl2_padded(int64_t M, int64_t K) {
-    if (K < 256 || M <= 0) return 0;
-    size_t a = (size_t)(K - 256) * (size_t)M / 3 * 5 / 8;
-    size_t b = 256 * (size_t)M / 2 * 4 / 8;
-    return (a + b + 31) / 32 * 32;
-}
-
-size_t bitnet_tl2_nbytes(int64_t M, int64_t K) {
-    return K < 256 ? 0 : tl2_padded(M, K) + 32;
-}
+size_t bitnet_tl2_nbytes(int64_t M, int64_t K) { return bitnet_ternary_nbytes(BITNET_TYPE_TL2, M, K); }
 
 size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K) {
-    if (type == BITNET_TYPE_TL2) return tl2_padded(M, K);
-    return (size_t)M * (size_t)K / 4;
+    return bitnet_ternary_data_bytes(type == BITNET_TYPE_TL2 ? BITNET_TYPE_TL2 : BITNET_TYPE_I2_S, M, K);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -430,7 +417,7 @@ static tl2_geom tl2_geom_make(int64_t M, int64_t K, bitnet_tiles tl) {
     g.two_k = K - g.three_k;
     g.sign_off = (size_t)(g.three_k * M / 6);
     g.two_off = g.sign_off + (size_t)(g.three_k * M / 24);
-    g.padded = tl2_padded(M, K);
+    g.padded = bitnet_ternary_data_bytes(BITNET_TYPE_TL2, M, K);
     return g;
 }
 

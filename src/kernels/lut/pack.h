@@ -24,11 +24,12 @@ bitnet_status bitnet_tiles_check(int type, int64_t M, int64_t K, bitnet_tiles ti
 /* Kernel view of a weight: fills three_k/two_k (TL2) or three_k = 0, two_k = K (TL1). */
 bitnet_lut_shape bitnet_lut_shape_make(int type, int64_t M, int64_t K, bitnet_tiles tiles);
 
-/* Sizes (bytes, including the 32-byte scale tail). */
+/* Sizes (bytes, including the 32-byte scale tail): bitnet_ternary_nbytes of the type traits (base/types.h). */
 size_t bitnet_i2s_nbytes(int64_t M, int64_t K);
 size_t bitnet_tl1_nbytes(int64_t M, int64_t K);
 size_t bitnet_tl2_nbytes(int64_t M, int64_t K);
-/* Byte offset of the float scale inside a packed tensor. */
+/* Byte offset of the float scale inside a packed tensor (bitnet_ternary_data_bytes: the TL2 rule for
+ * TL2, the I2_S / TL1 rule M*K/4 otherwise). */
 size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K);
 
 /* I2_S. M*K % 128 must be 0. unpack fails (BITNET_ERR_FORMAT, naming the flat index) on code 3. */

@@ -1,0 +1,99 @@
+/* dense.c — the F16 → F32 table, the scalar F32 / F16 / Q8_0 dot products, the choice of the F16 and
+ * Q8_0 versions for this CPU, and the output head's dense kernels per stored type (contracts in
+ * dense.h; the AVX2 and NEON versions are in dense_avx2.c and dense_neon.c). */
+#include "kernels/dense/dense.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "kernels/dense/dense_internal.h"
+#include "kernels/lut/lut.h"
+
+float bitnet_dense_f16_table[1 << 16];
+
+float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    const int64_t n8 = n - n % 8;
+    for (int64_t i = 0; i < n8; i += 8) {
+        for (int l = 0; l < 8; l++) s[l] += a[i + l] * b[i + l];
+    }
+    for (int64_t i = n8; i < n; i++) s[i - n8] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static float dot_f16_scalar(const uint16_t *a, const float *b, int64_t n) {
+    float s[32] = {0};
+    const int64_t n32 = n - n % 32;
+    for (int64_t i = 0; i < n32; i += 32) {
+        for (int l = 0; l < 32; l++) s[l] += bitnet_dense_f16(a[i + l]) * b[i + l];
+    }
+    return bitnet_dense_dot_f16_finish(s, a, b, n32, n);
+}
+
+static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int32_t isum = 0;
+        for (int j = 0; j < 32; j++) isum += (int32_t)a[i].qs[j] * (int32_t)b[i].qs[j];
+        sum += (float)isum * (bitnet_dense_f16(a[i].d) * bitnet_dense_f16(b[i].d));
+    }
+    return sum;
+}
+
+static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
+static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void dense_init_once(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++) bitnet_dense_f16_table[i] = bitnet_fp16_to_fp32((uint16_t)i);
+#if defined(__x86_64__)
+    if (bitnet_cpu_supports("avx2")) {
+        g_dot_f16 = bitnet_dense_dot_f16__avx2;
+        g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
+    }
+#elif defined(__aarch64__)
+    if (bitnet_cpu_supports("neon")) {
+        g_dot_f16 = bitnet_dense_dot_f16__neon;
+        g_dot_q8_0 = bitnet_dense_dot_q8_0__neon;
+    }
+#endif
+}
+
+void bitnet_dense_init(void) { pthread_once(&g_once, dense_init_once); }
+
+float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n) { return g_dot_f16(a, b, n); }
+
+float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
+    return g_dot_q8_0(a, b, n);
+}
+
+/* ---- the output head's kernels per stored type ------------------------------------------------ */
+
+static size_t act_bytes_f32(int64_t n) { return (size_t)n * sizeof(float); }
+static size_t act_bytes_q8_0(int64_t n) { return (size_t)(n / 32) * sizeof(bitnet_block_q8_0); }
+
+static void prepare_f32(const float *x, void *act, int64_t n) { memcpy(act, x, (size_t)n * sizeof(float)); }
+
+static void prepare_f16(const float *x, void *act, int64_t n) {
+    float *y = act;
+    for (int64_t i = 0; i < n; i++) y[i] = bitnet_dense_round_f16(x[i]);
+}
+
+static void prepare_q8_0(const float *x, void *act, int64_t n) { bitnet_quantize_row_q8_0(x, act, n); }
+
+static float dot_row_f32(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f32(row, act, n); }
+static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
+static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
+
+static const bitnet_dense_kernel k_kernels[] = {
+    {BITNET_TYPE_F32, act_bytes_f32, prepare_f32, dot_row_f32},
+    {BITNET_TYPE_F16, act_bytes_f32, prepare_f16, dot_row_f16}, /* activation: floats holding binary16 values */
+    {BITNET_TYPE_Q8_0, act_bytes_q8_0, prepare_q8_0, dot_row_q8_0},
+};
+
+const bitnet_dense_kernel *bitnet_dense_kernel_for(int type) {
+    for (size_t i = 0; i < sizeof k_kernels / sizeof k_kernels[0]; i++) {
+        if (k_kernels[i].type == type) return &k_kernels[i];
+    }
+    return NULL;
+}

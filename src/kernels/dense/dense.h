@@ -1,0 +1,69 @@
+/* dense.h — dense (non-ternary) dot products with a fixed summation order: F32 · F32, F16 · F32 and
+ * Q8_0 · Q8_0, each in a scalar and (where built) an AVX2 and a NEON version that compute exactly the
+ * same floats; the F16 → F32 table they share; and the dense kernels of the output head per stored type
+ * (bitnet_dense_kernel_for), the kernel half of the per-type traits (the format half is
+ * bitnet_type_traits in base/types.h). Versions live in dense.c (scalar, dispatch), dense_avx2.c and
+ * dense_neon.c. */
+#ifndef BITNET_DENSE_H
+#define BITNET_DENSE_H
+
+#include "base/quants.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* binary16 → binary32 for all 65536 codes (exact: bitnet_fp16_to_fp32); filled by bitnet_dense_init. */
+extern float bitnet_dense_f16_table[1 << 16];
+
+/* Fills bitnet_dense_f16_table and chooses the F16 and Q8_0 dot versions for this CPU (AVX2 when
+ * bitnet_cpu_supports("avx2"), NEON when bitnet_cpu_supports("neon"), else scalar; BITNET_ISA=scalar
+ * keeps the scalar ones). Runs once (pthread_once); call it before any other function of this header. */
+void bitnet_dense_init(void);
+
+/* The binary16 value h as a float (table lookup; bitnet_dense_init first). */
+static inline float bitnet_dense_f16(uint16_t h) { return bitnet_dense_f16_table[h]; }
+
+/* x rounded to the nearest binary16 value (bitnet_fp32_to_fp16), as a float. */
+static inline float bitnet_dense_round_f16(float x) { return bitnet_dense_f16(bitnet_fp32_to_fp16(x)); }
+
+/* Σ a[i]·b[i] over n floats. Fixed order: eight lane sums s[i % 8] accumulated in index order, then
+ * the tree ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). */
+float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n);
+
+/* Σ a[i]·b[i] for a binary16 vector a[n] and a float vector b[n] whose values are binary16 values
+ * (rounded with bitnet_dense_round_f16 first). Such a product is exact in binary32, so only the
+ * summation order matters, and it is fixed: 32 lane sums s[i % 32] accumulated in index order, folded
+ * as lanes (l, l+16), (l, l+8), (l, l+4), then (s0+s1) + (s2+s3); a tail of n % 32 products is added
+ * in double. This is the order of ggml's AVX2 F16 dot product (four 8-lane accumulators), so the
+ * attention and the F16 head round like bitnet.cpp's x86 build. The scalar, AVX2/F16C and NEON
+ * versions all compute exactly this (same lanes, same fold), so results are identical on every ISA. */
+float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n);
+
+/* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
+ * (ggml's Q8_0 vec_dot definition). The integer block sums are exact (|Σ| ≤ 32·128·127 < 2^24, so the
+ * conversion to float is exact too); only the float steps round, and every version performs the same
+ * float operations in the same order: per block p = (float)isum · (da·db), then sum += p in block
+ * order. b must hold values in [-127, 127] (bitnet_quantize_row_q8_0's output); a may hold -128. */
+float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+
+/* The dense kernel that multiplies rows of one stored type by a float activation x[n]:
+ * prepare converts x into the kernel's input format (act_bytes(n) bytes: F32 copies it, F16 rounds
+ * each value to binary16 and keeps floats, Q8_0 quantizes it with bitnet_quantize_row_q8_0), then
+ * dot(row, act, n) is the row's dot product with it. */
+typedef struct bitnet_dense_kernel {
+    int type;                                               /* stored row type (BITNET_TYPE_*) */
+    size_t (*act_bytes)(int64_t n);                         /* bytes of one prepared activation row */
+    void (*prepare)(const float *x, void *act, int64_t n);  /* x[n] → act */
+    float (*dot)(const void *row, const void *act, int64_t n);
+} bitnet_dense_kernel;
+
+/* The kernel for rows of `type` (F32, F16, Q8_0), NULL for other types: their rows are converted to
+ * float first (bitnet_row_to_f32) and use the F32 kernel (the type's dense_dot_type in base/types.h). */
+const bitnet_dense_kernel *bitnet_dense_kernel_for(int type);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

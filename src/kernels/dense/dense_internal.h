@@ -1,0 +1,28 @@
+/* dense_internal.h — private to src/kernels/dense/: the per-ISA versions of the F16 and Q8_0 dot
+ * products (dense.c: scalar; dense_avx2.c; dense_neon.c) and the fold they share. Contracts in dense.h. */
+#ifndef BITNET_DENSE_INTERNAL_H
+#define BITNET_DENSE_INTERNAL_H
+
+#include "kernels/dense/dense.h"
+
+/* The fold of bitnet_dense_dot_f16 (dense.h) on 32 lane sums s, then the tail a[n32..n) · b in double. */
+static inline float bitnet_dense_dot_f16_finish(float s[32], const uint16_t *a, const float *b, int64_t n32,
+                                                int64_t n) {
+    for (int l = 0; l < 16; l++) s[l] += s[l + 16];
+    for (int l = 0; l < 8; l++) s[l] += s[l + 8];
+    for (int l = 0; l < 4; l++) s[l] += s[l + 4];
+    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
+    for (int64_t i = n32; i < n; i++) sum += (double)(bitnet_dense_f16(a[i]) * b[i]);
+    return (float)sum;
+}
+
+#if defined(__x86_64__)
+/* AVX2 + F16C (function target attributes; call only after bitnet_cpu_supports("avx2")). */
+float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n);
+float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+#elif defined(__aarch64__)
+float bitnet_dense_dot_f16__neon(const uint16_t *a, const float *b, int64_t n);
+float bitnet_dense_dot_q8_0__neon(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
+#endif
+
+#endif

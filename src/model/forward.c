@@ -1,0 +1,282 @@
+/* forward.c — the forward pass of one batch of tokens (one thread-pool task, barriers between the
+ * steps), llama2.c style: the math from top to bottom, each buffer with its shape. Token embeddings,
+ * RMSNorm, the projections (LUT host or dense float), RoPE, the F16 KV cache and causal attention, the
+ * FFN (SiLU or squared ReLU) and the output head.
+ *
+ * Determinism: every float reduction has a fixed order that does not depend on the thread count, the
+ * batch split or the ISA (no FMA: the build uses -ffp-contract=off; libm only for expf, sqrtf and the
+ * double cos/sin/pow of the RoPE tables, whose results are rounded to float once per context). Every
+ * output element is written by exactly one thread. */
+#include "model/model_internal.h"
+
+#include <math.h>
+
+/* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
+ * order, then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].  x, y, w: [n]; y may alias x. */
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* SiLU (Elfwing et al. 2018): x · sigmoid(x) = x / (1 + e^-x). */
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* Squared ReLU (So et al. 2021, "Primer"; BitNet b1.58 2B4T's "relu2"), as ggml's relu then sqr:
+ * r = x > 0 ? x : 0, then r · r (NaN → 0). */
+static inline float relu2(float x) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return r * r;
+}
+
+static inline void sync_threads(bitnet_context *c) { bitnet_threadpool_barrier(c->tp); }
+
+/* y = W·x for n tokens: x (n, K) → y (n, M), then the optional output scale, using LUT workspace
+ * c->wdata[ws]. With sync (or a dense weight, or an output scale) it ends with a barrier, so y is
+ * complete on return. Without it, y is complete only after the next barrier; that is allowed when
+ * the next step is another LUT product on the other workspace that neither reads y nor writes
+ * x (see "Barriers" above forward_task). */
+static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64_t n, int ith, int nth, int ws,
+                   bool sync) {
+    if (w->lut) {
+        bitnet_tensor src1 = act_tensor(x, w->K, n), dst = act_tensor(y, w->M, n);
+        bitnet_mul_mat(&w->t, &src1, &dst, c->wdata[ws], c->wsize, ith, nth, c->tp);
+    } else {
+        int64_t r0, r1;
+        bitnet_split_range(w->M, ith, nth, &r0, &r1);
+        for (int64_t t = 0; t < n; t++) {
+            for (int64_t r = r0; r < r1; r++)
+                y[t * w->M + r] = bitnet_dense_dot_f32(w->dense + r * w->K, x + t * w->K, w->K);
+        }
+    }
+    if (sync || !w->lut || w->has_scale) sync_threads(c);
+    if (w->has_scale) {
+        int64_t t0, t1;
+        bitnet_split_range(n, ith, nth, &t0, &t1);
+        for (int64_t i = t0 * w->M; i < t1 * w->M; i++) y[i] *= w->out_scale;
+        sync_threads(c);
+    }
+}
+
+/* Rotate one head v (d) by the angles of its pairs (model.h "RoPE"): NEOX style pair i is
+ * (i, i + d/2), NORM style pair i is (2i, 2i + 1); pair i turns by the angle in cos_p[i], sin_p[i]. */
+static void rope_head(float *v, const float *cos_p, const float *sin_p, int32_t d, bitnet_rope_type type) {
+    const int32_t half = d / 2;
+    const int32_t stride = type == BITNET_ROPE_NORM ? 2 : 1; /* index of x0 = stride·i */
+    const int32_t off = type == BITNET_ROPE_NORM ? 1 : half; /* x1 = x0 + off */
+    for (int32_t i = 0; i < half; i++) {
+        float *p0 = v + stride * i, *p1 = p0 + off;
+        const float x0 = *p0, x1 = *p1;
+        *p0 = x0 * cos_p[i] - x1 * sin_p[i];
+        *p1 = x0 * sin_p[i] + x1 * cos_p[i];
+    }
+}
+
+/* One head of causal attention for the token at position pos in layer l:
+ * out (d) = Σ_j softmax_j(q·k_j / √d) · v_j over j = 0..pos, rounding like ggml's CPU path: q to F16
+ * before q·k_j, the probabilities to F16 before the product with V. */
+static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const float *q, float *out, int ith) {
+    const bitnet_model *m = c->m;
+    const int32_t d = m->hp.n_embd_head, KV = m->kv_dim;
+    const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
+    const float kq_scale = 1.0f / sqrtf((float)d);
+    float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (pos+1) */
+    float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
+    float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
+    const uint16_t *kc = c->kcache + (size_t)l * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
+    const uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
+
+    for (int32_t i = 0; i < d; i++) q16[i] = bitnet_dense_round_f16(q[i]);
+    float max = -INFINITY;
+    for (int32_t j = 0; j <= pos; j++) {
+        score[j] = bitnet_dense_dot_f16(kc + (size_t)j * KV, q16, d) * kq_scale;
+        if (score[j] > max) max = score[j];
+    }
+    double sum = 0.0;
+    for (int32_t j = 0; j <= pos; j++) {
+        /* expf is +0 below ln(2^-150) ≈ -103.97 (exp(-104) ≈ 6.8e-46 rounds to 0); answering that
+         * here skips libm's underflow path (errno, ~3% of a prompt on the dummy models) */
+        const float z = score[j] - max;
+        score[j] = z < -104.0f ? 0.0f : expf(z);
+        sum += (double)score[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int32_t j = 0; j <= pos; j++) p16[j] = bitnet_dense_round_f16(score[j] * inv);
+    for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
+}
+
+/* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
+ * place and stored with v head g at positions pos0 + t of layer l. */
+static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_t g, int64_t t0, int64_t t1) {
+    const bitnet_model *m = c->m;
+    const int64_t KV = m->kv_dim, hd = m->hp.n_embd_head, half = hd / 2;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t pos = J->pos0 + t;
+        float *k = c->k + t * KV + g * hd;
+        const float *v = c->v + t * KV + g * hd;
+        rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
+        uint16_t *kc = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
+        uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
+        for (int64_t i = 0; i < hd; i++) {
+            kc[i] = bitnet_fp32_to_fp16(k[i]);
+            vc[(size_t)i * c->n_ctx] = bitnet_fp32_to_fp16(v[i]);
+        }
+    }
+}
+
+/* logits = head · xb for the batch's output tokens: vocabulary rows split among threads, each row
+ * (converted to float first when m->head_decode) multiplied by every token's prepared head input with
+ * the head's dense kernel (bitnet_dense_kernel).                         logits (n_out, n_vocab) */
+static void head_logits(bitnet_context *c, const fwd_job *J, int ith, int nth) {
+    const bitnet_model *m = c->m;
+    const bitnet_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd;
+    int64_t r0, r1;
+    bitnet_split_range(hp->n_vocab, ith, nth, &r0, &r1);
+    float *row_f32 = c->head_row + (size_t)ith * D; /* head_decode: the row as float */
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = m->head_data + (size_t)r * m->head_row_bytes;
+        if (m->head_decode) {
+            bitnet_row_to_f32(m->head_type, row, row_f32, D, NULL);
+            row = row_f32;
+        }
+        for (int64_t j = 0; j < J->n_out; j++) {
+            J->logits[j * hp->n_vocab + r] = m->head_kernel->dot(row, c->head_act + (size_t)j * c->head_act_bytes, D);
+        }
+    }
+}
+
+/* Barriers. Every step reads only what earlier steps finished before a barrier, and every output
+ * element is written by one thread with the arithmetic it always had, so removing a barrier never
+ * changes a float. Per layer (the bitnet graphs; 16 barriers, 21 before issue #4):
+ *  - the attention norm of layer l + 1 is computed right after layer l's residual by the thread
+ *    that owns that token (same for the final norm after the last layer), so it needs no barrier
+ *    of its own;
+ *  - q, k, v (and gate, up) read the same input and write different outputs, so they run back to
+ *    back without a barrier in between, alternating the two LUT workspaces: bitnet_mul_mat's own
+ *    barrier (between building a product's LUTs and using them) guarantees that every thread has
+ *    finished the product before last, whose workspace thread 0 overwrites next;
+ *  - RoPE, the cache store and attention run per kv head: the thread that owns kv head g rotates
+ *    and stores its keys and values for the batch, then attends with every query head of its group
+ *    (it only reads cache rows of head g: earlier calls' rows or the ones it just wrote).
+ * The remaining barriers separate a product from the step that reads its output. */
+void bitnet_model_forward_task(void *arg, int ith, int nth) {
+    const fwd_job *J = arg;
+    bitnet_context *c = J->c;
+    const bitnet_model *m = c->m;
+    const bitnet_hparams *hp = &m->hp;
+    const int64_t n = J->n, D = hp->n_embd, F = hp->n_ff, QD = m->q_dim, hd = hp->n_embd_head;
+    const int64_t half = hd / 2, group = hp->n_head / hp->n_head_kv;
+    int64_t t0, t1; /* this thread's tokens for per-token steps */
+    bitnet_split_range(n, ith, nth, &t0, &t1);
+    /* attention split by kv head (no RoPE barrier) unless that leaves threads idle */
+    const bool attn_by_kv_head = hp->n_head_kv % nth == 0 || hp->n_head_kv >= 4 * nth;
+
+    /* token embeddings: x[t] = token_embd row tokens[t]; attention norm of layer 0    x, xb (n, D) */
+    for (int64_t t = t0; t < t1; t++) {
+        const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
+        bitnet_row_to_f32(m->embd->type, row, c->x + t * D, D, NULL); /* type checked at load */
+        rmsnorm(c->xb + t * D, c->x + t * D, m->layers[0].attn_norm, D, hp->rms_eps);
+    }
+    sync_threads(c);
+
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const layer *L = &m->layers[l];
+
+        /* projections of xb = rmsnorm(x) · attn_norm: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
+        matmul(c, &L->wq, c->xb, c->q, n, ith, nth, 0, false);
+        matmul(c, &L->wk, c->xb, c->k, n, ith, nth, 1, false);
+        matmul(c, &L->wv, c->xb, c->v, n, ith, nth, 0, true);
+
+        /* RoPE on every head of q and k; k and v into the F16 cache at position pos0 + t; attention per
+         * (token, head) over positions 0..pos0+t                                     att (n, QD) */
+        if (attn_by_kv_head) {
+            int64_t g0, g1;
+            bitnet_split_range(hp->n_head_kv, ith, nth, &g0, &g1);
+            for (int64_t g = g0; g < g1; g++) {
+                rope_store_kv(c, J, l, g, 0, n);
+                for (int64_t t = 0; t < n; t++) {
+                    const int64_t pos = J->pos0 + t;
+                    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                        float *q = c->q + t * QD + h * hd;
+                        rope_head(q, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, hp->rope_type);
+                        attend(c, l, (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
+                    }
+                }
+            }
+        } else {
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t pos = J->pos0 + t;
+                const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
+                for (int32_t g = 0; g < hp->n_head_kv; g++) rope_store_kv(c, J, l, g, t, t + 1);
+            }
+            sync_threads(c);
+            int64_t a0, a1;
+            bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
+            for (int64_t a = a0; a < a1; a++) {
+                const int64_t t = a / hp->n_head, h = a % hp->n_head;
+                attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * QD + h * hd, c->att + t * QD + h * hd,
+                       ith);
+            }
+        }
+        sync_threads(c);
+
+        /* bitnet graphs: att = rmsnorm(att) · attn_sub_norm; output projection proj = Wo·att     proj (n, D) */
+        if (hp->sub_norms) {
+            for (int64_t t = t0; t < t1; t++)
+                rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm, QD, hp->rms_eps);
+            sync_threads(c);
+        }
+        matmul(c, &L->wo, c->att, c->proj, n, ith, nth, 1, true);
+
+        /* residual, FFN norm: x += proj; xb = rmsnorm(x) · ffn_norm              xb (n, D) */
+        for (int64_t t = t0; t < t1; t++) {
+            for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
+            rmsnorm(c->xb + t * D, c->x + t * D, L->ffn_norm, D, hp->rms_eps);
+        }
+        sync_threads(c);
+
+        /* FFN: hb = Wgate·xb, hb2 = Wup·xb                                 hb, hb2 (n, F) */
+        matmul(c, &L->w_gate, c->xb, c->hb, n, ith, nth, 0, false);
+        matmul(c, &L->w_up, c->xb, c->hb2, n, ith, nth, 1, true);
+
+        /* hb = act(hb) ⊙ hb2 (act: silu, or relu² for bitnet-b1.58); bitnet graphs then
+         * hb = rmsnorm(hb) · ffn_sub_norm                                          hb (n, F) */
+        for (int64_t t = t0; t < t1; t++) {
+            float *g = c->hb + t * F;
+            const float *u = c->hb2 + t * F;
+            if (hp->ffn_act == BITNET_ACT_RELU2) {
+                for (int64_t i = 0; i < F; i++) g[i] = relu2(g[i]) * u[i];
+            } else {
+                for (int64_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
+            }
+            if (hp->sub_norms) rmsnorm(g, g, L->ffn_sub_norm, F, hp->rms_eps);
+        }
+        sync_threads(c);
+
+        /* down projection and residual: x += Wdown·hb                             x (n, D)
+         * then the next layer's attention norm xb = rmsnorm(x) · attn_norm, or after the last layer
+         * the final norm of the tokens whose logits are wanted, xb[j] = rmsnorm(x[out_first+j]) ·
+         * output_norm, in the head's input format (F16 head: rounded to F16; Q8_0 head: Q8_0) */
+        matmul(c, &L->w_down, c->hb, c->proj, n, ith, nth, 0, true);
+        const bool last = l + 1 == hp->n_layer;
+        for (int64_t t = t0; t < t1; t++) {
+            for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
+            if (!last) {
+                rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l + 1].attn_norm, D, hp->rms_eps);
+            } else if (t >= J->out_first && t < J->out_first + J->n_out) {
+                const int64_t j = t - J->out_first;
+                float *xo = c->xb + j * D;
+                rmsnorm(xo, c->x + t * D, m->output_norm, D, hp->rms_eps);
+                m->head_kernel->prepare(xo, c->head_act + (size_t)j * c->head_act_bytes, D);
+            }
+        }
+        sync_threads(c);
+    }
+
+    head_logits(c, J, ith, nth);
+}

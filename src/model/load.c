@@ -1,0 +1,423 @@
+/* load.c — loading a GGUF model: the tensors the hyperparameters name, checked against them (and every
+ * tensor of the file checked to be one the graph uses), norms and dense weights to float, the token
+ * embedding and the output head with its dense kernel (optionally requantized to Q8_0), then the
+ * ternary weights handed on to load_lut.c; bitnet_model_load, bitnet_model_free and the model's
+ * accessors (model.h). */
+#include "model/model_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/lut/lut.h"
+
+#ifndef BITNET_LUT_TABLE_DEFAULT
+#define BITNET_LUT_TABLE_DEFAULT "default"
+#endif
+
+atomic_int bitnet_model_n_lut_models;
+
+/* ne[0..n_dims-1] as "[a, b]" into buf. */
+static void format_ne(char *buf, size_t size, const int64_t *ne, int n_dims) {
+    int o = snprintf(buf, size, "[");
+    for (int i = 0; i < n_dims && o > 0 && (size_t)o < size; i++) {
+        o += snprintf(buf + o, size - (size_t)o, "%s%lld", i ? ", " : "", (long long)ne[i]);
+    }
+    if (o > 0 && (size_t)o < size) snprintf(buf + o, size - (size_t)o, "]");
+}
+
+/* Find a tensor and check its shape against the hparams: expected ne[0..n_dims-1], trailing dims 1. */
+static bitnet_status find_tensor(loader *ld, const char *name, int n_dims, int64_t ne0, int64_t ne1, bool required,
+                                 const bitnet_gguf_tensor_info **out) {
+    *out = NULL;
+    const bitnet_gguf_tensor_info *ti = bitnet_gguf_find_tensor(ld->g, name);
+    if (!ti) {
+        if (!required) return BITNET_OK;
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: missing required tensor '%s'", ld->path, name);
+    }
+    const int64_t want[4] = {ne0, n_dims > 1 ? ne1 : 1, 1, 1};
+    bool ok = true;
+    for (int i = 0; i < 4; i++) ok = ok && ti->ne[i] == want[i];
+    if (!ok) {
+        char got_s[96], want_s[64];
+        format_ne(got_s, sizeof got_s, ti->ne, ti->n_dims);
+        format_ne(want_s, sizeof want_s, want, n_dims);
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
+                           "%s: tensor '%s' has shape ne = %s, expected %s from the hyperparameters", ld->path, name,
+                           got_s, want_s);
+    }
+    *out = ti;
+    return BITNET_OK;
+}
+
+/* A norm weight (F32 or F16) [n] as an owned float vector. */
+static bitnet_status load_vector(loader *ld, const char *name, int64_t n, float **out) {
+    const bitnet_gguf_tensor_info *ti;
+    bitnet_status st = find_tensor(ld, name, 1, n, 1, true, &ti);
+    if (st != BITNET_OK) return st;
+    if (ti->type != BITNET_TYPE_F32 && ti->type != BITNET_TYPE_F16) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
+                           ld->path, name, bitnet_type_name(ti->type), ti->type);
+    }
+    float *v = malloc((size_t)n * sizeof(float));
+    if (!v) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for tensor '%s'", ld->path, name);
+    st = bitnet_row_to_f32(ti->type, ti->data, v, n, ld->err);
+    if (st != BITNET_OK) {
+        free(v);
+        return st;
+    }
+    *out = v;
+    return BITNET_OK;
+}
+
+/* A projection weight `name` with K inputs and M outputs (ne = [K, M]) and its optional
+ * "<name without .weight>.scale" [1] tensor. Ternary types are only described here; they are
+ * handed to the LUT host by prepare_lut_weights once all shapes are known. */
+static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_t M, weight *w) {
+    const bitnet_gguf_tensor_info *ti;
+    bitnet_status st = find_tensor(ld, name, 2, K, M, true, &ti);
+    if (st != BITNET_OK) return st;
+    memset(w, 0, sizeof *w);
+    snprintf(w->t.name, sizeof w->t.name, "%s", name);
+    w->t.type = ti->type;
+    w->t.n_dims = 2;
+    w->t.ne[0] = K;
+    w->t.ne[1] = M;
+    w->t.ne[2] = w->t.ne[3] = 1;
+    w->t.data = (void *)ti->data; /* read-only mapping: the LUT host reads it, never writes */
+    w->t.nbytes = ti->nbytes;
+    w->M = M;
+    w->K = K;
+    w->out_scale = 1.0f;
+
+    switch (ti->type) {
+    case BITNET_TYPE_I2_S:
+    case BITNET_TYPE_TL1:
+    case BITNET_TYPE_TL2:
+        w->lut = true;
+        w->t.nb[0] = 1;
+        w->t.nb[1] = (size_t)K / 4;
+        break;
+    case BITNET_TYPE_F32:
+        w->dense = (const float *)ti->data;
+        w->t.nb[0] = 4;
+        w->t.nb[1] = (size_t)K * 4;
+        break;
+    case BITNET_TYPE_F16: {
+        w->dense_owned = malloc((size_t)M * (size_t)K * sizeof(float));
+        if (!w->dense_owned) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for '%s'", ld->path, name);
+        st = bitnet_row_to_f32(BITNET_TYPE_F16, ti->data, w->dense_owned, M * K, ld->err);
+        if (st != BITNET_OK) return st;
+        w->dense = w->dense_owned;
+        w->t.nb[0] = 2;
+        w->t.nb[1] = (size_t)K * 2;
+        break;
+    }
+    default:
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' has type %s (id %d); projection weights must be I2_S, TL1, TL2, F32 or F16",
+                           ld->path, name, bitnet_type_name(ti->type), ti->type);
+    }
+    w->t.nb[2] = w->t.nb[3] = w->t.nb[1] * (size_t)M;
+
+    /* optional per-projection output scale, e.g. blk.0.attn_q.scale */
+    char sname[128];
+    size_t base = strlen(name);
+    if (base > 7 && strcmp(name + base - 7, ".weight") == 0) base -= 7;
+    snprintf(sname, sizeof sname, "%.*s.scale", (int)base, name);
+    const bitnet_gguf_tensor_info *si;
+    if ((st = find_tensor(ld, sname, 1, 1, 1, false, &si)) != BITNET_OK) return st;
+    if (si) {
+        if (si->type != BITNET_TYPE_F32 && si->type != BITNET_TYPE_F16) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
+                               ld->path, sname, bitnet_type_name(si->type), si->type);
+        }
+        if ((st = bitnet_row_to_f32(si->type, si->data, &w->out_scale, 1, ld->err)) != BITNET_OK) return st;
+        if (!isfinite(w->out_scale)) {
+            return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s' holds %g, not a finite scale", ld->path,
+                               sname, (double)w->out_scale);
+        }
+        w->has_scale = true;
+    }
+    return BITNET_OK;
+}
+
+/* AUTO: TL2 on x86-64 with AVX2, TL1 on AArch64, the I2_S reference path elsewhere. */
+static bitnet_kernel_path resolve_path(bitnet_kernel_path p) {
+    if (p != BITNET_PATH_AUTO) return p;
+#if defined(__x86_64__) || defined(_M_X64)
+    return bitnet_cpu_supports("avx2") ? BITNET_PATH_TL2 : BITNET_PATH_I2S;
+#elif defined(__aarch64__)
+    return BITNET_PATH_TL1;
+#else
+    return BITNET_PATH_I2S;
+#endif
+}
+
+/* Bytes of one row of n elements of a dense type (bitnet_type_nbytes); 0 when n does not fit its blocks. */
+static size_t dense_row_bytes(int type, int64_t n) {
+    size_t b = 0;
+    bitnet_error e;
+    if (bitnet_type_nbytes(type, 1, &n, &b, &e) != BITNET_OK) return 0;
+    return b;
+}
+
+/* Every tensor of the file must be one the graph uses: an ignored tensor (a bias, an extra norm, a
+ * frequency-factor table) would silently change the model's meaning, so it is refused by name, as
+ * llama.cpp refuses files with tensors its architecture does not create. Known names: token_embd,
+ * output, output_norm, blk.N.{attn_norm, ffn_norm, the 7 projections, their optional .scale} and, with
+ * sub-norms, blk.N.{attn_sub_norm, ffn_sub_norm}; N < block_count. Also accepted: blk.N.<proj>.weight_scale,
+ * the per-tensor scale bitnet.cpp's Python writers add after a TL1/TL2 weight ("<name>_scale"). formats.md
+ * measured files where it is not listed in the tensor table; where a writer does list it, it holds the same
+ * float as the weight's own 32-byte tail, which is what the loader reads, so it changes nothing. */
+static bool tensor_known(const char *name, const bitnet_hparams *hp) {
+    static const char *const global[] = {"token_embd.weight", "output.weight", "output_norm.weight"};
+    static const char *const proj[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    for (size_t i = 0; i < sizeof global / sizeof global[0]; i++) {
+        if (strcmp(name, global[i]) == 0) return true;
+    }
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const char *p = name + 4;
+    long l = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 8) {
+        l = l * 10 + (*p++ - '0');
+        digits++;
+    }
+    if (digits == 0 || (digits > 1 && name[4] == '0') || *p != '.' || l >= hp->n_layer) return false;
+    p++;
+    const char *rest = p;
+    if (strcmp(rest, "attn_norm.weight") == 0 || strcmp(rest, "ffn_norm.weight") == 0) return true;
+    if (hp->sub_norms && (strcmp(rest, "attn_sub_norm.weight") == 0 || strcmp(rest, "ffn_sub_norm.weight") == 0))
+        return true;
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        const size_t n = strlen(proj[i]);
+        if (strncmp(rest, proj[i], n) == 0 && (strcmp(rest + n, ".weight") == 0 || strcmp(rest + n, ".scale") == 0 ||
+                                            strcmp(rest + n, ".weight_scale") == 0))
+            return true;
+    }
+    return false;
+}
+
+static bitnet_status check_all_tensors_known(loader *ld, const bitnet_hparams *hp) {
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(ld->g); i++) {
+        const char *name = bitnet_gguf_tensor(ld->g, i)->name;
+        if (tensor_known(name, hp)) continue;
+        if (strcmp(name, "rope_freqs.weight") == 0) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                               "%s: tensor 'rope_freqs.weight' (RoPE frequency factors, Llama 3.1 style scaling) is "
+                               "not supported",
+                               ld->path);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' is not part of architecture '%s'%s (an ignored tensor would change the "
+                           "model's meaning)",
+                           ld->path, name, hp->arch,
+                           !hp->sub_norms && strstr(name, "sub_norm") ? " (this graph has no sub-norms)" : "");
+    }
+    return BITNET_OK;
+}
+
+/* The head (m->head: output.weight or the tied token_embd) requantized to Q8_0 rows into
+ * m->head_owned (bitnet_model_params.head_type): each row decoded to float by its stored type's
+ * definition, then ggml's Q8_0 reference quantizer per 32-value block (bitnet_quantize_row_q8_0:
+ * d = max|x|/127 as binary16, q = round(x · 1/d)). One thread, rows in order: the result depends only on
+ * the file. Sets head_type, head_data and head_row_bytes. */
+static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
+    const int64_t D = m->hp.n_embd, V = m->hp.n_vocab;
+    if (D % 32 != 0) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: head '%s' cannot be requantized to Q8_0: rows of n_embd = %lld values are not a "
+                           "multiple of the 32-value block",
+                           ld->path, m->head->name, (long long)D);
+    }
+    const size_t nb = (size_t)(D / 32);
+    float *row = malloc((size_t)D * sizeof(float));
+    m->head_owned = malloc((size_t)V * nb * sizeof(bitnet_block_q8_0));
+    if (!row || !m->head_owned) {
+        free(row);
+        return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for the Q8_0 head (%lld × %lld)", ld->path,
+                           (long long)V, (long long)D);
+    }
+    const uint8_t *src = (const uint8_t *)m->head->data;
+    for (int64_t r = 0; r < V; r++) {
+        bitnet_row_to_f32(m->head->type, src + (size_t)r * m->head_row_bytes, row, D, NULL);
+        bitnet_quantize_row_q8_0(row, m->head_owned + (size_t)r * nb, D);
+    }
+    free(row);
+    m->head_type = BITNET_TYPE_Q8_0;
+    m->head_data = (const uint8_t *)m->head_owned;
+    m->head_row_bytes = nb * sizeof(bitnet_block_q8_0);
+    return BITNET_OK;
+}
+
+/* The head's dense kernel: the one of its type's dense_dot_type (types.h: F32, F16 and Q8_0 rows are
+ * multiplied as stored, Q6_K rows are converted to float and use the F32 kernel). The type was checked
+ * against the traits before. */
+static void choose_head_kernel(bitnet_model *m) {
+    m->head_kernel = bitnet_dense_kernel_for(bitnet_type_traits_of(m->head_type)->dense_dot_type);
+    m->head_decode = m->head_kernel->type != m->head_type;
+}
+
+bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
+                                bitnet_error *err) {
+    if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
+    *out = NULL;
+    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
+    if (!params) params = &defaults;
+    const char *table_name = params->lut_table ? params->lut_table : BITNET_LUT_TABLE_DEFAULT;
+    if (strcmp(table_name, "default") != 0 && strcmp(table_name, "pretuned") != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "lut table '%s' is neither 'default' nor 'pretuned'",
+                           table_name);
+    }
+    if (params->path < BITNET_PATH_AUTO || params->path > BITNET_PATH_TL2) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)params->path);
+    }
+    if (params->head_type != 0 && params->head_type != BITNET_TYPE_Q8_0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "head_type %d is neither 0 (as stored) nor %d (Q8_0)", params->head_type, BITNET_TYPE_Q8_0);
+    }
+    bitnet_dense_init();
+
+    bitnet_model *m = calloc(1, sizeof *m);
+    if (!m) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
+    loader ld = {.path = path, .err = err};
+    bitnet_status st = bitnet_gguf_open(path, &m->gguf, err);
+    if (st != BITNET_OK) goto fail;
+    ld.g = m->gguf;
+    if ((st = bitnet_model_load_hparams(&ld, &m->hp)) != BITNET_OK) goto fail;
+    bitnet_hparams *hp = &m->hp;
+    m->q_dim = hp->n_head * hp->n_embd_head;
+    m->kv_dim = hp->n_head_kv * hp->n_embd_head;
+    m->path = resolve_path(params->path);
+
+    if ((st = bitnet_vocab_load(m->gguf, &m->vocab, err)) != BITNET_OK) goto fail;
+    const int32_t n_tok = bitnet_vocab_n_tokens(m->vocab);
+    if ((st = bitnet_model_int_key(&ld, "vocab_size", false, n_tok, 1, MAX_VOCAB, &hp->n_vocab)) != BITNET_OK)
+        goto fail;
+    if (hp->n_vocab != n_tok) {
+        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s.vocab_size = %d but tokenizer.ggml.tokens has %d entries",
+                         path, ld.arch, hp->n_vocab, n_tok);
+        goto fail;
+    }
+
+    /* token embeddings (also the output head unless output.weight exists) */
+    if ((st = find_tensor(&ld, "token_embd.weight", 2, hp->n_embd, hp->n_vocab, true, &m->embd)) != BITNET_OK)
+        goto fail;
+    if ((st = find_tensor(&ld, "output.weight", 2, hp->n_embd, hp->n_vocab, false, &m->head)) != BITNET_OK) goto fail;
+    hp->tied_output = m->head == NULL;
+    if (!m->head) m->head = m->embd;
+    const bitnet_gguf_tensor_info *dense2[2] = {m->embd, m->head};
+    for (int i = 0; i < 2; i++) {
+        const int t = dense2[i]->type;
+        const bitnet_type_traits *tt = bitnet_type_traits_of(t);
+        if (!tt || tt->dense_dot_type < 0) { /* F32, F16, Q8_0 and Q6_K have a head kernel */
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' has type %s (id %d); expected F32, F16, Q8_0 or Q6_K", path,
+                             dense2[i]->name, bitnet_type_name(t), t);
+            goto fail;
+        }
+    }
+    m->embd_row_bytes = dense_row_bytes(m->embd->type, hp->n_embd);
+    m->head_row_bytes = dense_row_bytes(m->head->type, hp->n_embd);
+    if (m->embd_row_bytes == 0 || m->head_row_bytes == 0) {
+        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: rows of %d elements do not fit the embedding type", path,
+                         hp->n_embd);
+        goto fail;
+    }
+    m->head_type = m->head->type;
+    m->head_data = (const uint8_t *)m->head->data;
+    if (params->head_type == BITNET_TYPE_Q8_0 && m->head->type != BITNET_TYPE_Q8_0 &&
+        (st = requantize_head_q8_0(&ld, m)) != BITNET_OK)
+        goto fail;
+    choose_head_kernel(m);
+    if ((st = load_vector(&ld, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;
+
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, hp->n_layer);
+        goto fail;
+    }
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        layer *L = &m->layers[l];
+        char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)l), name)
+        if ((st = load_vector(&ld, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm)) != BITNET_OK) goto fail;
+        if (hp->sub_norms &&
+            (st = load_vector(&ld, NAME("attn_sub_norm.weight"), m->q_dim, &L->attn_sub_norm)) != BITNET_OK)
+            goto fail;
+        if ((st = load_vector(&ld, NAME("ffn_norm.weight"), hp->n_embd, &L->ffn_norm)) != BITNET_OK) goto fail;
+        if (hp->sub_norms &&
+            (st = load_vector(&ld, NAME("ffn_sub_norm.weight"), hp->n_ff, &L->ffn_sub_norm)) != BITNET_OK)
+            goto fail;
+        if ((st = load_weight(&ld, NAME("attn_q.weight"), hp->n_embd, m->q_dim, &L->wq)) != BITNET_OK) goto fail;
+        if ((st = load_weight(&ld, NAME("attn_k.weight"), hp->n_embd, m->kv_dim, &L->wk)) != BITNET_OK) goto fail;
+        if ((st = load_weight(&ld, NAME("attn_v.weight"), hp->n_embd, m->kv_dim, &L->wv)) != BITNET_OK) goto fail;
+        if ((st = load_weight(&ld, NAME("attn_output.weight"), m->q_dim, hp->n_embd, &L->wo)) != BITNET_OK)
+            goto fail;
+        if ((st = load_weight(&ld, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &L->w_gate)) != BITNET_OK)
+            goto fail;
+        if ((st = load_weight(&ld, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &L->w_up)) != BITNET_OK) goto fail;
+        if ((st = load_weight(&ld, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down)) != BITNET_OK)
+            goto fail;
+#undef NAME
+    }
+
+    if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
+    if ((st = bitnet_model_prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
+    if (m->head_owned) {
+        const size_t len = strlen(m->summary);
+        snprintf(m->summary + len, sizeof m->summary - len, "%shead: Q8_0 (requantized from %s at load)",
+                 len ? "; " : "", bitnet_type_name(m->head->type));
+    }
+
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(m->gguf); i++) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(m->gguf, i);
+        m->n_params += (uint64_t)(ti->ne[0] * ti->ne[1] * ti->ne[2] * ti->ne[3]);
+        m->size_bytes += ti->nbytes;
+    }
+    *out = m;
+    return BITNET_OK;
+
+fail:
+    bitnet_model_free(m);
+    return st;
+}
+
+void bitnet_model_free(bitnet_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int32_t l = 0; l < m->hp.n_layer; l++) {
+            layer *L = &m->layers[l];
+            free(L->attn_norm);
+            free(L->attn_sub_norm);
+            free(L->ffn_norm);
+            free(L->ffn_sub_norm);
+            for (int p = 0; p < N_PROJ; p++) free(layer_proj(L, p)->dense_owned);
+        }
+        free(m->layers);
+    }
+    /* the LUT host owns the extras in one table; release it with the last model that used it */
+    if (m->lut_used && atomic_fetch_sub(&bitnet_model_n_lut_models, 1) == 1) bitnet_lut_free();
+    free(m->output_norm);
+    free(m->head_owned);
+    bitnet_vocab_free(m->vocab);
+    bitnet_gguf_close(m->gguf);
+    free(m);
+}
+
+const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m) { return &m->hp; }
+const bitnet_vocab *bitnet_model_vocab(const bitnet_model *m) { return m->vocab; }
+bitnet_kernel_path bitnet_model_path(const bitnet_model *m) { return m->path; }
+uint64_t bitnet_model_n_params(const bitnet_model *m) { return m->n_params; }
+uint64_t bitnet_model_size_bytes(const bitnet_model *m) { return m->size_bytes; }
+const char *bitnet_model_kernel_summary(const bitnet_model *m) { return m->summary; }
+int bitnet_model_head_type(const bitnet_model *m) { return m->head_type; }
+bool bitnet_model_head_requantized(const bitnet_model *m) { return m->head_owned != NULL; }
+const char *bitnet_kernel_path_name(bitnet_kernel_path p) {
+    switch (p) {
+    case BITNET_PATH_I2S: return "I2_S";
+    case BITNET_PATH_TL1: return "TL1";
+    case BITNET_PATH_TL2: return "TL2";
+    default: return "auto";
+    }
+}

@@ -1,0 +1,321 @@
+/* load_lut.c — the ternary weights (I2_S, TL1, TL2) of a model handed to the LUT host for the model's
+ * kernel path: the tiles a stored TL1/TL2 weight was packed with (its bitnet.lut.<name>.tiles key or
+ * the user's --lut-tiles table, never a guess), the target tiles (stored, or the preferred built-in
+ * table per shape), repacking through bitnet_lut_transform_tensor, and the kernel summary
+ * (bitnet_model_kernel_summary). */
+#include "model/model_internal.h"
+
+#include <stdlib.h>
+
+#include "kernels/i2s/i2s.h"
+#include "kernels/lut/lut.h"
+#include "kernels/lut/pack.h"
+
+/* The stored type a kernel path runs on. */
+static int path_type(bitnet_kernel_path p) {
+    return p == BITNET_PATH_TL1 ? BITNET_TYPE_TL1 : p == BITNET_PATH_TL2 ? BITNET_TYPE_TL2 : BITNET_TYPE_I2_S;
+}
+
+/* Tiles recorded by our writer: key bitnet.lut.<tensor>.tiles = [BM, BK, bm] (LAYOUTS.md §7).
+ * *found = false when the key is absent. */
+static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *tiles, bool *found) {
+    char key[192];
+    snprintf(key, sizeof key, "bitnet.lut.%s.tiles", tensor);
+    *found = false;
+    if (bitnet_gguf_find_kv(ld->g, key) < 0) return BITNET_OK;
+    bitnet_gguf_type et;
+    uint64_t n;
+    const void *data;
+    bitnet_status st = bitnet_gguf_get_arr(ld->g, key, &et, &n, &data, ld->err);
+    if (st != BITNET_OK) return st;
+    if (n != 3 || (et != BITNET_GGUF_UINT32 && et != BITNET_GGUF_INT32)) {
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: key '%s' must be an array of 3 uint32 [BM, BK, bm]",
+                           ld->path, key);
+    }
+    uint32_t v[3];
+    memcpy(v, data, sizeof v);
+    for (int i = 0; i < 3; i++) {
+        if (v[i] == 0 || v[i] > (1u << 20)) {
+            return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: key '%s' = [%u, %u, %u] holds an impossible tile",
+                               ld->path, key, v[0], v[1], v[2]);
+        }
+    }
+    tiles->BM = (int32_t)v[0];
+    tiles->BK = (int32_t)v[1];
+    tiles->bm = (int32_t)v[2];
+    *found = true;
+    return BITNET_OK;
+}
+
+/* Distinct (M, K) of the model's LUT weights. shapes: room for n_layer·N_PROJ entries. */
+static size_t lut_shapes(const bitnet_model *m, int64_t (*shapes)[2]) {
+    size_t n = 0;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        for (int p = 0; p < N_PROJ; p++) {
+            const weight *w = layer_proj(&m->layers[l], p);
+            if (!w->lut) continue;
+            bool seen = false;
+            for (size_t i = 0; i < n && !seen; i++) seen = shapes[i][0] == w->M && shapes[i][1] == w->K;
+            if (!seen) {
+                shapes[n][0] = w->M;
+                shapes[n][1] = w->K;
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+/* The ISA of a kernel: what follows the last "__" of its name ("scalar" without one). */
+static const char *isa_of(const char *impl_name) {
+    const char *p = impl_name ? strstr(impl_name, "__") : NULL;
+    const char *last = p;
+    while (p) {
+        last = p;
+        p = strstr(p + 2, "__");
+    }
+    return last ? last + 2 : "scalar";
+}
+
+/* Where the tiles of the kernels in use came from (for the summary). */
+typedef struct tiles_origin {
+    bool file;                    /* a TL1/TL2 tensor's bitnet.lut.<name>.tiles key */
+    const bitnet_tile_file *user; /* --lut-tiles: the tiles a TL1/TL2 file without tile keys was packed with */
+} tiles_origin;
+
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, tiles_origin origin);
+
+/* The tiles `table` lists for (M, K) ({0, 0, 0} when it has none). */
+static bitnet_tiles built_tiles(const bitnet_lut_table *table, int64_t M, int64_t K) {
+    const bitnet_tiles none = {0, 0, 0};
+    for (size_t k = 0; table && k < table->n_entries; k++) {
+        if (table->entries[k].M == M && table->entries[k].K == K) return table->entries[k].tiles;
+    }
+    return none;
+}
+
+static bool same_tiles(bitnet_tiles a, bitnet_tiles b) { return a.BM == b.BM && a.BK == b.BK && a.bm == b.bm; }
+
+/* A TL1/TL2 file's recorded tiles must be ones this build has kernels for (issue #3: "loading a
+ * TL1/TL2 file whose tiles do not match the built kernels is an error"): when any built tile table
+ * (configs/, the same list on every ISA) has the shape (M, K) of `type`, the file's tiles must equal
+ * one of its entries; *first is set to the first such table for the message. A shape no table lists
+ * runs on the generic kernel, which takes any legal tiles. */
+static bool tiles_match_built(int type, int64_t M, int64_t K, bitnet_tiles t, const bitnet_lut_table **first) {
+    bool listed = false;
+    for (size_t i = 0; i < bitnet_lut_n_tables; i++) {
+        const bitnet_lut_table *tab = &bitnet_lut_tables[i];
+        if (tab->type != type) continue;
+        for (size_t k = 0; k < tab->n_entries; k++) {
+            const bitnet_lut_table_entry *e = &tab->entries[k];
+            if (e->M != M || e->K != K) continue;
+            if (same_tiles(e->tiles, t)) return true;
+            if (!listed) *first = tab;
+            listed = true;
+        }
+    }
+    return !listed;
+}
+
+/* The tiles a stored TL1/TL2 weight was packed with (*tiles), from its bitnet.lut.<name>.tiles key
+ * (*have_key) or from the user's table (params.lut_tiles; *user_entry). The byte
+ * order of TL1/TL2 data depends on the tiles and bitnet.cpp's files record none, so a tensor without
+ * the key is refused unless the user's table lists its shape: tiles are never guessed from a built-in
+ * table. A key and a user entry that disagree are refused, naming both. */
+static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_tile_file *user, bitnet_tiles *tiles,
+                                     bool *have_key, const bitnet_tile_entry **user_entry) {
+    const int stored = w->t.type;
+    const char *tn = bitnet_type_name(stored);
+    bitnet_status st = file_tiles(ld, w->t.name, tiles, have_key);
+    if (st != BITNET_OK) return st;
+    const bitnet_tile_entry *ue = bitnet_tile_file_find(user, stored, w->M, w->K);
+    *user_entry = ue;
+    if (!*have_key && !ue) {
+        if (user) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                               "%s: tensor '%s' (%s, M = %lld, K = %lld): the file records no tile table (no key "
+                               "'bitnet.lut.%s.tiles'), and --lut-tiles %s lists no tiles for %lldx%lld: give the tiles "
+                               "the file was written with, or use the model's I2_S file, which every path can repack",
+                               ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, w->t.name, user->path,
+                               (long long)w->M, (long long)w->K);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld): the file records no tile table (no key "
+                           "'bitnet.lut.%s.tiles'; bitnet.cpp's %s files never do), and %s bytes can only be read with "
+                           "the tiles they were packed with. Pass those tiles with --lut-tiles FILE (bitnet.cpp's "
+                           "include/kernel_config.ini from the setup that wrote the file, or a configs/-style YAML), or "
+                           "use the model's I2_S file, which every path can repack",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, w->t.name, tn, tn);
+    }
+    if (*have_key && ue && !same_tiles(*tiles, ue->tiles)) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld) records tiles BM %d BK %d bm %d (key "
+                           "'bitnet.lut.%s.tiles'), but --lut-tiles %s gives BM %d BK %d bm %d (%s): the file's bytes "
+                           "follow its recorded tiles; drop --lut-tiles or give a table that agrees",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
+                           w->t.name, user->path, ue->tiles.BM, ue->tiles.BK, ue->tiles.bm, ue->where);
+    }
+    if (!*have_key) *tiles = ue->tiles;
+    bitnet_error terr;
+    if (bitnet_tiles_check(stored, w->M, w->K, *tiles, &terr) != BITNET_OK) {
+        if (!*have_key) {
+            return bitnet_fail(ld->err, BITNET_ERR_INVALID_ARG,
+                               "%s: tensor '%s' (%s, M = %lld, K = %lld): --lut-tiles %s %s gives BM %d BK %d bm %d, "
+                               "which %s cannot use: %s",
+                               ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, user->path, ue->where,
+                               tiles->BM, tiles->BK, tiles->bm, tn, terr.msg);
+        }
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
+                           "%s: tensor '%s' (%s, M = %lld, K = %lld): stored tiles BM %d BK %d bm %d are invalid: %s",
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
+                           terr.msg);
+    }
+    return BITNET_OK;
+}
+
+/* Hand every ternary weight to the LUT host for the model's path, with tiles:
+ *  - stored tiles (TL1/TL2 files): stored_tiles_of (the file's key, else the user's table; never a
+ *    guess);
+ *  - target tiles (TL paths): the stored tiles when the file already has the target layout (recorded
+ *    tiles no built table has for the shape are refused unless the user's table confirms them; then,
+ *    like tiles given only by the user's table, they run on the generic kernel), else the preferred
+ *    covering table, per shape bitnet_lut_tiles_for; a shape without legal tiles → refused naming the
+ *    tensor, M and K. */
+bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, const char *table_name,
+                                               const bitnet_tile_file *user) {
+    const int target = path_type(m->path);
+    const bitnet_lut_table *target_table = NULL;
+    if (target != BITNET_TYPE_I2_S) {
+        const size_t max_shapes = (size_t)m->hp.n_layer * N_PROJ;
+        int64_t (*shapes)[2] = malloc(max_shapes * sizeof *shapes);
+        if (!shapes) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
+        size_t n = lut_shapes(m, shapes);
+        target_table = bitnet_lut_find_table(target, (const int64_t(*)[2])shapes, n, table_name);
+        free(shapes);
+    }
+
+    bitnet_status st = BITNET_OK;
+    tiles_origin origin = {false, NULL};
+    for (int32_t l = 0; l < m->hp.n_layer && st == BITNET_OK; l++) {
+        for (int p = 0; p < N_PROJ && st == BITNET_OK; p++) {
+            weight *w = layer_proj(&m->layers[l], p);
+            if (!w->lut) continue;
+            const int stored = w->t.type;
+            bitnet_tiles stored_tiles = {0, 0, 0}, tiles = {0, 0, 0};
+            bool have_key = false;
+            const bitnet_tile_entry *ue = NULL;
+            if (stored != BITNET_TYPE_I2_S &&
+                (st = stored_tiles_of(ld, w, user, &stored_tiles, &have_key, &ue)) != BITNET_OK)
+                break;
+            if (target != BITNET_TYPE_I2_S) {
+                if (stored == target) {
+                    tiles = stored_tiles; /* no repacking */
+                    origin.file = origin.file || have_key;
+                    if (ue) origin.user = user;
+                    const bitnet_lut_table *built = NULL;
+                    if (have_key && !ue && !tiles_match_built(target, w->M, w->K, stored_tiles, &built)) {
+                        const bitnet_tiles bt = built_tiles(built, w->M, w->K);
+                        st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                                         "%s: tensor '%s' (%s, M = %lld, K = %lld) was packed with tiles BM %d BK %d "
+                                         "bm %d (key 'bitnet.lut.%s.tiles'), but the kernels built for this shape "
+                                         "(table %s/%s) use BM %d BK %d bm %d: convert the model again for this "
+                                         "build, rebuild the kernels for the file's tiles, pass a --lut-tiles table "
+                                         "with these tiles to run them on the generic kernel, or run another path "
+                                         "(--kernel i2_s)",
+                                         ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M,
+                                         (long long)w->K, stored_tiles.BM, stored_tiles.BK, stored_tiles.bm,
+                                         w->t.name, built->config, built->table, bt.BM, bt.BK, bt.bm);
+                        break;
+                    }
+                } else {
+                    tiles = bitnet_lut_tiles_for(target, w->M, w->K, target_table, table_name);
+                    bitnet_error terr;
+                    if (bitnet_tiles_check(target, w->M, w->K, tiles, &terr) != BITNET_OK) {
+                        st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                                         "%s: tensor '%s': no legal %s tiles for M = %lld, K = %lld (%s); use the "
+                                         "I2_S path (--kernel i2_s)",
+                                         ld->path, w->t.name, bitnet_type_name(target), (long long)w->M,
+                                         (long long)w->K, terr.msg);
+                        break;
+                    }
+                }
+            }
+            if (!m->lut_used) { /* from the first transform on, this model holds host extras */
+                m->lut_used = true;
+                atomic_fetch_add(&bitnet_model_n_lut_models, 1);
+            }
+            st = bitnet_lut_transform_tensor(&w->t, &stored_tiles, target, &tiles, ld->err);
+            if (st == BITNET_OK && !w->t.extra) {
+                st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights",
+                                 ld->path, w->t.name);
+            }
+        }
+    }
+    if (st != BITNET_OK) return st;
+    write_summary(m, target, target_table, origin);
+    return BITNET_OK;
+}
+
+/* m->summary: per ISA the specialized / generic kernel counts, and where the tiles came from. */
+static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, tiles_origin origin) {
+    char *o = m->summary;
+    size_t left = sizeof m->summary;
+    int n_lut = 0, n_dense = 0, n_batch_i2s = 0;
+    int64_t batch_min_cols = 0;
+    const char *isas[8];
+    int n_spec[8] = {0}, n_gen[8] = {0}, n_isa = 0;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        for (int p = 0; p < N_PROJ; p++) {
+            const weight *w = layer_proj(&m->layers[l], p);
+            if (!w->lut) {
+                n_dense++;
+                continue;
+            }
+            n_lut++;
+            if (target == BITNET_TYPE_I2_S) continue;
+            if (w->t.extra->i2s_codes && w->t.extra->i2s_min_cols > 0) {
+                n_batch_i2s++;
+                batch_min_cols = w->t.extra->i2s_min_cols;
+            }
+            const char *isa = isa_of(w->t.extra->impl.name);
+            int i = 0;
+            while (i < n_isa && strcmp(isas[i], isa) != 0) i++;
+            if (i == n_isa && n_isa < 8) isas[n_isa++] = isa;
+            if (i < 8) {
+                if (w->t.extra->impl.specialized) n_spec[i]++;
+                else n_gen[i]++;
+            }
+        }
+    }
+    int len = 0;
+    if (n_lut && target == BITNET_TYPE_I2_S) {
+        len = snprintf(o, left, "I2_S reference path: %d ternary weights", n_lut);
+    } else if (n_lut) {
+        for (int i = 0; i < n_isa && len >= 0 && (size_t)len < left; i++) {
+            len += snprintf(o + len, left - (size_t)len, "%s%s (%s): %d specialized, %d generic kernels", i ? ", " : "",
+                           bitnet_type_name(target), isas[i], n_spec[i], n_gen[i]);
+        }
+        if (len >= 0 && (size_t)len < left) {
+            if (origin.user) {
+                len += snprintf(o + len, left - (size_t)len, "; tiles from %s--lut-tiles %s (%s)",
+                                origin.file ? "the file and " : "", origin.user->path,
+                                bitnet_tile_file_format_name(origin.user->format));
+            } else if (origin.file) {
+                len += snprintf(o + len, left - (size_t)len, "; tiles from the file");
+            } else if (target_table) {
+                len += snprintf(o + len, left - (size_t)len, "; tiles from table %s/%s", target_table->config,
+                               target_table->table);
+            } else {
+                len += snprintf(o + len, left - (size_t)len, "; no built-in table covers this model: derived tiles");
+            }
+        }
+        if (n_batch_i2s && len >= 0 && (size_t)len < left) {
+            len += snprintf(o + len, left - (size_t)len,
+                            "; products of >= %lld columns (prompt batches) run the I2_S int8 kernel (%s) on %d "
+                            "weights", (long long)batch_min_cols, bitnet_i2s_isa(), n_batch_i2s);
+        }
+    }
+    if (n_dense && len >= 0 && (size_t)len < left) {
+        snprintf(o + len, left - (size_t)len, "%sdense float: %d weights (no LUT)", n_lut ? "; " : "", n_dense);
+    }
+}

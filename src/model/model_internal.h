@@ -1,0 +1,181 @@
+/* model_internal.h — private to src/model/: the structs the loader, the context and the forward pass
+ * share (a projection weight, a layer, the model, the context, one forward batch), the size bounds, and
+ * the functions one file of src/model/ calls in another:
+ *   arch.c      architecture traits and hyperparameters (GGUF keys → bitnet_hparams)
+ *   load.c      GGUF tensors → weights, the output head's type and kernel, bitnet_model_load / free
+ *   load_lut.c  ternary weights handed to the LUT host: tiles from the file, the user or the built
+ *               tables, repacking to the kernel path, the kernel summary
+ *   context.c   the context (KV cache, scratch, RoPE tables, thread pool) and the decode API
+ *   forward.c   the forward pass of one batch (norms, projections, RoPE, attention, FFN, head) */
+#ifndef BITNET_MODEL_INTERNAL_H
+#define BITNET_MODEL_INTERNAL_H
+
+#include "model/model.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/quants.h"
+#include "kernels/dense/dense.h"
+#include "runtime/lut_host.h"
+#include "runtime/threadpool.h"
+#include "tilefile/tile_file.h"
+
+/* Upper bounds that keep every size computation far from overflow; real models are far below. */
+#define MAX_LAYERS 4096
+#define MAX_DIM (1 << 20)      /* n_embd, n_ff */
+#define MAX_VOCAB (1 << 24)
+#define MAX_CTX (1 << 24)
+
+/* A projection weight: a ternary tensor on the LUT host path, or a dense float matrix (F32/F16
+ * files) multiplied in float without activation quantization. */
+typedef struct weight {
+    bitnet_tensor t;       /* name, type, shape; for the LUT path the host's extra is attached here */
+    bool lut;              /* true: bitnet_mul_mat; false: dense float */
+    const float *dense;    /* dense: [M][K] row-major (file mapping or dense_owned) */
+    float *dense_owned;
+    int64_t M, K;
+    bool has_scale;        /* blk.N.<proj>.scale present: output multiplied by out_scale */
+    float out_scale;
+} weight;
+
+typedef struct layer {
+    float *attn_norm;      /* [n_embd] */
+    float *attn_sub_norm;  /* [q_dim]; NULL without sub-norms ("llama") */
+    float *ffn_norm;       /* [n_embd] */
+    float *ffn_sub_norm;   /* [n_ff]; NULL without sub-norms */
+    weight wq, wk, wv, wo; /* [n_embd → q_dim], [n_embd → kv_dim] ×2, [q_dim → n_embd] */
+    weight w_gate, w_up;   /* [n_embd → n_ff] */
+    weight w_down;         /* [n_ff → n_embd] */
+} layer;
+
+#define N_PROJ 7
+
+struct bitnet_model {
+    bitnet_gguf *gguf;
+    bitnet_vocab *vocab;
+    bitnet_hparams hp;
+    int32_t q_dim;                          /* n_head · n_embd_head (= n_embd unless key_length says otherwise) */
+    int32_t kv_dim;                         /* n_head_kv · n_embd_head */
+    bitnet_kernel_path path;
+    const bitnet_gguf_tensor_info *embd;    /* token_embd.weight [n_embd, n_vocab] */
+    const bitnet_gguf_tensor_info *head;    /* output.weight if present, else token_embd */
+    size_t embd_row_bytes, head_row_bytes;  /* head_row_bytes: rows of head_data in head_type */
+    int head_type;                          /* type the head is multiplied in (stored or Q8_0) */
+    const bitnet_dense_kernel *head_kernel; /* the dense kernel of head_type's dense_dot_type (types.h) */
+    bool head_decode;                       /* head rows go through bitnet_row_to_f32 first (Q6_K) */
+    const uint8_t *head_data;               /* [n_vocab] rows: the file's data or head_owned */
+    bitnet_block_q8_0 *head_owned;          /* head requantized to Q8_0 at load, or NULL */
+    float *output_norm;                     /* [n_embd] */
+    layer *layers;                          /* [n_layer] */
+    uint64_t n_params, size_bytes;
+    bool lut_used;                          /* weights were handed to the LUT host */
+    char summary[512];
+};
+
+/* Models alive that hold LUT-host extras; the host's table is released with the last of them
+ * (bitnet_lut_free releases every extra at once). Defined in load.c. */
+extern atomic_int bitnet_model_n_lut_models;
+
+static inline weight *layer_proj(layer *L, int i) {
+    weight *w[N_PROJ] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return w[i];
+}
+
+/* The state of one bitnet_model_load call: the file, its architecture name (the key prefix) and the
+ * caller's error. */
+typedef struct loader {
+    const char *path;
+    bitnet_gguf *g;
+    char arch[32];
+    bitnet_error *err;
+} loader;
+
+/* arch.c: general.architecture → the graph facts, then every hyperparameter from the <arch>.* keys
+ * (ranges and defaults: model.h); fills ld->arch. Errors name the file and the key. */
+bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp);
+
+/* arch.c: <arch>.<suffix> as an integer in [lo, hi] into *out; absent: dflt, or an error when required. */
+bitnet_status bitnet_model_int_key(loader *ld, const char *suffix, bool required, int64_t dflt, int64_t lo,
+                                   int64_t hi, int32_t *out);
+
+/* load_lut.c: every ternary weight of m handed to the LUT host for m->path with its tiles, then
+ * m->summary written (rules: bitnet_model_load in model.h). */
+bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, const char *table_name,
+                                               const bitnet_tile_file *user);
+
+struct bitnet_context {
+    bitnet_model *m;
+    int32_t n_ctx, n_batch, n_threads;
+    bitnet_threadpool *tp;
+
+    /* activations of one batch of up to n_batch tokens, row t = token t */
+    float *x;        /* (n_batch, n_embd) residual stream */
+    float *xb;       /* (n_batch, n_embd) normed input of a projection */
+    float *q;        /* (n_batch, q_dim) queries */
+    float *k, *v;    /* (n_batch, kv_dim) keys, values of this batch */
+    float *att;      /* (n_batch, q_dim) attention output, heads concatenated */
+    float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
+    float *hb, *hb2; /* (n_batch, n_ff) gate and up */
+
+    uint16_t *kcache; /* (n_layer, n_ctx, kv_dim) F16 keys, position-major */
+    uint16_t *vcache; /* (n_layer, kv_dim, n_ctx) F16 values, transposed: a row per value channel */
+
+    float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
+
+    float *att_scores;  /* (n_threads, n_ctx) per-thread scratch */
+    float *att_p;       /* (n_threads, n_ctx) softmax probabilities rounded to F16 */
+    float *att_q;       /* (n_threads, n_embd_head) query rounded to F16 */
+
+    uint8_t *head_act;  /* (n_batch) rows of head_act_bytes: the head input in the head kernel's format
+                           (F32 copy, floats rounded to F16, or Q8_0 blocks; bitnet_dense_kernel.prepare) */
+    size_t head_act_bytes;
+    float *head_row;    /* (n_threads, n_embd) one head row as float (head_decode: Q6_K head) */
+
+    void *wdata[2]; /* two LUT host workspaces, wsize bytes each, 64-byte aligned: consecutive products
+                       alternate between them (forward pass, "Barriers") */
+    size_t wsize;
+
+    float *logits;        /* (logits_cap, n_vocab) */
+    int32_t logits_cap;   /* rows allocated */
+    int32_t n_last;       /* tokens in the last bitnet_decode call */
+    bool all_last;        /* the last call kept every token's logits */
+};
+
+
+/* An F32 activation matrix (ne0 values per row, ne1 rows) as a tensor for the LUT host. */
+static inline bitnet_tensor act_tensor(float *data, int64_t ne0, int64_t ne1) {
+    bitnet_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "activations");
+    t.type = BITNET_TYPE_F32;
+    t.n_dims = 2;
+    t.ne[0] = ne0;
+    t.ne[1] = ne1;
+    t.ne[2] = t.ne[3] = 1;
+    t.nb[0] = sizeof(float);
+    t.nb[1] = (size_t)ne0 * sizeof(float);
+    t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
+    t.data = data;
+    t.nbytes = t.nb[2];
+    return t;
+}
+
+
+/* One batch of the forward pass (bitnet_decode splits its tokens into batches of n_batch). */
+typedef struct fwd_job {
+    bitnet_context *c;
+    const int32_t *tokens; /* (n) */
+    int32_t n;             /* tokens in this batch */
+    int32_t pos0;          /* position of tokens[0] */
+    int32_t out_first;     /* logits for tokens out_first .. out_first+n_out-1 of the batch */
+    int32_t n_out;
+    float *logits;         /* (n_out, n_vocab) */
+} fwd_job;
+
+
+/* forward.c: the forward pass of one batch as a thread-pool task (arg: a fwd_job). */
+void bitnet_model_forward_task(void *arg, int ith, int nth);
+
+#endif
