@@ -70,7 +70,22 @@ KNOWN_HF_REPOS = (
 )
 TERNARY_TYPE_IDS = {q: ggml_types.TYPE_IDS[q.upper()] for q in QUANT_TYPES}   # "tl2" -> 39
 TYPE_NAMES = ggml_types.TYPE_NAMES
-BITNET_ARCHS = ("bitnet", "bitnet-b1.58", "bitnet-25", "llama")
+
+
+def runtime_archs(path: str | None = None) -> tuple[str, ...]:
+    """The general.architecture names the runtime runs: the name column of the one table of
+    architectures, src/base/arch.c (rows `{"name", BITNET_ARCH_...`), read as text because this step
+    runs before anything is built. Raises StepFailed when the file has no rows."""
+    path = path or os.path.join(ROOT, "src", "base", "arch.c")
+    try:
+        with open(path, encoding="utf-8") as f:
+            names = tuple(re.findall(r'^\s*\{"([^"]+)",\s*BITNET_ARCH_', f.read(), re.M))
+    except OSError as e:
+        raise StepFailed(f"{path}: {e.strerror}: the table of architectures is missing") from e
+    if not names:
+        raise StepFailed(f"{path}: no architecture rows found")
+    return names
+
 TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
 N_STEPS = 5
 
@@ -154,6 +169,7 @@ def find_model(args, r: Runner) -> dict:
         facts = gguf_facts(want)
         return {"folder": folder, "kind": "gguf", "gguf": facts, "shape_source": want}
     ggufs = sorted(glob.glob(os.path.join(folder, "*.gguf"))) if os.path.isdir(folder) else []
+    archs = runtime_archs()
     candidates = []
     for p in ggufs:
         try:
@@ -162,7 +178,7 @@ def find_model(args, r: Runner) -> dict:
             r.log("prepare-model.log", f"skipped {p}: {e}")
             continue
         r.log("prepare-model.log", f"found {p}: architecture {f['arch']}, ternary types {f['ternary_types']}")
-        if f["arch"] in BITNET_ARCHS and f["ternary_types"]:
+        if f["arch"] in archs and f["ternary_types"]:
             candidates.append(f)
     # A GGUF already in the requested type wins; then a Hugging Face checkpoint (converted in step 5);
     # then a GGUF of another type (step 5 says what to do with it).

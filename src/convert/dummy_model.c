@@ -4,6 +4,7 @@
  * dummy_model.h. */
 #include "convert/dummy_model.h"
 
+#include "base/arch.h"
 #include "base/gguf.h"
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
@@ -177,23 +178,21 @@ bitnet_status bitnet_dummy_embd_type_check(bitnet_dummy_outtype outtype, int typ
     return BITNET_OK;
 }
 
-static const char *const arch_names[] = {"bitnet", "bitnet-b1.58", "bitnet-25", "llama"};
-#define N_ARCHS ((int)(sizeof arch_names / sizeof arch_names[0]))
-
+/* The architectures are the rows of base/arch.c; a bitnet_dummy_arch value is a row number. */
 bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out) {
-    if (!s) return false;
-    for (int i = 0; i < N_ARCHS; i++) {
-        if (strcmp(s, arch_names[i]) == 0) {
-            *out = (bitnet_dummy_arch)i;
-            return true;
-        }
-    }
-    return false;
+    const int i = s ? bitnet_arch_index(s) : -1;
+    if (i < 0) return false;
+    *out = (bitnet_dummy_arch)i;
+    return true;
 }
 
 const char *bitnet_dummy_arch_name(bitnet_dummy_arch a) {
-    return ((int)a >= 0 && (int)a < N_ARCHS) ? arch_names[a] : "invalid";
+    const bitnet_arch_info *ai = (int)a >= 0 ? bitnet_arch_at((size_t)a) : NULL;
+    return ai ? ai->name : "invalid";
 }
+
+/* The table row of p->arch (checked by check_params before any use). */
+static const bitnet_arch_info *arch_info(const bitnet_dummy_params *p) { return bitnet_arch_at((size_t)p->arch); }
 
 void bitnet_dummy_params_init(bitnet_dummy_params *p) {
     memset(p, 0, sizeof *p);
@@ -238,7 +237,7 @@ static const layer_tensor llama_layer_order[] = {
 };
 
 static const layer_tensor *layer_order(const bitnet_dummy_params *p, int *n) {
-    if (p->arch == BITNET_DUMMY_ARCH_LLAMA) {
+    if (!arch_info(p)->sub_norms) {
         *n = (int)(sizeof llama_layer_order / sizeof llama_layer_order[0]);
         return llama_layer_order;
     }
@@ -289,13 +288,15 @@ static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *er
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s = %d: must be positive", dims[i].name, (int)dims[i].v);
     if (p->n_layer > 100000)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_layer = %d: too many layers", (int)p->n_layer);
-    if ((int)p->arch < 0 || (int)p->arch >= N_ARCHS)
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "arch %d is not one of bitnet, bitnet-b1.58, bitnet-25, llama",
-                           (int)p->arch);
+    if ((int)p->arch < 0 || (size_t)p->arch >= bitnet_arch_count()) {
+        char names[256];
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "arch %d is not one of %s", (int)p->arch,
+                           bitnet_arch_list(names, sizeof names, "", ", ", ", "));
+    }
     if (p->n_embd_head < 0 || p->n_embd_head > (1 << 20))
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_embd_head = %d: must be 0 (n_embd / n_head) or a head size",
                            (int)p->n_embd_head);
-    if (p->n_embd_head > 0 && p->arch == BITNET_DUMMY_ARCH_BITNET)
+    if (p->n_embd_head > 0 && arch_info(p)->graph == BITNET_ARCH_BITNET)
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "n_embd_head = %d: architecture \"bitnet\" files have no attention.key_length key "
                            "(the head size is n_embd / n_head)", (int)p->n_embd_head);
@@ -643,7 +644,7 @@ static bitnet_status set_model_keys(bitnet_gguf_writer *w, const bitnet_dummy_pa
                                     const bitnet_dummy_vocab *v, bitnet_error *err) {
     bitnet_status s;
     const char *arch = bitnet_dummy_arch_name(p->arch);
-    const bool bitnet = p->arch == BITNET_DUMMY_ARCH_BITNET;
+    const bool bitnet = arch_info(p)->graph == BITNET_ARCH_BITNET; /* bitnet.cpp's "bitnet" key set */
     char key[128];
 #define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
     SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");

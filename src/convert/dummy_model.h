@@ -44,7 +44,10 @@ typedef enum bitnet_dummy_outtype {
     BITNET_DUMMY_TL2 = 4,  /* 39 */
 } bitnet_dummy_outtype;
 
-/* Architecture of the written file (general.architecture). The graphs are described in model.h. */
+/* Architecture of the written file (general.architecture): a row number of the table in base/arch.c
+ * (bitnet_arch_at); the constants name the rows of the architectures tests refer to. A row added to
+ * that table is accepted by name (bitnet_dummy_arch_parse) without a constant here. The graphs are
+ * described in model.h. */
 typedef enum bitnet_dummy_arch {
     BITNET_DUMMY_ARCH_BITNET = 0,      /* "bitnet": bitnet.cpp's own files (bitnet_b1_58-large/3B layout) */
     BITNET_DUMMY_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58": BitNet-b1.58-2B-4T (relu² FFN, sub-norms) */
@@ -52,9 +55,9 @@ typedef enum bitnet_dummy_arch {
     BITNET_DUMMY_ARCH_LLAMA = 3,       /* "llama": ternary Llama 3 / Falcon3 / Falcon-E (no sub-norms) */
 } bitnet_dummy_arch;
 
-/* "bitnet", "bitnet-b1.58", "bitnet-25", "llama" (exactly; GGUF names are case sensitive). */
+/* A name of base/arch.c's table ("bitnet", "bitnet-b1.58", ...; exactly: GGUF names are case sensitive). */
 bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out);
-const char *bitnet_dummy_arch_name(bitnet_dummy_arch a); /* "invalid" for a value outside the enum */
+const char *bitnet_dummy_arch_name(bitnet_dummy_arch a); /* "invalid" for a value outside the table */
 
 /* "f32", "f16", "i2_s", "tl1", "tl2" (also upper case). false for anything else. */
 bool bitnet_dummy_outtype_parse(const char *s, bitnet_dummy_outtype *out);

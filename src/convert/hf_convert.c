@@ -3,6 +3,7 @@
  * config.json is read by hf_config.c. */
 #include "convert/hf_convert.h"
 
+#include "base/arch.h"
 #include "base/gguf.h"
 #include "convert/hf_tokenizer.h"
 #include "kernels/lut/lut.h"
@@ -340,7 +341,8 @@ static bitnet_status plan_proj(conv *c, int layer, const layer_entry *le) {
     e->K = K;
     e->src = t;
     e->scale = sc;
-    if (strcmp(g->arch, "llama") == 0 && (le->proj == 'q' || le->proj == 'k'))
+    const bitnet_arch_info *ai = bitnet_arch_find(g->arch, strlen(g->arch));
+    if (ai && ai->permuted_qk && (le->proj == 'q' || le->proj == 'k'))
         e->rope_heads = le->proj == 'q' ? g->n_head : g->n_head_kv;
     return BITNET_OK;
 }
@@ -437,7 +439,8 @@ static bitnet_status build_plan(conv *c) {
     if ((st = plan_dense(c, K_EMBD, "token_embd.weight", "model.embed_tokens.weight", NULL, embd_type(c), g->n_vocab,
                          g->n_embd)) != BITNET_OK)
         return st;
-    const bool llama = strcmp(g->arch, "llama") == 0;
+    const bitnet_arch_info *ai = bitnet_arch_find(g->arch, strlen(g->arch));
+    const bool llama = ai && !ai->sub_norms; /* the llama tensor set: no sub-norms */
     const layer_entry *le = llama ? LLAMA_LAYER : BITNET_LAYER;
     const int n_le = llama ? (int)(sizeof LLAMA_LAYER / sizeof LLAMA_LAYER[0])
                            : (int)(sizeof BITNET_LAYER / sizeof BITNET_LAYER[0]);

@@ -1,6 +1,6 @@
-/* arch.c — the architectures this runtime runs ("bitnet", "bitnet-b1.58" with its alias "bitnet-25",
- * "llama"; the graphs and their sources: model.h) as a table of graph facts, and the hyperparameters
- * read from a GGUF file's <arch>.* keys with their ranges and defaults (bitnet_model_load_hparams). */
+/* arch.c — the architecture of a GGUF file (general.architecture, looked up in the table of base/arch.c;
+ * the graphs and their sources: model.h) and the hyperparameters read from its <arch>.* keys with their
+ * ranges and defaults (bitnet_model_load_hparams). */
 #include "model/model_internal.h"
 
 #include <math.h>
@@ -50,22 +50,6 @@ static bitnet_status get_pos_float_key(loader *ld, const char *suffix, bool requ
     return BITNET_OK;
 }
 
-/* The graph facts of each architecture name (sources: model.h). */
-typedef struct arch_info {
-    const char *name;
-    bitnet_arch id;
-    bitnet_ffn_act act;
-    bitnet_rope_type rope;
-    bool sub_norms;
-} arch_info;
-
-static const arch_info k_archs[] = {
-    {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true},
-    {"bitnet-b1.58", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true},
-    {"bitnet-25", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true},
-    {"llama", BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false},
-};
-
 bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
     bitnet_status st;
     memset(hp, 0, sizeof *hp);
@@ -74,22 +58,20 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
     size_t len;
     if ((st = key_present(ld, "general.architecture")) != BITNET_OK) return st;
     if ((st = bitnet_gguf_get_str(ld->g, "general.architecture", &s, &len, ld->err)) != BITNET_OK) return st;
-    const arch_info *ai = NULL;
-    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0] && !ai; i++) {
-        if (len == strlen(k_archs[i].name) && memcmp(s, k_archs[i].name, len) == 0) ai = &k_archs[i];
-    }
+    const bitnet_arch_info *ai = bitnet_arch_find(s, len);
     if (!ai) {
+        char names[256];
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                           "%s: unsupported architecture '%.*s' (general.architecture); this build runs 'bitnet', "
-                           "'bitnet-b1.58', 'bitnet-25' and 'llama'",
-                           ld->path, (int)(len > 64 ? 64 : len), s);
+                           "%s: unsupported architecture '%.*s' (general.architecture); this build runs %s",
+                           ld->path, (int)(len > 64 ? 64 : len), s,
+                           bitnet_arch_list(names, sizeof names, "'", ", ", " and "));
     }
     memcpy(ld->arch, s, len);
     ld->arch[len] = '\0';
     memcpy(hp->arch, s, len);
     hp->arch[len] = '\0';
-    hp->arch_id = ai->id;
-    hp->ffn_act = ai->act;
+    hp->arch_id = ai->graph;
+    hp->ffn_act = ai->ffn_act;
     hp->rope_type = ai->rope;
     hp->sub_norms = ai->sub_norms;
 

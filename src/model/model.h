@@ -71,6 +71,7 @@
 #define BITNET_MODEL_H
 
 #include "base/common.h"
+#include "base/arch.h"
 #include "base/gguf.h"
 #include "text/tokenizer.h"
 
@@ -85,22 +86,7 @@ typedef enum bitnet_kernel_path {
     BITNET_PATH_TL2 = 3,
 } bitnet_kernel_path;
 
-/* The graph variants src/model/ implements (see the top of this file). */
-typedef enum bitnet_arch {
-    BITNET_ARCH_BITNET = 0,      /* "bitnet" */
-    BITNET_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58" and "bitnet-25" */
-    BITNET_ARCH_LLAMA = 2,       /* "llama" */
-} bitnet_arch;
-
-typedef enum bitnet_ffn_act {
-    BITNET_ACT_SILU = 0,  /* x / (1 + e^-x) */
-    BITNET_ACT_RELU2 = 1, /* max(x, 0)² */
-} bitnet_ffn_act;
-
-typedef enum bitnet_rope_type {
-    BITNET_ROPE_NEOX = 0, /* pairs (i, i + d/2) */
-    BITNET_ROPE_NORM = 1, /* pairs (2i, 2i + 1) */
-} bitnet_rope_type;
+/* bitnet_arch, bitnet_ffn_act, bitnet_rope_type: base/arch.h (one table of architecture names). */
 
 typedef struct bitnet_hparams {
     char arch[32];        /* general.architecture */

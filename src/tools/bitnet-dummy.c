@@ -4,6 +4,7 @@
  * utils/generate-dummy-bitnet-model.py calls it with the named size layouts. Progress goes to stderr.
  * Exit status (args.h): 0 written; 1 generation failed (I/O, memory; the message names what); 2 bad command line
  * or a parameter combination the writer refuses (the message names the value). */
+#include "base/arch.h"
 #include "convert/dummy_model.h"
 #include "tools/common/args.h"
 #include "tools/common/writer_args.h"
@@ -19,8 +20,10 @@ static const char *k_description =
 
 static int on_arch(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
     (void)flag;
+    char names[256];
     if (!bitnet_dummy_arch_parse(val, opt->dst))
-        return bitnet_args_fail(args, "--arch: '%s' is not one of bitnet, bitnet-b1.58, bitnet-25, llama", val);
+        return bitnet_args_fail(args, "--arch: '%s' is not one of %s", val,
+                                bitnet_arch_list(names, sizeof names, "", ", ", ", "));
     return 0;
 }
 
@@ -91,6 +94,9 @@ int main(int argc, char **argv) {
     bool quiet = false, have_vocab_size = false;
     static bitnet_tool_tile_list tiles;
     bitnet_tool_outtype_arg outtype_arg = {&p.outtype, NULL};
+    char arch_names[256], arch_help[300];
+    snprintf(arch_help, sizeof arch_help, "%s (default %s)",
+             bitnet_arch_list(arch_names, sizeof arch_names, "", ", ", " or "), bitnet_arch_at(0)->name);
     const bitnet_arg_opt opts[] = {
         BITNET_OPT("-o, --outfile", "PATH", "output file (written through PATH.tmp)", BITNET_ARG_STRING, &out),
         BITNET_OPT("--n-embd", "N", "hidden size", BITNET_ARG_INT32, &p.n_embd, .lo = 1, .hi = INT32_MAX),
@@ -99,7 +105,7 @@ int main(int argc, char **argv) {
         BITNET_OPT("--n-head", "N", "attention heads", BITNET_ARG_INT32, &p.n_head, .lo = 1, .hi = INT32_MAX),
         BITNET_OPT("--n-head-kv", "N", "key/value heads (default: --n-head)", BITNET_ARG_INT32, &p.n_head_kv, .lo = 1, .hi = INT32_MAX),
         BITNET_OPT("--ctx", "N", "<arch>.context_length (default 2048)", BITNET_ARG_INT32, &p.n_ctx, .lo = 1, .hi = INT32_MAX),
-        BITNET_OPT("--arch", "NAME", "bitnet (default), bitnet-b1.58, bitnet-25 or llama", BITNET_ARG_CALL, &p.arch, .fn = on_arch),
+        BITNET_OPT("--arch", "NAME", arch_help, BITNET_ARG_CALL, &p.arch, .fn = on_arch),
         BITNET_OPT("--n-embd-head", "N",
          "head size (default n_embd / n_head; another value is written as\n"
          "<arch>.attention.key_length/value_length; not for bitnet)",

@@ -31,6 +31,7 @@
  *   the chat ends: old turns are not dropped (that would mean evaluating them again).
  * - Exit status: 0 when the input ends (EOF, Ctrl-D); 3 when the chat ended because the context was
  *   full; 130 after Ctrl-C at the prompt; 1 on errors (model, template, failed evaluation); 2 a bad command line. */
+#include "base/arch.h"
 #include "text/chat.h"
 #include "model/model.h"
 #include "tilefile/tile_file.h"
@@ -121,9 +122,9 @@ static int parse_args(int argc, char **argv, options *o) {
          "tokenizer.chat_template is missing or not a known one",
          BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
     };
-    static const char *const k_desc =
-        "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture bitnet, bitnet-b1.58 or "
-        "llama.\n";
+    char arch_names[256], k_desc[400];
+    snprintf(k_desc, sizeof k_desc, "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture %s.\n",
+             bitnet_arch_list(arch_names, sizeof arch_names, "", ", ", " or "));
     static const char *const k_epi = BITNET_EXIT_STATUS_HELP
         "With -cnv also: 3 the chat ended because the context was full, 130 Ctrl-C at the prompt.\n";
     const bitnet_args args = BITNET_ARGS("llama-cli", "usage: llama-cli -m MODEL [options]", k_desc, k_epi, opts,

@@ -237,6 +237,20 @@ class PackageList(unittest.TestCase):
 
 
 class SetupEnv(TempDir):
+    @unittest.skipUnless(have_dummy_tool(), f"{BUILD}/bin/bitnet-dummy not built")
+    def test_runtime_archs_are_the_names_the_c_table_accepts(self):
+        mod = load_module(SETUP, "setup_env_archs")
+        names = mod.runtime_archs()
+        self.assertEqual(names[:4], ("bitnet", "bitnet-b1.58", "bitnet-25", "llama"))
+        # the C side of the same table: bitnet-dummy's --arch help lists exactly these names
+        out = subprocess.run([os.path.join(BUILD, "bin", "bitnet-dummy"), "--help"], capture_output=True,
+                             text=True, check=True).stdout
+        line = next(l for l in out.splitlines() if l.strip().startswith("--arch"))
+        listed = re.findall(r"[a-z][a-z0-9.-]*", line.split("NAME", 1)[1].split("(default")[0])
+        self.assertEqual(tuple(x for x in listed if x != "or"), names)
+        with self.assertRaises(mod.StepFailed):
+            mod.runtime_archs(self.path("no-such-arch.c"))
+
     def test_hf_repo_without_local_files_says_where_to_put_them(self):
         rc, out = run(SETUP, "--hf-repo", "1bitLLM/bitnet_b1_58-large", "-md", self.path("models"),
                       "-ld", self.path("logs"), cwd=self.tmp)

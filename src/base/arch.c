@@ -1,0 +1,46 @@
+/* arch.c — the table of GGUF architectures (arch.h): one row per general.architecture name. */
+#include "base/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const bitnet_arch_info k_archs[] = {
+    /* bitnet.cpp's own files (bitnet_b1_58-large / 3B layout, converter "bitnet") */
+    {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true, false},
+    /* BitNet-b1.58-2B-4T: relu² FFN, sub-norms, GQA */
+    {"bitnet-b1.58", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false},
+    /* bitnet.cpp's older name of the same graph */
+    {"bitnet-25", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false},
+    /* ternary Llama 3 / Falcon3 / Falcon-E: no sub-norms, Q/K rows permuted by the converters */
+    {"llama", BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false, true},
+};
+
+size_t bitnet_arch_count(void) { return sizeof k_archs / sizeof k_archs[0]; }
+
+const bitnet_arch_info *bitnet_arch_at(size_t i) { return i < bitnet_arch_count() ? &k_archs[i] : NULL; }
+
+const bitnet_arch_info *bitnet_arch_find(const char *name, size_t len) {
+    for (size_t i = 0; i < bitnet_arch_count(); i++) {
+        if (strlen(k_archs[i].name) == len && memcmp(k_archs[i].name, name, len) == 0) return &k_archs[i];
+    }
+    return NULL;
+}
+
+int bitnet_arch_index(const char *name) {
+    const bitnet_arch_info *a = bitnet_arch_find(name, strlen(name));
+    return a ? (int)(a - k_archs) : -1;
+}
+
+const char *bitnet_arch_list(char *buf, size_t n, const char *quote, const char *sep, const char *last) {
+    if (n == 0) return buf;
+    buf[0] = '\0';
+    size_t used = 0;
+    const size_t count = bitnet_arch_count();
+    for (size_t i = 0; i < count && used < n; i++) {
+        const char *before = i == 0 ? "" : (i + 1 == count ? last : sep);
+        int w = snprintf(buf + used, n - used, "%s%s%s%s", before, quote, k_archs[i].name, quote);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
