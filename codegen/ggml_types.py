@@ -1,5 +1,5 @@
 """Tensor type facts, once for all Python code: GGUF type ids and names, block sizes, and the byte size
-of a tensor of each type (the C side's copy is src/base/quants.c).
+of a tensor of each type (the C side's copy is src/base/types.c; tests/codegen/test_type_facts.py checks that the two agree).
 
 Sources: block sizes of the ggml types from ggml's type traits (public format facts); bitnet.cpp's
 ternary ids (I2_S 36, I8_S 37, TL1 38, TL2 39) and their byte sizes from ../shared/docs/formats.md
@@ -26,6 +26,10 @@ TYPE_I2_S, TYPE_TL1, TYPE_TL2 = TYPE_IDS["I2_S"], TYPE_IDS["TL1"], TYPE_IDS["TL2
 
 TENSOR_SCALE_BYTES = 32   # the scale tail after the packed weights of I2_S, TL1 and TL2 (formats.md)
 
+# The shapes a ternary type can hold: M*K a multiple of `unit` (0: no rule) and K >= `min_k` (the TL2
+# formula is defined with K - 256). The same rules as src/base/types.c's ternary rows.
+_TERNARY_SHAPE_RULES: dict[int, tuple[int, int]] = {TYPE_I2_S: (128, 1), TYPE_TL1: (4, 1), TYPE_TL2: (0, 256)}
+
 
 def block_size(type_id: int) -> tuple[int, int] | None:
     """(elements per block, bytes per block) of a block type, or None (ternary or unknown type)."""
@@ -48,11 +52,20 @@ def nbytes(type_id: int, ne: tuple[int, ...]) -> int | None:
     a type whose size is not known here (I8_S, unknown ids).
 
     I2_S and TL1: n/4 + 32; TL2: tl2_weight_bytes(M, K) + 32; block types: n/block * block_bytes.
-    Raises ValueError when ne[0] is not a multiple of the type's block size.
+    Raises ValueError when ne[0] is not a multiple of the type's block size, or a ternary type cannot
+    hold the shape (not 2-D, M*K not a multiple of 128 for I2_S / 4 for TL1, K < 256 for TL2).
     """
     n = 1
     for d in ne:
         n *= d
+    if type_id in _TERNARY_SHAPE_RULES:
+        unit, min_k = _TERNARY_SHAPE_RULES[type_id]
+        if len(ne) != 2:
+            raise ValueError(f"{TYPE_NAMES[type_id]} tensor must be 2-D [K, M], got {len(ne)} dimensions")
+        if unit and n % unit != 0:
+            raise ValueError(f"{TYPE_NAMES[type_id]} tensor {list(ne)}: M*K = {n} is not a multiple of {unit}")
+        if ne[0] < min_k:
+            raise ValueError(f"{TYPE_NAMES[type_id]} tensor {list(ne)}: K = {ne[0]} must be >= {min_k}")
     if type_id in (TYPE_I2_S, TYPE_TL1):
         return n // 4 + TENSOR_SCALE_BYTES
     if type_id == TYPE_TL2:

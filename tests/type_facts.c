@@ -1,6 +1,7 @@
 /* type_facts.c — bitnet-type-facts, a test-only tool that answers questions about the C type traits
  * (base/types.h) and the C tile rules (bitnet_tiles_check, kernels/lut/pack.h), one line per query,
- * so a test in another language can compare its own rules with these. Not a ctest entry.
+ * so a test in another language can compare its own rules with these (tests/codegen/test_type_facts.py,
+ * in ctest codegen_unittest).
  *
  *   bitnet-type-facts nbytes TYPE M K
  *       the byte size of an (M, K) tensor of TYPE (ne = [K, M]; bitnet_type_nbytes), as a decimal
@@ -43,6 +44,17 @@ static bool parse_i64(const char *s, int64_t *v) {
 
 /* Prints the fields of the violated rules of a bitnet_tiles_check message: the rules follow "rules: "
  * (or "rule: "), separated by "; ", each starting with "<field> = ". */
+/* The start of the rule after the one containing p: the next "; " followed by "<field> = " (a rule's
+ * own text may contain "; "), or NULL. */
+static const char *next_rule(const char *p) {
+    for (const char *q = strstr(p, "; "); q; q = strstr(q + 2, "; ")) {
+        const char *f = q + 2;
+        size_t n = strspn(f, "abcdefghijklmnopqrstuvwxyz_");
+        if (n > 0 && strncmp(f + n, " = ", 3) == 0) return f;
+    }
+    return NULL;
+}
+
 static void print_fields(const char *msg) {
     const char *p = strstr(msg, "rules: ");
     p = p ? p + 7 : (p = strstr(msg, "rule: ")) ? p + 6 : NULL;
@@ -52,8 +64,7 @@ static void print_fields(const char *msg) {
         if (!eq) break;
         printf("%s%.*s", first ? "" : ",", (int)(eq - p), p);
         first = false;
-        const char *next = strstr(eq, "; ");
-        p = next ? next + 2 : NULL;
+        p = next_rule(eq);
     }
 }
 
