@@ -153,7 +153,7 @@ class GGUFShapes(unittest.TestCase):
             f.write(gguf_bytes(kv=[("general.architecture", 8, struct.pack("<Q", 6) + b"bitnet")],
                                tensors=[("blk.0.attn_q.weight", (128, 64), 36, 0),
                                         ("blk.0.ffn_down.weight", (256, 64), 36, 2080),
-                                        ("blk.0.ffn_up.weight", (64, 256), 39, 6208)]))
+                                        ("blk.0.ffn_up.weight", (64, 256), 38, 6208)]))
         self.assertEqual(shapes.shapes_of(p), [(64, 128), (64, 256), (256, 64)])
         self.assertIsNone(shapes.model_info(p).layout)   # no <arch>.embedding_length etc.
 
