@@ -333,7 +333,7 @@ TEST(BitnetCppTiny, GreedyIdsMatchBitnetCpp) {
 }
 
 // ---- An independent reference of the bitnet graph (formats.md), in double ---------------------
-// Written from the math, not from model.c: weights from the F32 file, every sum in double. Options
+// Written from the math, not from src/model/: weights from the F32 file, every sum in double. Options
 // reproduce the documented roundings so each path can be compared with its own definition:
 //  - quantize: every projection input quantized to int8 per token (LAYOUTS.md §1), as on I2_S/TL paths;
 //  - q, k, v and the softmax probabilities rounded to F16 (both our paths do this, like ggml);
@@ -1603,7 +1603,7 @@ TEST(Archs, Q6KTokenEmbeddingDecodesAsTheFormatDefines) {
 }
 
 // Q6_K written by this project's quantizer (quants.h, ggml's rule; --quant-embd q6_k) reads back through
-// the runtime's own decoder (model.c) exactly as the format defines it: a dummy file whose token_embd
+// the runtime's own decoder (src/base/types.c) exactly as the format defines it: a dummy file whose token_embd
 // the writer quantized to Q6_K and a copy holding the same values decoded by the tests' decoder as F32
 // give bit-identical logits and ids (tied head: the input rows and the head are both checked).
 TEST(Archs, Q6KEmbeddingFromTheQuantizerReadsBackExactly) {

@@ -495,7 +495,7 @@ TEST(TL2, Errors) {
 
 namespace {
 
-// Minimal GGUF v2/v3 reader for the test (tensor table only), independent of src/base/gguf.c.
+// Minimal GGUF v2/v3 reader for the test (tensor table only), independent of src/base/gguf_read.c.
 struct MiniGguf {
     struct Tensor {
         std::vector<int64_t> ne;

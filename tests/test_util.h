@@ -83,7 +83,7 @@ inline bitnet_dummy_params tiny_layout_params(bitnet_dummy_outtype outtype, uint
 }
 
 // Code (0..63) and sub-scale of value i (0..255) of a Q6_K block, written from the layout in quants.h and
-// independent of the runtime's decoder (model.c): group g = i / 16, half h = i / 128, quarter-row
+// independent of the runtime's decoder (src/base/types.c): group g = i / 16, half h = i / 128, quarter-row
 // r = (i % 128) / 32, l = i % 32 → low 4 bits in ql[64h + l + 32·(r & 1)] (high nibble for r >= 2),
 // high 2 bits in bits 2r..2r+1 of qh[32h + l].
 inline void q6k_code_scale(const bitnet_block_q6_k &b, int i, int *q, int *sc) {

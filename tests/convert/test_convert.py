@@ -290,7 +290,7 @@ class BuiltinVocabulary(unittest.TestCase):
 
     def test_tiles_the_kernels_were_not_built_for_are_refused(self):
         """A TL2 file packed with legal tiles other than those of the built kernel table for its shapes is
-        refused at load, naming the tensor and both tile sets (src/model/model.c); the converter's own choice,
+        refused at load, naming the tensor and both tile sets (src/model/load_lut.c); the converter's own choice,
         the built table's tiles, loads (test_kernel_paths_agree)."""
         arch = "bitnet-b1.58"
         g = read_gguf(self.converted(arch, "tl2"))

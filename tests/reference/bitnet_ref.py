@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bitnet_ref — an independent reference forward pass for the runtime's architectures.
 
-Written from the published descriptions of the graphs (sources below), not from src/model/model.c: it shares
+Written from the published descriptions of the graphs (sources below), not from src/model/: it shares
 nothing with the C runtime but the file format. Its own small GGUF reader decodes F32, F16, BF16, Q8_0
 and I2_S tensors (type ids and byte sizes from codegen/ggml_types.py); all arithmetic is float64 numpy (Debian python3-numpy).
 
