@@ -1802,6 +1802,18 @@ TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
     EXPECT_EQ(a, BITNET_DUMMY_ARCH_BITNET_B158);
     EXPECT_FALSE(bitnet_dummy_arch_parse("Llama", &a));
     EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET_25), "bitnet-25");
+    // the constants are row numbers of base/arch.c's table
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET), "bitnet");
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET_B158), "bitnet-b1.58");
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_LLAMA), "llama");
+    EXPECT_EQ(bitnet_arch_at(BITNET_DUMMY_ARCH_LLAMA)->graph, BITNET_ARCH_LLAMA);
+    EXPECT_TRUE(bitnet_arch_at(BITNET_DUMMY_ARCH_LLAMA)->permuted_qk);
+    EXPECT_EQ(bitnet_arch_find("bitnet-25", 9)->graph, BITNET_ARCH_BITNET_B158);
+    EXPECT_EQ(bitnet_arch_find("bitnet-2", 8), nullptr);
+    char names[128];
+    EXPECT_STREQ(bitnet_arch_list(names, sizeof names, "'", ", ", " and "),
+                 "'bitnet', 'bitnet-b1.58', 'bitnet-25' and 'llama'");
+    EXPECT_STREQ(bitnet_arch_list(names, 10, "", ", ", " or "), "bitnet, b");   // truncated, terminated
 }
 
 // =============================================================================================
