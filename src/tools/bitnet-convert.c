@@ -23,34 +23,6 @@ static bool quant_embd_takes(const char *next) {
     return bitnet_dummy_embd_type_parse(next, &ty) || (next[0] != '-' && stat(next, &sb) != 0);
 }
 
-typedef struct progress_state {
-    bool tty;
-    int last_pct;
-    int64_t last_tensor;
-} progress_state;
-
-static void on_progress(void *user, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
-    progress_state *ps = (progress_state *)user;
-    const int pct = total ? (int)(done * 100 / total) : 100;
-    if (ps->tty) {
-        if (pct == ps->last_pct && ti == ps->last_tensor) return;
-        char bar[31];
-        const int fill = pct * 30 / 100;
-        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
-        bar[30] = '\0';
-        fprintf(stderr, "\rbitnet-convert: [%s] %3d%% tensor %lld/%lld %-32.32s", bar, pct, (long long)ti + 1,
-                (long long)nt, name);
-        if (done == total) fprintf(stderr, "\n");
-    } else {
-        if (pct / 10 == ps->last_pct / 10 && done != total) return;
-        if (pct == ps->last_pct) return;
-        fprintf(stderr, "bitnet-convert: %3d%% (%.1f of %.1f MiB) tensor %lld/%lld %s\n", pct, (double)done / 1048576.0,
-                (double)total / 1048576.0, (long long)ti + 1, (long long)nt, name);
-    }
-    ps->last_pct = pct;
-    ps->last_tensor = ti;
-}
-
 int main(int argc, char **argv) {
     bitnet_convert_params p;
     bitnet_convert_params_init(&p);
@@ -107,9 +79,9 @@ int main(int argc, char **argv) {
         return bitnet_args_fail(&args, "--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)",
                    p.embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0");
 
-    progress_state ps = {isatty(2) != 0, -1, -1};
+    bitnet_tool_progress ps = {"bitnet-convert", isatty(2) != 0, true, -1, -1};
     if (!quiet) {
-        p.progress = on_progress;
+        p.progress = bitnet_tool_on_progress;
         p.progress_user = &ps;
         fprintf(stderr, "bitnet-convert: converting %s to %s (%s)\n", p.model_dir, p.outfile, outtype);
     }

@@ -41,29 +41,6 @@ static bool quant_embd_takes(const char *next) {
     return next[0] != '-';
 }
 
-typedef struct progress_state {
-    bool tty;
-    int last_pct;
-    int64_t last_tensor;
-} progress_state;
-
-static void on_progress(void *user, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
-    progress_state *ps = (progress_state *)user;
-    int pct = total ? (int)(done * 100 / total) : 100;
-    if (ps->tty) {
-        if (pct == ps->last_pct && ti == ps->last_tensor) return;
-        fprintf(stderr, "\rbitnet-dummy: %3d%% tensor %lld/%lld %-40s", pct, (long long)ti + 1, (long long)nt, name);
-        if (done == total) fprintf(stderr, "\n");
-    } else {
-        if (pct / 10 == ps->last_pct / 10 && done != total) return;
-        if (pct == ps->last_pct) return;
-        fprintf(stderr, "bitnet-dummy: %3d%% (%.1f of %.1f MiB) tensor %lld/%lld %s\n", pct, (double)done / 1048576.0,
-                (double)total / 1048576.0, (long long)ti + 1, (long long)nt, name);
-    }
-    ps->last_pct = pct;
-    ps->last_tensor = ti;
-}
-
 /* Says which tiles each projection shape of a TL1/TL2 file gets (given or the default rule). */
 static void report_tiles(const bitnet_dummy_params *p, const bitnet_tool_tile_list *tiles) {
     const int32_t n_kv = p->n_head_kv ? p->n_head_kv : p->n_head;
@@ -172,9 +149,9 @@ int main(int argc, char **argv) {
         p.vocab = vocab;
     }
 
-    progress_state ps = {isatty(2) != 0, -1, -1};
+    bitnet_tool_progress ps = {"bitnet-dummy", isatty(2) != 0, false, -1, -1};
     if (!quiet) {
-        p.progress = on_progress;
+        p.progress = bitnet_tool_on_progress;
         p.progress_user = &ps;
         int32_t n_kv = p.n_head_kv ? p.n_head_kv : p.n_head;
         fprintf(stderr,

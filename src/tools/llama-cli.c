@@ -38,6 +38,8 @@
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "tools/common/args.h"
+#include "tools/common/bench_util.h"
+#include "tools/common/text_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -135,49 +137,6 @@ static int parse_args(int argc, char **argv, options *o) {
     if (!o->model) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");
     if (o->prompt && o->prompt_file) return bitnet_args_fail(&args, "give the prompt with -p or -f, not both");
     return -1;
-}
-
-/* Whole file as a NUL-terminated string; NULL on error (message printed). */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "llama-cli: error: cannot open prompt file '%s': %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - 1 - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        fprintf(stderr, "llama-cli: error: cannot read prompt file '%s'\n", path);
-        free(buf);
-        return NULL;
-    }
-    if (n > 0 && buf[n - 1] == '\n') n--;
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static bitnet_utf8_stream g_stdout_utf8; /* zero = empty stream (bitnet_utf8_stream_init) */
@@ -305,12 +264,12 @@ static int chat_eval(chat *c, bool add_gen) {
                     c->turn, n_ids, c->n_past, c->o->n_ctx);
             rc = CHAT_EXIT_CONTEXT_FULL;
         } else {
-            const double t0 = now_ms();
+            const double t0 = (bitnet_tool_now_s() * 1e3);
             if (bitnet_decode(c->ctx, ids, (int32_t)n_ids, c->n_past, false, &err) != BITNET_OK) {
                 fprintf(stderr, "llama-cli: error: evaluation failed: %s\n", err.msg);
                 rc = 1;
             } else {
-                c->t_prompt += now_ms() - t0;
+                c->t_prompt += (bitnet_tool_now_s() * 1e3) - t0;
                 c->n_prompt_tokens += n_ids;
                 c->n_past += (int32_t)n_ids;
             }
@@ -339,7 +298,7 @@ static int chat_reply(chat *c) {
     int32_t eog = -1;
     int rc = 0;
     bool oom = false;
-    const double t0 = now_ms();
+    const double t0 = (bitnet_tool_now_s() * 1e3);
     while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
         if (g_interrupted) { /* Ctrl-C since the turn was read (also while its prompt was evaluated) */
             g_interrupted = 0;
@@ -417,7 +376,7 @@ static int chat_reply(chat *c) {
     fwrite(rest, 1, bitnet_utf8_stream_flush(&u, rest), stdout);
     fputs("\n", stdout);
     fflush(stdout);
-    c->t_gen += now_ms() - t0;
+    c->t_gen += (bitnet_tool_now_s() * 1e3) - t0;
     c->n_gen_tokens += n_gen;
     if (oom) {
         fprintf(stderr, "llama-cli: error: out of memory\n");
@@ -614,16 +573,16 @@ static int generate(const options *o, bitnet_context *ctx, const bitnet_vocab *v
     }
 
     /* the prompt */
-    const double t0 = now_ms();
+    const double t0 = (bitnet_tool_now_s() * 1e3);
     if (bitnet_decode(ctx, prompt_ids, (int32_t)n_prompt, 0, false, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: prompt evaluation failed: %s\n", err.msg);
         goto done;
     }
-    const double t_prompt = now_ms() - t0;
+    const double t_prompt = (bitnet_tool_now_s() * 1e3) - t0;
     for (size_t i = 0; i < n_prompt; i++) print_piece(vocab, prompt_ids[i]);
 
     /* generation: sample, print, evaluate the token for the next step */
-    const double t1 = now_ms();
+    const double t1 = (bitnet_tool_now_s() * 1e3);
     int32_t n_past = (int32_t)n_prompt;
     int gen_failed = 0;
     while (o->n_predict < 0 || n_gen < (size_t)o->n_predict) {
@@ -643,7 +602,7 @@ static int generate(const options *o, bitnet_context *ctx, const bitnet_vocab *v
         }
         n_past++;
     }
-    const double t_gen = now_ms() - t1;
+    const double t_gen = (bitnet_tool_now_s() * 1e3) - t1;
     print_pieces_end();
     fputs("\n\n", stdout);
     fflush(stdout);
@@ -689,7 +648,7 @@ int main(int argc, char **argv) {
     size_t prompt_len = 0;
     const char *prompt = o.prompt ? o.prompt : "";
     if (o.prompt_file) {
-        file_prompt = read_file(o.prompt_file, &prompt_len);
+        file_prompt = bitnet_tool_read_text("llama-cli", "prompt file", o.prompt_file, &prompt_len);
         if (!file_prompt) return 1;
         prompt = file_prompt;
     } else {

@@ -36,6 +36,8 @@
 #include "eval/perplexity.h"
 #include "text/tokenizer.h"
 #include "tools/common/args.h"
+#include "tools/common/bench_util.h"
+#include "tools/common/text_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -114,57 +116,6 @@ static int parse_args(int argc, char **argv, options *o) {
     return -1;
 }
 
-/* The whole file, one trailing '\n' dropped (llama.cpp's -f), NUL-terminated for safety; NULL on error
- * (message printed). The text may contain NUL bytes: *len counts them. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fail("cannot open text file '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    int read_errno = 0;
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        const size_t r = fread(buf + n, 1, cap - 1 - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) read_errno = errno ? errno : EIO;
-            break;
-        }
-    }
-    fclose(f);
-    if (!buf) {
-        fail("out of memory reading '%s'", path);
-        return NULL;
-    }
-    if (read_errno) {
-        fail("cannot read text file '%s': %s", path, strerror(read_errno));
-        free(buf);
-        return NULL;
-    }
-    if (n > 0 && buf[n - 1] == '\n') n--;
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int main(int argc, char **argv) {
     options o = {0};
     o.kernel = BITNET_PATH_AUTO;
@@ -178,7 +129,7 @@ int main(int argc, char **argv) {
     if (pr >= 0) return pr;
 
     size_t text_len = 0;
-    char *text = read_text(o.file, &text_len);
+    char *text = bitnet_tool_read_text("llama-perplexity", "text file", o.file, &text_len);
     if (!text) return 1;
     if (text_len == 0) {
         free(text);
@@ -259,7 +210,7 @@ int main(int argc, char **argv) {
     }
     const int32_t bos = add_bos ? bitnet_vocab_bos(vocab) : -1;
     bitnet_ppl_sums sums = {0};
-    const double t0 = now_s();
+    const double t0 = bitnet_tool_now_s();
     for (int32_t i = 0; i < plan.n_chunk; i++) {
         if (bitnet_ppl_eval_chunk(c, m, ids, &plan, i, n_batch, bos, &sums, &err) != BITNET_OK) {
             printf("\n");
@@ -269,14 +220,14 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (i == 0) {
-            const double t1 = now_s() - t0;
+            const double t1 = bitnet_tool_now_s() - t0;
             fprintf(stderr, "llama-perplexity: %.2f s for the first chunk, about %.1f s for all %d\n", t1,
                     t1 * plan.n_chunk, plan.n_chunk);
         }
         printf("[%d]%.4f,", i + 1, bitnet_ppl_value(&sums));
         fflush(stdout);
     }
-    const double secs = now_s() - t0;
+    const double secs = bitnet_tool_now_s() - t0;
     const double ppl = bitnet_ppl_value(&sums), unc = bitnet_ppl_uncertainty(&sums);
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, unc);
     if (fflush(stdout) != 0) {

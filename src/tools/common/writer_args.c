@@ -1,6 +1,8 @@
-/* writer_args.c — --outtype, --quant-embd and --tiles of bitnet-dummy and bitnet-convert (writer_args.h). */
+/* writer_args.c — --outtype, --quant-embd and --tiles of bitnet-dummy and bitnet-convert, and their progress
+ * output (writer_args.h). */
 #include "tools/common/writer_args.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int bitnet_tool_on_tiles(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
@@ -36,4 +38,31 @@ int bitnet_tool_on_quant_embd(const bitnet_args *args, const bitnet_arg_opt *opt
     if (!bitnet_dummy_embd_type_parse(t, (int *)opt->dst))
         return bitnet_args_fail(args, "--quant-embd: '%s' is not one of f16, q8_0, q6_k", t);
     return 0;
+}
+
+void bitnet_tool_on_progress(void *user, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
+    bitnet_tool_progress *ps = (bitnet_tool_progress *)user;
+    const int pct = total ? (int)(done * 100 / total) : 100;
+    if (ps->tty) {
+        if (pct == ps->last_pct && ti == ps->last_tensor) return;
+        if (ps->bar) {
+            char bar[31];
+            const int fill = pct * 30 / 100;
+            for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+            bar[30] = '\0';
+            fprintf(stderr, "\r%s: [%s] %3d%% tensor %lld/%lld %-32.32s", ps->tool, bar, pct, (long long)ti + 1,
+                    (long long)nt, name);
+        } else {
+            fprintf(stderr, "\r%s: %3d%% tensor %lld/%lld %-40s", ps->tool, pct, (long long)ti + 1, (long long)nt,
+                    name);
+        }
+        if (done == total) fprintf(stderr, "\n");
+    } else {
+        if (pct / 10 == ps->last_pct / 10 && done != total) return;
+        if (pct == ps->last_pct) return;
+        fprintf(stderr, "%s: %3d%% (%.1f of %.1f MiB) tensor %lld/%lld %s\n", ps->tool, pct,
+                (double)done / 1048576.0, (double)total / 1048576.0, (long long)ti + 1, (long long)nt, name);
+    }
+    ps->last_pct = pct;
+    ps->last_tensor = ti;
 }

@@ -1,5 +1,6 @@
-/* writer_args.h — the option callbacks (args.h) that the two GGUF writers bitnet-dummy and
- * bitnet-convert share: --outtype, --quant-embd [T] and the repeatable --tiles M,K,BM,BK,bm. */
+/* writer_args.h — what the two GGUF writers bitnet-dummy and bitnet-convert share: the option callbacks
+ * (args.h) of --outtype, --quant-embd [T] and the repeatable --tiles M,K,BM,BK,bm, and the progress
+ * output on stderr. */
 #ifndef BITNET_TOOL_WRITER_ARGS_H
 #define BITNET_TOOL_WRITER_ARGS_H
 
@@ -26,5 +27,18 @@ int bitnet_tool_on_tiles(const bitnet_args *args, const bitnet_arg_opt *opt, con
 int bitnet_tool_on_outtype(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
 /* --quant-embd [T]: f16 (T absent), q8_0 or q6_k into an int (a BITNET_TYPE_* id). */
 int bitnet_tool_on_quant_embd(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
+
+/* Progress of a writer (the `progress` callback of bitnet_dummy_params / bitnet_convert_params, user data
+ * a bitnet_tool_progress): on a terminal one line redrawn per tensor ("<tool>: [####....] 42% tensor
+ * i/n NAME" with `bar`, without the bar otherwise), elsewhere one line per 10% ("<tool>: 40% (x of y MiB)
+ * tensor i/n NAME"). Initialize with {tool, isatty(2) != 0, bar, -1, -1}. */
+typedef struct bitnet_tool_progress {
+    const char *tool;
+    bool tty;
+    bool bar;
+    int last_pct;
+    int64_t last_tensor;
+} bitnet_tool_progress;
+void bitnet_tool_on_progress(void *user, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total);
 
 #endif
