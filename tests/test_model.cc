@@ -1937,7 +1937,9 @@ TEST(LlamaCli, LutTilesRunsAFileWithoutTileRecord) {
     std::string refused, with_ini, ref;
     EXPECT_EQ(RunCmd("'" + kCli + "' -m '" + tl2 + "'" + args, &refused), 1);
     ExpectParts(refused, {"records no tile table", "blk.0.attn_q.weight", "M = 256, K = 256", "--lut-tiles"});
-    ASSERT_EQ(RunCmd("'" + kCli + "' -m '" + tl2 + "' --lut-tiles '" + kIniDir + "tiny-tl2.ini'" + args, &with_ini), 0)
+    // --kernel tl2: the TL2 path itself (auto is I2_S under BITNET_ISA=scalar and TL1 on AArch64)
+    ASSERT_EQ(RunCmd("'" + kCli + "' -m '" + tl2 + "' --kernel tl2 --lut-tiles '" + kIniDir + "tiny-tl2.ini'" + args,
+                     &with_ini), 0)
         << with_ini;
     ASSERT_EQ(RunCmd("'" + kCli + "' -m '" + i2s + "'" + args, &ref), 0) << ref;
     const auto ids = [](const std::string &log) {
