@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* New rows go at the end: the constants of bitnet_dummy_arch (convert/dummy_model.h) are row numbers
- * (test_model.cc DummyArch checks each one against its name). */
+ * (test_model.cc Archs.DummyKeysAndTensorsPerArchitecture checks each one against its name). */
 static const bitnet_arch_info k_archs[] = {
     /* bitnet.cpp's own files (bitnet_b1_58-large / 3B layout, converter "bitnet") */
     {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true, false},

@@ -129,6 +129,8 @@ bitnet_status bitnet_gguf_set_arr_str(bitnet_gguf_writer *w, const char *key, co
 bitnet_status bitnet_gguf_add_tensor(bitnet_gguf_writer *w, const char *name, int type, int n_dims,
                                      const int64_t *ne, bitnet_error *err);
 
+/* Write the header, every key and the tensor table to "<path>.tmp" (after the keys and tensors are declared);
+ * the tensors' bytes follow with bitnet_gguf_write_data in declaration order. Errors name path. */
 bitnet_status bitnet_gguf_write_begin(bitnet_gguf_writer *w, const char *path, bitnet_error *err);
 /* Append bytes of the current tensor; may be called several times per tensor. Bytes beyond the
  * current tensor's size are an error. Padding between tensors is written automatically. */

@@ -52,6 +52,7 @@ typedef struct bitnet_tensor_extra {
  * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
  * default / environment value; not thread-safe against a concurrent transform). */
 #define BITNET_LUT_I2S_MIN_COLS_VNNI 16
+/* The current threshold (columns) as described above; 0 = the LUT path for every column count. */
 int64_t bitnet_lut_i2s_min_cols(void);
 void bitnet_lut_set_i2s_min_cols(int64_t n);
 

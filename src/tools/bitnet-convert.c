@@ -72,12 +72,7 @@ int main(int argc, char **argv) {
     if (!p.outfile) return bitnet_args_fail(&args, "missing -o/--outfile PATH");
     p.tiles = tiles.v;
     p.n_tiles = tiles.n;
-    /* f32 files hold every tensor in F32: f16 (what the bare flag means) leaves them so, as bitnet.cpp's
-     * converter does with --outtype f32 --quant-embd; q8_0/q6_k there are refused */
-    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type == BITNET_TYPE_F16) p.embd_type = 0;
-    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type != 0)
-        return bitnet_args_fail(&args, "--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)",
-                   p.embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0");
+    if (bitnet_tool_check_quant_embd(&args, p.outtype, &p.embd_type) != 0) return BITNET_EXIT_USAGE;
 
     bitnet_tool_progress ps = {"bitnet-convert", isatty(2) != 0, true, -1, -1};
     if (!quiet) {

@@ -1,6 +1,6 @@
 /* bitnet-dummy — command-line front end of the dummy-model writer (src/convert/dummy_model.h): writes a GGUF
- * of architecture "bitnet" (default), "bitnet-b1.58", "bitnet-25" or "llama" of the given dimensions
- * with seeded random ternary weights.
+ * of any architecture of base/arch.c's table ("bitnet" by default) of the given dimensions with seeded
+ * random ternary weights.
  * utils/generate-dummy-bitnet-model.py calls it with the named size layouts. Progress goes to stderr.
  * Exit status (args.h): 0 written; 1 generation failed (I/O, memory; the message names what); 2 bad command line
  * or a parameter combination the writer refuses (the message names the value). */
@@ -132,12 +132,7 @@ int main(int argc, char **argv) {
                                 bitnet_dummy_outtype_name(p.outtype));
     p.tiles = tiles.v;
     p.n_tiles = tiles.n;
-    /* f32 files hold every tensor in F32: f16 (what the bare flag means) leaves them so, as bitnet.cpp's
-     * converter does; q8_0/q6_k there are refused */
-    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type == BITNET_TYPE_F16) p.embd_type = 0;
-    if (p.outtype == BITNET_DUMMY_F32 && p.embd_type != 0)
-        return bitnet_args_fail(&args, "--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)",
-                                p.embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0");
+    if (bitnet_tool_check_quant_embd(&args, p.outtype, &p.embd_type) != 0) return BITNET_EXIT_USAGE;
 
     bitnet_error err = {{0}};
     bitnet_dummy_vocab *vocab = NULL;

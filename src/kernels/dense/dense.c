@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kernels/dense/dense_internal.h"
-#include "kernels/lut/lut.h"
+#include "kernels/isa.h"
 
 float bitnet_dense_f16_table[1 << 16];
 

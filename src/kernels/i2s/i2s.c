@@ -9,7 +9,7 @@
 
 #include "base/quants.h"
 #include "kernels/i2s/i2s_internal.h"
-#include "kernels/lut/lut.h"
+#include "kernels/isa.h"
 
 int32_t bitnet_i2s_qsum(const int8_t *q, int64_t K) {
     int32_t s = 0;

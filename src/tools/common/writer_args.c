@@ -40,6 +40,14 @@ int bitnet_tool_on_quant_embd(const bitnet_args *args, const bitnet_arg_opt *opt
     return 0;
 }
 
+int bitnet_tool_check_quant_embd(const bitnet_args *args, bitnet_dummy_outtype outtype, int *embd_type) {
+    if (outtype == BITNET_DUMMY_F32 && *embd_type == BITNET_TYPE_F16) *embd_type = 0;
+    if (outtype == BITNET_DUMMY_F32 && *embd_type != 0)
+        return bitnet_args_fail(args, "--quant-embd %s: --outtype f32 writes every tensor as F32 (choose f16, i2_s, tl1 or tl2)",
+                                *embd_type == BITNET_TYPE_Q6_K ? "q6_k" : "q8_0");
+    return 0;
+}
+
 void bitnet_tool_on_progress(void *user, int64_t ti, int64_t nt, const char *name, uint64_t done, uint64_t total) {
     bitnet_tool_progress *ps = (bitnet_tool_progress *)user;
     const int pct = total ? (int)(done * 100 / total) : 100;

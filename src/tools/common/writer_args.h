@@ -28,6 +28,11 @@ int bitnet_tool_on_outtype(const bitnet_args *args, const bitnet_arg_opt *opt, c
 /* --quant-embd [T]: f16 (T absent), q8_0 or q6_k into an int (a BITNET_TYPE_* id). */
 int bitnet_tool_on_quant_embd(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val);
 
+/* --quant-embd against --outtype, after parsing: f32 files hold every tensor in F32, so f16 (what the
+ * bare flag means) leaves them so (*embd_type becomes 0), as bitnet.cpp's converter does with --outtype
+ * f32 --quant-embd, and q8_0/q6_k are refused (bitnet_args_fail). Returns 0 or BITNET_EXIT_USAGE. */
+int bitnet_tool_check_quant_embd(const bitnet_args *args, bitnet_dummy_outtype outtype, int *embd_type);
+
 /* Progress of a writer (the `progress` callback of bitnet_dummy_params / bitnet_convert_params, user data
  * a bitnet_tool_progress): on a terminal one line redrawn per tensor ("<tool>: [####....] 42% tensor
  * i/n NAME" with `bar`, without the bar otherwise), elsewhere one line per 10% ("<tool>: 40% (x of y MiB)

@@ -54,11 +54,10 @@ typedef struct kb_opts {
 
 extern bool kb_quiet; /* -q: no progress lines */
 
-/* "bitnet-kernel-bench: <message>" on stderr unless kb_quiet. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-void kb_progress(const char *fmt, ...);
+void kb_progress(const char *fmt, ...); /* "bitnet-kernel-bench: <message>" on stderr unless kb_quiet */
 
 size_t kb_round64(size_t n);            /* n rounded up to a multiple of 64 */
 void *kb_alloc(size_t n);               /* 64-byte aligned, at least 64 bytes; free() it */
@@ -121,6 +120,7 @@ typedef struct kb_wset {
  * (the calls' rotation set; 1 = no cache busting). force_generic: the generic SIMD kernel. */
 bitnet_status kb_wset_make(kb_wset *ws, int type, bitnet_tiles tiles, const int8_t *w8, int64_t M, int64_t K,
                            int n_copies, bool force_generic, bitnet_error *err);
+/* Frees the packed weights and transformed copies of one weight set (a zeroed set is a no-op). */
 void kb_wset_free(kb_wset *w);
 /* Frees the buffer every weight set's copies share. */
 void kb_arena_release(void);

@@ -60,6 +60,7 @@ void kb_pool_costs(kb_session *s);
 void kb_run_jobs(kb_session *s);
 /* The read bandwidth again after the kernels; the roofline becomes the larger median. */
 void kb_bandwidth_end(kb_session *s);
+/* Frees the session's thread pools and bandwidth buffers. */
 void kb_session_free(kb_session *s);
 
 #endif
