@@ -1,8 +1,10 @@
-/* common.c — error reporting helpers shared by every module. */
+/* common.c — error reporting helpers and the byte-string copy shared by every module. */
 #include "base/common.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 bitnet_status bitnet_fail(bitnet_error *err, bitnet_status status, const char *fmt, ...) {
     if (err) {
@@ -24,4 +26,12 @@ const char *bitnet_status_name(bitnet_status status) {
     case BITNET_ERR_INVALID_ARG: return "invalid argument";
     }
     return "unknown status";
+}
+
+char *bitnet_strndup(const char *s, size_t n) {
+    char *d = (char *)malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
 }

@@ -36,6 +36,11 @@ bitnet_status bitnet_fail(bitnet_error *err, bitnet_status status, const char *f
 /* Short name of a status ("I/O error", ...). */
 const char *bitnet_status_name(bitnet_status status);
 
+/* A malloc'ed copy of the n bytes at s with a NUL after them (s need not be NUL-terminated; the bytes may
+ * contain NULs); NULL on out of memory. The string copies of the GGUF reader/writer, the vocabulary
+ * loaders and the converters. */
+char *bitnet_strndup(const char *s, size_t n);
+
 /* GGML tensor type ids as stored in GGUF (formats.md "Type ids"). */
 enum bitnet_type {
     BITNET_TYPE_F32 = 0,

@@ -29,13 +29,5 @@ static inline size_t type_size(uint32_t t) {
     }
 }
 
-/* Copy of n bytes with a NUL after them, or NULL on out of memory. */
-static inline char *dup_bytes(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
 
 #endif

@@ -190,7 +190,7 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
     if (memchr(ks, 0, (size_t)klen)) {
         return fail_at(g, err, BITNET_ERR_FORMAT, kv->rec_off, "key #%lld contains a NUL byte", (long long)i);
     }
-    kv->key = dup_bytes(ks, (size_t)klen);
+    kv->key = bitnet_strndup(ks, (size_t)klen);
     if (!kv->key) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory reading keys", g->path);
     if (strtab_lookup(&g->kv_tab, kv->key, kv_name_of, g, i) >= 0) {
         return fail_at(g, err, BITNET_ERR_FORMAT, kv->rec_off, "duplicate key '%s'", kv->key);
@@ -306,7 +306,7 @@ static bitnet_status parse_tensor_info(bitnet_gguf *g, cursor *c, int64_t i, bit
     if (memchr(ns, 0, (size_t)nlen)) {
         return fail_at(g, err, BITNET_ERR_FORMAT, at, "tensor #%lld: name contains a NUL byte", (long long)i);
     }
-    char *name = dup_bytes(ns, (size_t)nlen);
+    char *name = bitnet_strndup(ns, (size_t)nlen);
     if (!name) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory reading tensor names", g->path);
     t->name = name;
     if (strtab_lookup(&g->tensor_tab, name, tensor_name_of, g, i) >= 0) {
@@ -472,7 +472,7 @@ bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "gguf_open: NULL path or output");
     bitnet_gguf *g = (bitnet_gguf *)calloc(1, sizeof *g);
     if (!g) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    g->path = dup_bytes(path, strlen(path));
+    g->path = bitnet_strndup(path, strlen(path));
     if (!g->path) {
         free(g);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);

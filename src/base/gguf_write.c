@@ -122,7 +122,7 @@ static bitnet_status put_kv(bitnet_gguf_writer *w, const char *key, uint32_t typ
         w->kv = nk;
         w->cap_kv = nc;
     }
-    char *k = dup_bytes(key, strlen(key));
+    char *k = bitnet_strndup(key, strlen(key));
     if (!k) {
         free(val);
         return set_sticky(w, BITNET_ERR_NOMEM, key, "out of memory");
@@ -243,7 +243,7 @@ bitnet_status bitnet_gguf_add_tensor(bitnet_gguf_writer *w, const char *name, in
         w->t = nt;
         w->cap_t = nc;
     }
-    char *nm = dup_bytes(name, nl);
+    char *nm = bitnet_strndup(name, nl);
     if (!nm) return bitnet_fail(err, BITNET_ERR_NOMEM, "gguf writer: out of memory adding tensor %s", name);
     wtensor *t = &w->t[w->n_t++];
     memset(t, 0, sizeof *t);
@@ -301,7 +301,7 @@ bitnet_status bitnet_gguf_write_begin(bitnet_gguf_writer *w, const char *path, b
     }
     const size_t pl = strlen(path);
     w->tmp_path = (char *)malloc(pl + 5);
-    w->path = dup_bytes(path, pl);
+    w->path = bitnet_strndup(path, pl);
     if (!w->tmp_path || !w->path) {
         bitnet_gguf_write_abort(w);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);

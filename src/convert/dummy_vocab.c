@@ -46,13 +46,6 @@ void bitnet_dummy_vocab_free(bitnet_dummy_vocab *v) {
     free(v);
 }
 
-static char *dup_n(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
 
 static uint64_t fnv1a(const char *s, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -83,7 +76,7 @@ static bool store_add(vocab_store *st, const char *s, size_t n, float score, int
     if (st->n >= st->cap) return true;
     size_t slot = set_find(st, s, n);
     if (st->slots[slot] >= 0) return true;
-    char *d = dup_n(s, n);
+    char *d = bitnet_strndup(s, n);
     if (!d) return false;
     st->tokens[st->n] = d;
     st->scores[st->n] = score;
@@ -257,8 +250,8 @@ bitnet_status bitnet_dummy_vocab_builtin(int32_t n_tokens, bitnet_dummy_vocab **
              store_add(st, buf + 3, n, -(float)(st->n - 258), BITNET_TOKEN_NORMAL);
     }
     if (ok) {
-        st->model = dup_n("llama", 5);
-        st->pre = dup_n("default", 7);
+        st->model = bitnet_strndup("llama", 5);
+        st->pre = bitnet_strndup("default", 7);
         ok = st->model && st->pre;
     }
     bitnet_dummy_vocab *v = ok ? vocab_wrap(st, 1, 2, -1) : NULL;
@@ -291,7 +284,7 @@ static bitnet_status opt_str(const bitnet_gguf *g, const char *key, const char *
         bitnet_status s = bitnet_gguf_get_str(g, key, &p, &n, err);
         if (s != BITNET_OK) return s;
     }
-    *out = dup_n(p ? p : "", n);
+    *out = bitnet_strndup(p ? p : "", n);
     return *out ? BITNET_OK : bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying %s", key);
 }
 
@@ -308,7 +301,7 @@ static bitnet_status copy_tokens(const bitnet_gguf *g, const char *path, uint64_
             return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%llu] contains a NUL byte", path,
                                (unsigned long long)i);
         }
-        st->tokens[i] = dup_n(p, len);
+        st->tokens[i] = bitnet_strndup(p, len);
         if (!st->tokens[i]) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying tokens");
         st->n = (int32_t)(i + 1);
         st->types[i] = BITNET_TOKEN_NORMAL;
@@ -374,7 +367,7 @@ static bitnet_status copy_merges(const bitnet_gguf *g, const char *path, vocab_s
             size_t len;
             s = bitnet_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &p, &len, err);
             if (s != BITNET_OK) return s;
-            st->merges[i] = dup_n(p, len);
+            st->merges[i] = bitnet_strndup(p, len);
             if (!st->merges[i]) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory copying merges");
             st->n_merges = i + 1;
         }

@@ -179,7 +179,7 @@ static bitnet_status read_pieces(pb *r, const char *path, bitnet_hf_vocab *v, bi
             return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d \"%.40s\" has type %llu (expected 1..6)", path, (int)i,
                                (const char *)text, (unsigned long long)type);
         }
-        if (!(v->tokens[i] = xstrndup((const char *)text, tl))) return oom(err);
+        if (!(v->tokens[i] = bitnet_strndup((const char *)text, tl))) return oom(err);
         v->scores[i] = score;
         v->token_types[i] = (int32_t)type; /* SentencePiece's enum values are GGUF's token types */
         i++;
@@ -263,7 +263,7 @@ bitnet_status bitnet_hf_apply_added_decoder(bitnet_hf_vocab *v, const char *dir,
         const int32_t id = (int32_t)strtoll(key2, NULL, 10);
         const char *content = get_str(val2, "content");
         if (strcmp(v->tokens[id], content) != 0) {
-            char *t = xstrndup(content, strlen(content));
+            char *t = bitnet_strndup(content, strlen(content));
             if (!t) return oom(err);
             free(v->tokens[id]);
             v->tokens[id] = t;

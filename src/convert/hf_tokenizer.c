@@ -200,7 +200,7 @@ static bitnet_status fill_holes(bitnet_hf_vocab *v, int32_t from, bitnet_error *
         if (v->tokens[i]) continue;
         char name[32];
         snprintf(name, sizeof name, "[PAD%d]", (int)i);
-        if (!(v->tokens[i] = xstrndup(name, strlen(name)))) return oom(err);
+        if (!(v->tokens[i] = bitnet_strndup(name, strlen(name)))) return oom(err);
         v->token_types[i] = BITNET_TOKEN_UNUSED;
         if (v->scores) v->scores[i] = -1000.0f;
     }
@@ -296,7 +296,7 @@ static bitnet_status apply_config(bitnet_hf_vocab *v, const char *dir, json_obje
             if (str_is(e, "name", "default")) tmpl = get_str(e, "template");
         }
     }
-    if (tmpl && !(v->chat_template = xstrndup(tmpl, strlen(tmpl)))) return oom(err);
+    if (tmpl && !(v->chat_template = bitnet_strndup(tmpl, strlen(tmpl)))) return oom(err);
     return BITNET_OK;
 }
 
@@ -416,7 +416,7 @@ static bool spm_style(json_object *root, int *prefix, bitnet_status *st, const c
 /* "left right" text of one merge entry (string, or a two-string array in newer files). */
 static char *merge_text(json_object *m) {
     if (json_object_is_type(m, json_type_string)) {
-        return xstrndup(json_object_get_string(m), (size_t)json_object_get_string_len(m));
+        return bitnet_strndup(json_object_get_string(m), (size_t)json_object_get_string_len(m));
     }
     if (json_object_is_type(m, json_type_array) && json_object_array_length(m) == 2) {
         json_object *a = json_object_array_get_idx(m, 0), *b = json_object_array_get_idx(m, 1);
@@ -627,7 +627,7 @@ static bitnet_status fill_tokens(bitnet_hf_vocab *v, json_object *model, json_ob
                                    "%s: model.vocab has two tokens with id %d: \"%.40s\" and \"%.40s\"", path, (int)id,
                                    v->tokens[id], key);
             }
-            if (!(v->tokens[id] = xstrndup(key, kl))) return oom(err);
+            if (!(v->tokens[id] = bitnet_strndup(key, kl))) return oom(err);
             v->token_types[id] = BITNET_TOKEN_NORMAL;
             if (spm && kl == 6 && strncmp(key, "<0x", 3) == 0 && key[5] == '>') v->token_types[id] = BITNET_TOKEN_BYTE;
         }
@@ -646,7 +646,7 @@ static bitnet_status fill_tokens(bitnet_hf_vocab *v, json_object *model, json_ob
         }
         if (!v->tokens[id] || strcmp(v->tokens[id], content) != 0) { /* the added text wins, as in tokenizers */
             free(v->tokens[id]);
-            if (!(v->tokens[id] = xstrndup(content, cl))) return oom(err);
+            if (!(v->tokens[id] = bitnet_strndup(content, cl))) return oom(err);
         }
         const bool special = get_bool(a, "special") == 1;
         v->token_types[id] = special || looks_special(content) ? BITNET_TOKEN_CONTROL : BITNET_TOKEN_USER_DEFINED;

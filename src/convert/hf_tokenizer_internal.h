@@ -13,14 +13,6 @@
 
 static inline bitnet_status oom(bitnet_error *err) { return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory reading the tokenizer"); }
 
-static inline char *xstrndup(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
 
 static inline json_object *get(json_object *o, const char *key) {
     json_object *v = NULL;

@@ -59,14 +59,6 @@ struct bitnet_st_set {
     int64_t cap_tensors;
 };
 
-static char *dup_str(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
 
 static char *join_path(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -86,7 +78,7 @@ static char *join_path(const char *dir, const char *name) {
 static bitnet_status map_file(const char *path, st_file *f, bitnet_error *err) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    f->path = dup_str(path, strlen(path));
+    f->path = bitnet_strndup(path, strlen(path));
     if (!f->path) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -292,7 +284,7 @@ static bitnet_status load_header(bitnet_st_set *s, const st_file *f, bitnet_erro
         }
         bitnet_st_tensor t;
         if ((st = parse_entry(f, key, val, data_start, &t, err)) != BITNET_OK) break;
-        t.name = dup_str(key, strlen(key));
+        t.name = bitnet_strndup(key, strlen(key));
         if (!t.name) {
             st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
             break;
@@ -533,7 +525,7 @@ static bitnet_status open_dir(bitnet_st_set *s, const char *dir, bitnet_error *e
             }
             names = nn;
         }
-        if (!(names[n] = dup_str(e->d_name, len))) {
+        if (!(names[n] = bitnet_strndup(e->d_name, len))) {
             st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", dir);
             break;
         }

@@ -68,7 +68,7 @@ bitnet_status bitnet_bpe_load(const bitnet_gguf *g, bitnet_vocab *v, bitnet_erro
                            "gpt2, llama-bpe, llama3, llama-v3, falcon3, falcon_e)",
                            path, (int)(pre_len > 64 ? 64 : pre_len), pre);
     }
-    if (!(v->pre_name = dup_str(pk->name, strlen(pk->name)))) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
+    if (!(v->pre_name = bitnet_strndup(pk->name, strlen(pk->name)))) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
     v->ignore_merges = pk->llama3_style;
     int ecode;
     PCRE2_SIZE eoff;

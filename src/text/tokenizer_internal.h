@@ -93,15 +93,6 @@ static inline int32_t text_token(const bitnet_vocab *v, const char *s, size_t n)
     return t == BITNET_TOKEN_NORMAL || t == BITNET_TOKEN_USER_DEFINED || t == 0 ? id : -1;
 }
 
-/* Copy of a GGUF string value (NUL-terminated), or NULL on out of memory. */
-static inline char *dup_str(const char *s, size_t n) {
-    char *d = (char *)malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
 
 static inline int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';

@@ -203,13 +203,13 @@ static bitnet_status load_pre_and_template(const bitnet_gguf *g, bitnet_vocab *v
             (st = bitnet_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len, err)) != BITNET_OK) {
             return st;
         }
-        if (!(v->pre_name = dup_str(pre, pre_len))) return vocab_nomem(g, v->n, err);
+        if (!(v->pre_name = bitnet_strndup(pre, pre_len))) return vocab_nomem(g, v->n, err);
     }
     if (bitnet_gguf_find_kv(g, "tokenizer.chat_template") >= 0) {
         const char *t;
         size_t tl;
         if ((st = bitnet_gguf_get_str(g, "tokenizer.chat_template", &t, &tl, err)) != BITNET_OK) return st;
-        if (!(v->chat_template = dup_str(t, tl))) return vocab_nomem(g, v->n, err);
+        if (!(v->chat_template = bitnet_strndup(t, tl))) return vocab_nomem(g, v->n, err);
     }
     return BITNET_OK;
 }
