@@ -12,25 +12,16 @@ Why: the largest legal block_m gives the fewest kernel calls while keeping a til
 split among threads; TL1's block_k is bounded by the int16 accumulator (design.md §2: BK <= 256)
 and must divide K; TL2's block_k must be a multiple of 24 (8 groups of 3 per sign word) and leave a
 K remainder the two-weight path takes 32 at a time. Every result is checked with Scheme.violations.
+Where it lives: block_m and simd_m here, each scheme's block_k in codegen/targets.py
+(SCHEMES[...].default_block_k); tests/codegen/test_type_facts.py checks it against the C copy.
 """
 from __future__ import annotations
 
 from .shapes import fmt_shape
-from .targets import SCHEMES, Scheme
+from .targets import SCHEMES, Scheme, largest_dividing_multiple
 
-RULE_TEXT = {
-    "tl1": "simd_m 32; block_m = largest multiple of 32 dividing M, <= 256; "
-           "block_k = largest multiple of 8 dividing K, <= 256",
-    "tl2": "simd_m 32; block_m = largest multiple of 32 dividing M, <= 256; "
-           "block_k = 96 if (K % 96) % 32 == 0, else the largest multiple of 24 <= 240 with (K % block_k) % 32 == 0",
-}
-
-
-def _largest_dividing_multiple(n: int, step: int, limit: int) -> int | None:
-    for cand in range(limit - limit % step, 0, -step):
-        if n % cand == 0:
-            return cand
-    return None
+# The default rule of each scheme in words (SCHEMES[...].default_rule_text).
+RULE_TEXT = {name: sch.default_rule_text for name, sch in SCHEMES.items()}
 
 
 def derive_tiles(target, m: int, k: int) -> dict | None:
@@ -43,22 +34,10 @@ def derive_tiles(target, m: int, k: int) -> dict | None:
     t: Scheme = target if isinstance(target, Scheme) else SCHEMES[target]
     if m <= 0 or k <= 0 or m % 32:
         return None
-    block_m = _largest_dividing_multiple(m, 32, 256)
-    if t.name == "tl1":
-        if k % 8:
-            return None
-        block_k = _largest_dividing_multiple(k, 8, 256)
-    elif t.name == "tl2":
-        if k < 256:
-            return None
-        if (k % 96) % 32 == 0:
-            block_k = 96
-        else:
-            block_k = next((bk for bk in range(240, 0, -24) if (k % bk) % 32 == 0), None)
-            if block_k is None:
-                return None
-    else:
-        raise KeyError(f"no tile rule for target {t.name!r}")
+    block_m = largest_dividing_multiple(m, 32, 256)
+    block_k = t.default_block_k(k)
+    if block_k is None:
+        return None
     tiles = {"block_m": block_m, "block_k": block_k, "simd_m": 32}
     broken = t.violations(m, k, block_m, block_k, 32)
     if broken:  # the rule above and Scheme.violations disagree: a bug here, not bad input

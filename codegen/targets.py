@@ -50,8 +50,13 @@ class Scheme:
     block_k_max: int          # int16 accumulator bound (design.md §2)
     ctor_three_k: str         # what the LUT constructor does with its three_k argument (header comment)
     kernel_note_keys: tuple[str, ...]   # derived numbers the header names in each kernel's comment
+    default_rule_text: str    # the default tile rule in words (codegen derive writes it into `source:`)
     rule_fn: Callable[[int, int, int, int, int], list[Violation]] = field(repr=False, compare=False)
     derive: Callable[[int, int, int, int, int], dict] = field(repr=False, compare=False)
+    # the default rule's block_k for K (None: no legal one); block_m and simd_m are common (derive.py)
+    default_block_k: Callable[[int], int | None] = field(repr=False, compare=False)
+    # the block_k values `codegen tune` tries for K (before the rules filter them)
+    search_block_ks: Callable[[int], list[int]] = field(repr=False, compare=False)
 
     @property
     def type_id(self) -> int:
@@ -189,20 +194,55 @@ def _tl2_derive(m: int, k: int, block_m: int, block_k: int, simd_m: int) -> dict
     }
 
 
+def largest_dividing_multiple(n: int, step: int, limit: int) -> int | None:
+    """The largest multiple of step, <= limit, that divides n; None when there is none."""
+    for cand in range(limit - limit % step, 0, -step):
+        if n % cand == 0:
+            return cand
+    return None
+
+
+def _tl1_default_block_k(k: int) -> int | None:
+    return largest_dividing_multiple(k, 8, 256) if k % 8 == 0 else None
+
+
+def _tl2_default_block_k(k: int) -> int | None:
+    if k < 256:
+        return None
+    if (k % 96) % 32 == 0:
+        return 96
+    return next((bk for bk in range(240, 0, -24) if (k % bk) % 32 == 0), None)
+
+
+def _tl1_search_block_ks(k: int) -> list[int]:
+    ks = [bk for bk in range(32, 256 + 1, 32) if k % bk == 0]
+    return ks or [bk for bk in range(4, 256 + 1, 4) if k % bk == 0]
+
+
+def _tl2_search_block_ks(k: int) -> list[int]:
+    return list(range(24, 255 + 1, 24))
+
+
 SCHEMES: dict[str, Scheme] = {
     "tl1": Scheme(
         name="tl1", ggml_type="TL1", layouts_section=3,
         simd_m_allowed=(32, 64), block_k_max=256,
         ctor_three_k="three_k is ignored (TL1 has no three-weight part).",
         kernel_note_keys=(),
+        default_rule_text="simd_m 32; block_m = largest multiple of 32 dividing M, <= 256; "
+                          "block_k = largest multiple of 8 dividing K, <= 256",
         rule_fn=_tl1_rules, derive=_tl1_derive,
+        default_block_k=_tl1_default_block_k, search_block_ks=_tl1_search_block_ks,
     ),
     "tl2": Scheme(
         name="tl2", ggml_type="TL2", layouts_section=4,
         simd_m_allowed=(32,), block_k_max=255,
         ctor_three_k="three_k = floor(K / BK) * BK: the part of K grouped by three (the rest pairs, TL1 style).",
         kernel_note_keys=("three_k", "two_k"),
+        default_rule_text="simd_m 32; block_m = largest multiple of 32 dividing M, <= 256; block_k = 96 if "
+                          "(K % 96) % 32 == 0, else the largest multiple of 24 <= 240 with (K % block_k) % 32 == 0",
         rule_fn=_tl2_rules, derive=_tl2_derive,
+        default_block_k=_tl2_default_block_k, search_block_ks=_tl2_search_block_ks,
     ),
 }
 

@@ -94,14 +94,8 @@ def candidates(target: str, m: int, k: int, max_block_m: int = DEFAULT_MAX_BLOCK
     t = SCHEMES[target]
     cap = min(max_block_m, HOST_MAX_BLOCK_M, m)
     block_ms = [bm for bm in range(32, cap + 1, 32) if m % bm == 0]
-    if target == "tl2":
-        block_ks = [bk for bk in range(24, t.block_k_max + 1, 24)]
-        simd_ms = [32]
-    else:
-        block_ks = [bk for bk in range(32, t.block_k_max + 1, 32) if k % bk == 0]
-        if not block_ks:
-            block_ks = [bk for bk in range(4, t.block_k_max + 1, 4) if k % bk == 0]
-        simd_ms = list(t.simd_m_allowed)
+    block_ks = t.search_block_ks(k)
+    simd_ms = list(t.simd_m_allowed)
     out = [(bm, bk, sm) for bm in block_ms for bk in block_ks for sm in simd_ms
            if not t.violations(m, k, bm, bk, sm)]
     return sorted(out)

@@ -6,6 +6,9 @@
  *   bitnet-type-facts nbytes TYPE M K
  *       the byte size of an (M, K) tensor of TYPE (ne = [K, M]; bitnet_type_nbytes), as a decimal
  *       number, or "error: <message>" (exit 1) when the type cannot hold the shape
+ *   bitnet-type-facts default SCHEME M K
+ *       the tiles of the default tile rule (bitnet_lut_default_tiles, kernels/lut/lut.h) as "BM BK bm",
+ *       or "none" (exit 1) when the rule finds none
  *   bitnet-type-facts tiles SCHEME M K BM BK bm
  *       "ok", or "invalid <field>[,<field>...]: <message>" (exit 1) with the fields of every violated
  *       rule in the order bitnet_tiles_check lists them (m, k, block_m, block_k, simd_m) and its message
@@ -17,10 +20,11 @@
 #include <string.h>
 
 #include "base/types.h"
+#include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: bitnet-type-facts nbytes TYPE M K | tiles SCHEME M K BM BK bm\n");
+    fprintf(stderr, "usage: bitnet-type-facts nbytes TYPE M K | default SCHEME M K | tiles SCHEME M K BM BK bm\n");
     return 2;
 }
 
@@ -81,6 +85,19 @@ int main(int argc, char **argv) {
             return 1;
         }
         printf("%zu\n", n);
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "default") == 0) {
+        const int type = type_by_name(argv[2]);
+        int64_t M, K;
+        if ((type != BITNET_TYPE_TL1 && type != BITNET_TYPE_TL2) || !parse_i64(argv[3], &M) || !parse_i64(argv[4], &K))
+            return usage();
+        bitnet_tiles t;
+        if (!bitnet_lut_default_tiles(type, M, K, &t)) {
+            printf("none\n");
+            return 1;
+        }
+        printf("%d %d %d\n", (int)t.BM, (int)t.BK, (int)t.bm);
         return 0;
     }
     if (argc == 8 && strcmp(argv[1], "tiles") == 0) {

@@ -5,7 +5,8 @@ src/kernels/lut/pack.c), asked of the C side through the test tool bin/bitnet-ty
 
 Sizes: every dense and ternary type the runtime reads over a grid of shapes that includes the edges
 (K below and at 256, M*K not a multiple of 128 or 4, K not a multiple of a block): both give the same
-number, or both refuse. Tiles: a seeded sample of 400 entries, legal and not: the same verdict, the
+number, or both refuse. The default tile rule (codegen derive vs bitnet_lut_default_tiles) over a grid
+of shapes: the same tiles, or none on both sides. Tiles: a seeded sample of 400 entries, legal and not: the same verdict, the
 same fields in the same order, and each Python rule's text inside the C message.
 """
 from __future__ import annotations
@@ -54,6 +55,26 @@ class TypeFactsAgree(unittest.TestCase):
         # the grid has both kinds, so neither branch is vacuous
         self.assertGreater(checked, 300)
         self.assertGreater(refused, 50)
+
+    def test_default_tile_rule(self):
+        from codegen.derive import derive_tiles
+        ms = (32, 64, 100, 160, 256, 640, 1536, 2560, 3200, 6912)
+        ks = (8, 100, 128, 200, 256, 264, 640, 768, 1536, 2560, 4096, 6912, 8640)
+        found = none = 0
+        for scheme in ("tl1", "tl2"):
+            for m in ms:
+                for k in ks:
+                    rc, out = c_facts("default", scheme.upper(), m, k)
+                    want = derive_tiles(scheme, m, k)
+                    what = f"{scheme} {m}x{k}"
+                    if want is None:
+                        self.assertEqual((rc, out), (1, "none"), what)
+                        none += 1
+                    else:
+                        self.assertEqual((rc, out), (0, f"{want['block_m']} {want['block_k']} {want['simd_m']}"), what)
+                        found += 1
+        self.assertGreater(found, 100)
+        self.assertGreater(none, 20)
 
     def test_tile_rules(self):
         rng = random.Random(20261201)
