@@ -282,7 +282,7 @@ static bitnet_status plan_dense(conv *c, int kind, const char *gguf, const char 
     return BITNET_OK;
 }
 
-static bitnet_status plan_proj(conv *c, int layer, const layer_entry *le) {
+static bitnet_status plan_proj(conv *c, const bitnet_arch_info *ai, int layer, const layer_entry *le) {
     const bitnet_hf_config *g = &c->cfg;
     const int64_t qd = (int64_t)g->n_head * g->n_embd_head, kvd = (int64_t)g->n_head_kv * g->n_embd_head;
     int64_t M, K;
@@ -341,8 +341,7 @@ static bitnet_status plan_proj(conv *c, int layer, const layer_entry *le) {
     e->K = K;
     e->src = t;
     e->scale = sc;
-    const bitnet_arch_info *ai = bitnet_arch_find(g->arch, strlen(g->arch));
-    if (ai && ai->permuted_qk && (le->proj == 'q' || le->proj == 'k'))
+    if (ai->permuted_qk && (le->proj == 'q' || le->proj == 'k'))
         e->rope_heads = le->proj == 'q' ? g->n_head : g->n_head_kv;
     return BITNET_OK;
 }
@@ -439,8 +438,12 @@ static bitnet_status build_plan(conv *c) {
     if ((st = plan_dense(c, K_EMBD, "token_embd.weight", "model.embed_tokens.weight", NULL, embd_type(c), g->n_vocab,
                          g->n_embd)) != BITNET_OK)
         return st;
+    /* the tensor set and the Q/K permutation follow the architecture's row (base/arch.c) */
     const bitnet_arch_info *ai = bitnet_arch_find(g->arch, strlen(g->arch));
-    const bool llama = ai && !ai->sub_norms; /* the llama tensor set: no sub-norms */
+    if (!ai)
+        return bitnet_fail(c->err, BITNET_ERR_UNSUPPORTED, "%s: GGUF architecture '%s' has no row in base/arch.c",
+                           c->p->model_dir, g->arch);
+    const bool llama = !ai->sub_norms; /* the llama tensor set: no sub-norms */
     const layer_entry *le = llama ? LLAMA_LAYER : BITNET_LAYER;
     const int n_le = llama ? (int)(sizeof LLAMA_LAYER / sizeof LLAMA_LAYER[0])
                            : (int)(sizeof BITNET_LAYER / sizeof BITNET_LAYER[0]);
@@ -448,7 +451,7 @@ static bitnet_status build_plan(conv *c) {
     for (int l = 0; l < g->n_layer; l++) {
         for (int j = 0; j < n_le; j++) {
             if (le[j].kind == K_PROJ) {
-                if ((st = plan_proj(c, l, &le[j])) != BITNET_OK) return st;
+                if ((st = plan_proj(c, ai, l, &le[j])) != BITNET_OK) return st;
                 continue;
             }
             char hf[160], hf2[160], gguf[64];
