@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/detmath.h"
+
 /* 64-byte aligned allocation of at least bytes (rounded up to 64; 0 → 64); NULL on failure. */
 static void *alloc64(size_t bytes) {
     if (bytes == 0) bytes = 64;
@@ -25,18 +27,21 @@ static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
 
 /* RoPE angles as ggml computes them (so they equal bitnet.cpp's): theta_scale =
  * base^(-2/d) rounded to float; for position p the angle of pair i is freq_scale · θ_i with
- * θ_0 = p and θ_{i+1} = θ_i · theta_scale in float (Su et al. 2021, RoFormer, eq. 15). cos and sin
- * are evaluated in double and rounded to float, so the tables do not depend on the libm's float
- * functions and are the same on every ISA. */
+ * θ_0 = p and θ_{i+1} = θ_i · theta_scale in float (Su et al. 2021, RoFormer, eq. 15). pow, cos and sin
+ * are base/detmath.h's double functions rounded to float, so the tables are the same bits with every C
+ * library and ISA (for bases 10^4, 5·10^5, 10^6, head sizes 64 and 128 and 32768 positions they equal
+ * glibc's cos/sin rounded to float: tests/test_detmath.cc). */
 static void rope_tables(const bitnet_hparams *hp, int32_t n_ctx, float *cos_t, float *sin_t) {
     const int32_t half = hp->n_embd_head / 2;
-    const float theta_scale = (float)pow((double)hp->rope_freq_base, (double)(-2.0f / (float)hp->n_embd_head));
+    const float theta_scale = (float)bitnet_pow_d((double)hp->rope_freq_base, (double)(-2.0f / (float)hp->n_embd_head));
     for (int32_t p = 0; p < n_ctx; p++) {
         float theta = (float)p;
         for (int32_t i = 0; i < half; i++) {
             const float angle = hp->rope_scale * theta;
-            cos_t[(size_t)p * half + i] = (float)cos((double)angle);
-            sin_t[(size_t)p * half + i] = (float)sin((double)angle);
+            double s, c;
+            bitnet_sincos_d((double)angle, &s, &c);
+            cos_t[(size_t)p * half + i] = (float)c;
+            sin_t[(size_t)p * half + i] = (float)s;
             theta *= theta_scale;
         }
     }

@@ -4,12 +4,14 @@
  * FFN (SiLU or squared ReLU) and the output head.
  *
  * Determinism: every float reduction has a fixed order that does not depend on the thread count, the
- * batch split or the ISA (no FMA: the build uses -ffp-contract=off; libm only for expf, sqrtf and the
- * double cos/sin/pow of the RoPE tables, whose results are rounded to float once per context). Every
- * output element is written by exactly one thread. */
+ * batch split, the ISA or the C library (no FMA: the build uses -ffp-contract=off; e^x is
+ * bitnet_expf of base/detmath.h, the same bits on every platform; sqrtf is correctly rounded by
+ * IEEE-754 everywhere). Every output element is written by exactly one thread. */
 #include "model/model_internal.h"
 
 #include <math.h>
+
+#include "base/detmath.h"
 
 /* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
  * order, then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].  x, y, w: [n]; y may alias x. */
@@ -22,7 +24,7 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
 }
 
 /* SiLU (Elfwing et al. 2018): x · sigmoid(x) = x / (1 + e^-x). */
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float silu(float x) { return x / (1.0f + bitnet_expf(-x)); }
 
 /* Squared ReLU (So et al. 2021, "Primer"; BitNet b1.58 2B4T's "relu2"), as ggml's relu then sqr:
  * r = x > 0 ? x : 0, then r · r (NaN → 0). */
@@ -96,10 +98,10 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     }
     double sum = 0.0;
     for (int32_t j = 0; j <= pos; j++) {
-        /* expf is +0 below ln(2^-150) ≈ -103.97 (exp(-104) ≈ 6.8e-46 rounds to 0); answering that
-         * here skips libm's underflow path (errno, ~3% of a prompt on the dummy models) */
+        /* e^z is +0 below ln(2^-150) ≈ -103.97 (exp(-104) ≈ 6.8e-46 rounds to 0): answered here
+         * without the call */
         const float z = score[j] - max;
-        score[j] = z < -104.0f ? 0.0f : expf(z);
+        score[j] = z < -104.0f ? 0.0f : bitnet_expf(z);
         sum += (double)score[j];
     }
     const float inv = (float)(1.0 / sum);
