@@ -1,4 +1,5 @@
-/* gguf.h — bounds-checked GGUF v3 reader (read-only mmap) and a streaming writer.
+/* gguf.h — bounds-checked GGUF v3 reader (read-only mmap of a file, or bytes in memory) and a streaming
+ * writer (hosted builds).
  *
  * File layout (GGUF v3, little endian; https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
  *
@@ -59,7 +60,23 @@ const char *bitnet_gguf_type_name(bitnet_gguf_type t);
  * BITNET_ERR_UNSUPPORTED (valid GGUF this reader refuses: unknown tensor type id, arrays of arrays,
  * big-endian or other versions), BITNET_ERR_NOMEM. Cost O(file header size) plus O(n log n) in the
  * number of tensors; string arrays get an element index built once. */
-bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error *err);
+bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error *err); /* hosted builds only */
+
+/* Flags of bitnet_gguf_open_memory. */
+enum {
+    /* Do not index string arrays: bitnet_gguf_get_arr_str / bitnet_gguf_kv_arr_str then walk the array
+     * (O(i)) instead of keeping 4-8 bytes per element (a 128k-token vocabulary and its merges would take
+     * about 1.6 MB on a 32-bit core). For readers that never look up strings by index (the bare-metal
+     * runtime, which has no tokenizer). */
+    BITNET_GGUF_NO_STRING_INDEX = 1u << 0,
+};
+
+/* The same validation over `size` bytes already in memory (a model image linked into flash, or read
+ * into RAM), which must stay valid and unchanged until bitnet_gguf_close. `name` appears in messages
+ * (NULL: "(memory)"). The reader's tables come from base/mem.h's allocator. Errors as bitnet_gguf_open
+ * (no BITNET_ERR_IO). */
+bitnet_status bitnet_gguf_open_memory(const void *data, size_t size, const char *name, unsigned flags,
+                                      bitnet_gguf **out, bitnet_error *err);
 void bitnet_gguf_close(bitnet_gguf *g); /* NULL is fine */
 
 const char *bitnet_gguf_path(const bitnet_gguf *g);

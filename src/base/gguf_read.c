@@ -1,5 +1,7 @@
-/* gguf_read.c — the bounds-checked GGUF v2/v3 reader of gguf.h (read-only mmap): parsing and checking
- * the header, key/values and tensor infos, then typed access to them. The writer is gguf_write.c.
+/* gguf_read.c — the bounds-checked GGUF v2/v3 reader of gguf.h: over a read-only mmap of a file (hosted
+ * builds) or over bytes already in memory (bitnet_gguf_open_memory: a model image in flash or RAM),
+ * parsing and checking the header, key/values and tensor infos, then typed access to them. Its tables
+ * come from base/mem.h (the heap, or the arena of a bare-metal build). The writer is gguf_write.c.
  *
  * Format: the public GGUF specification (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).
  * Hosts are little endian (x86-64, AArch64), like the files; big-endian GGUF files are refused.
@@ -18,17 +20,20 @@
  */
 #include "base/gguf_internal.h"
 
+#include "base/mem.h"
 #include "base/quants.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#ifndef BITNET_BARE_METAL
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#endif
 
 static const char *const k_type_names[] = {
     "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
@@ -61,7 +66,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
 static bool strtab_init(strtab *t, int64_t n) {
     size_t cap = 16;
     while (cap < (size_t)n * 2 + 1) cap *= 2;
-    t->slots = (int64_t *)calloc(cap, sizeof *t->slots);
+    t->slots = (int64_t *)bitnet_calloc(cap, sizeof *t->slots);
     t->cap = cap;
     return t->slots != NULL;
 }
@@ -95,13 +100,15 @@ typedef struct gguf_kv {
     size_t val_off;     /* scalar: the value; string: its u64 length; array: first element */
     uint32_t elem_type; /* arrays */
     uint64_t n;         /* arrays: element count */
-    size_t *str_offs;   /* string arrays: offset of each element's u64 length */
+    size_t *str_offs;   /* string arrays: offset of each element's u64 length (NULL: not indexed) */
 } gguf_kv;
 
 struct bitnet_gguf {
     char *path;
     const uint8_t *base;
     size_t size;
+    bool mapped;        /* base is this reader's mmap (bitnet_gguf_open) */
+    bool index_strings; /* string arrays get an element index (str_offs) */
     uint32_t version;
     uint32_t alignment;
     size_t data_start;
@@ -130,6 +137,16 @@ static bitnet_status fail_at(const bitnet_gguf *g, bitnet_error *err, bitnet_sta
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return bitnet_fail(err, st, "%s: %s (at byte %zu)", g->path, msg, off);
+}
+
+/* A NUL-terminated copy of n bytes from base/mem.h's allocator. */
+static char *copy_str(const char *s, size_t n) {
+    char *d = (char *)bitnet_malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
 }
 
 typedef struct cursor {
@@ -190,7 +207,7 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
     if (memchr(ks, 0, (size_t)klen)) {
         return fail_at(g, err, BITNET_ERR_FORMAT, kv->rec_off, "key #%lld contains a NUL byte", (long long)i);
     }
-    kv->key = bitnet_strndup(ks, (size_t)klen);
+    kv->key = copy_str(ks, (size_t)klen);
     if (!kv->key) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory reading keys", g->path);
     if (strtab_lookup(&g->kv_tab, kv->key, kv_name_of, g, i) >= 0) {
         return fail_at(g, err, BITNET_ERR_FORMAT, kv->rec_off, "duplicate key '%s'", kv->key);
@@ -265,13 +282,15 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
                        "key '%s': array of %llu strings cannot fit in the rest of the file (%llu bytes)", kv->key,
                        (unsigned long long)kv->n, (unsigned long long)remain);
     }
-    kv->str_offs = (size_t *)malloc((size_t)(kv->n ? kv->n : 1) * sizeof(size_t));
-    if (!kv->str_offs) {
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory indexing %llu strings of key '%s'", g->path,
-                           (unsigned long long)kv->n, kv->key);
+    if (g->index_strings) {
+        kv->str_offs = (size_t *)bitnet_malloc((size_t)(kv->n ? kv->n : 1) * sizeof(size_t));
+        if (!kv->str_offs) {
+            return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory indexing %llu strings of key '%s'", g->path,
+                               (unsigned long long)kv->n, kv->key);
+        }
     }
     for (uint64_t j = 0; j < kv->n; j++) {
-        kv->str_offs[j] = c->off;
+        if (kv->str_offs) kv->str_offs[j] = c->off;
         const size_t at = c->off;
         if (!cur_has(c, 8)) {
             return fail_at(g, err, BITNET_ERR_FORMAT, at,
@@ -306,7 +325,7 @@ static bitnet_status parse_tensor_info(bitnet_gguf *g, cursor *c, int64_t i, bit
     if (memchr(ns, 0, (size_t)nlen)) {
         return fail_at(g, err, BITNET_ERR_FORMAT, at, "tensor #%lld: name contains a NUL byte", (long long)i);
     }
-    char *name = bitnet_strndup(ns, (size_t)nlen);
+    char *name = copy_str(ns, (size_t)nlen);
     if (!name) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory reading tensor names", g->path);
     t->name = name;
     if (strtab_lookup(&g->tensor_tab, name, tensor_name_of, g, i) >= 0) {
@@ -409,9 +428,9 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
     }
     g->n_kv = (int64_t)n_kv;
     g->n_tensors = (int64_t)n_tensors;
-    g->kv = (gguf_kv *)calloc(n_kv ? n_kv : 1, sizeof *g->kv);
-    g->tensors = (bitnet_gguf_tensor_info *)calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
-    g->tinfo_off = (size_t *)calloc(n_tensors ? n_tensors : 1, sizeof *g->tinfo_off);
+    g->kv = (gguf_kv *)bitnet_calloc(n_kv ? n_kv : 1, sizeof *g->kv);
+    g->tensors = (bitnet_gguf_tensor_info *)bitnet_calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    g->tinfo_off = (size_t *)bitnet_calloc(n_tensors ? n_tensors : 1, sizeof *g->tinfo_off);
     if (!g->kv || !g->tensors || !g->tinfo_off || !strtab_init(&g->kv_tab, g->n_kv) || !strtab_init(&g->tensor_tab, g->n_tensors)) {
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %llu keys and %llu tensors", g->path,
                            (unsigned long long)n_kv, (unsigned long long)n_tensors);
@@ -430,20 +449,20 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
     if (g->n_tensors == 0) return BITNET_OK;
 
     const bitnet_gguf_tensor_info **order =
-        (const bitnet_gguf_tensor_info **)malloc((size_t)g->n_tensors * sizeof *order);
+        (const bitnet_gguf_tensor_info **)bitnet_malloc((size_t)g->n_tensors * sizeof *order);
     if (!order) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", g->path);
     for (int64_t i = 0; i < g->n_tensors; i++) {
         bitnet_gguf_tensor_info *t = &g->tensors[i];
         order[i] = t;
         if (t->offset % a != 0) {
-            free(order);
+            bitnet_free(order);
             return fail_at(g, err, BITNET_ERR_FORMAT, g->tinfo_off[i],
                            "tensor %s: offset %llu is not a multiple of the alignment %zu", t->name,
                            (unsigned long long)t->offset, a);
         }
         const uint64_t avail = g->size >= g->data_start ? g->size - g->data_start : 0;
         if (t->offset > avail || t->nbytes > avail - t->offset) {
-            free(order);
+            bitnet_free(order);
             return fail_at(g, err, BITNET_ERR_FORMAT, g->tinfo_off[i],
                            "tensor %s: data at offset %llu + %zu bytes (data section at byte %zu) runs past the end "
                            "of the file (size %zu)",
@@ -459,85 +478,93 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
                                       "tensor %s (offset %llu, %zu bytes) overlaps tensor %s (offset %llu)", p->name,
                                       (unsigned long long)p->offset, p->nbytes, q->name,
                                       (unsigned long long)q->offset);
-            free(order);
+            bitnet_free(order);
             return r;
         }
     }
-    free(order);
+    bitnet_free(order);
     return BITNET_OK;
 }
 
+/* A reader for `size` bytes at base named `name` (messages); *out on success. Frees itself on failure. */
+static bitnet_status open_bytes(const uint8_t *base, size_t size, bool mapped, const char *name, bool index_strings,
+                                bitnet_gguf **out, bitnet_error *err) {
+    bitnet_gguf *g = (bitnet_gguf *)bitnet_calloc(1, sizeof *g);
+    if (!g) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", name);
+    g->path = copy_str(name, strlen(name));
+    g->base = base;
+    g->size = size;
+    g->mapped = mapped;
+    g->index_strings = index_strings;
+    bitnet_status st = g->path ? parse(g, err) : bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", name);
+    if (st != BITNET_OK) {
+        bitnet_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_gguf_open_memory(const void *data, size_t size, const char *name, unsigned flags,
+                                      bitnet_gguf **out, bitnet_error *err) {
+    if (out) *out = NULL;
+    if (!out || (!data && size)) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "gguf_open_memory: NULL data or output");
+    if (!name) name = "(memory)";
+    return open_bytes((const uint8_t *)data, size, false, name, (flags & BITNET_GGUF_NO_STRING_INDEX) == 0, out, err);
+}
+
+#ifndef BITNET_BARE_METAL
 bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error *err) {
     if (out) *out = NULL;
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "gguf_open: NULL path or output");
-    bitnet_gguf *g = (bitnet_gguf *)calloc(1, sizeof *g);
-    if (!g) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    g->path = bitnet_strndup(path, strlen(path));
-    if (!g->path) {
-        free(g);
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    }
-    bitnet_status st = BITNET_OK;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    if (fd < 0) return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        const int e = errno;
         close(fd);
-        goto fail;
+        return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: not a regular file", path);
         close(fd);
-        goto fail;
+        return bitnet_fail(err, BITNET_ERR_IO, "%s: not a regular file", path);
     }
-    g->size = (size_t)sb.st_size;
-    if (g->size < 24) {
+    const size_t size = (size_t)sb.st_size;
+    if (size < 24) {
         close(fd);
-        st = fail_at(g, err, BITNET_ERR_FORMAT, 0, "file of %zu bytes is too small for a GGUF header (24 bytes)",
-                     g->size);
-        goto fail;
+        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                           "%s: file of %zu bytes is too small for a GGUF header (24 bytes) (at byte 0)", path, size);
     }
-    void *map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     const int map_errno = errno;
     close(fd);
-    if (map == MAP_FAILED) {
-        g->size = 0;
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: mmap failed: %s", path, strerror(map_errno));
-        goto fail;
-    }
-    g->base = (const uint8_t *)map;
-    st = parse(g, err);
-    if (st != BITNET_OK) goto fail;
-    *out = g;
-    return BITNET_OK;
-fail:
-    bitnet_gguf_close(g);
-    return st;
+    if (map == MAP_FAILED) return bitnet_fail(err, BITNET_ERR_IO, "%s: mmap failed: %s", path, strerror(map_errno));
+    return open_bytes((const uint8_t *)map, size, true, path, true, out, err);
 }
+#endif
 
 void bitnet_gguf_close(bitnet_gguf *g) {
     if (!g) return;
-    if (g->base) munmap((void *)g->base, g->size);
+#ifndef BITNET_BARE_METAL
+    if (g->mapped && g->base) munmap((void *)g->base, g->size);
+#endif
+    /* the reverse order of allocation, so that an arena gets its most recent blocks back */
+    bitnet_free(g->tensor_tab.slots);
+    bitnet_free(g->kv_tab.slots);
+    if (g->tensors) {
+        for (int64_t i = g->n_tensors - 1; i >= 0; i--) bitnet_free((void *)g->tensors[i].name);
+    }
     if (g->kv) {
-        for (int64_t i = 0; i < g->n_kv; i++) {
-            free(g->kv[i].key);
-            free(g->kv[i].str_offs);
+        for (int64_t i = g->n_kv - 1; i >= 0; i--) {
+            bitnet_free(g->kv[i].str_offs);
+            bitnet_free(g->kv[i].key);
         }
     }
-    if (g->tensors) {
-        for (int64_t i = 0; i < g->n_tensors; i++) free((void *)g->tensors[i].name);
-    }
-    free(g->kv);
-    free(g->tensors);
-    free(g->tinfo_off);
-    free(g->kv_tab.slots);
-    free(g->tensor_tab.slots);
-    free(g->path);
-    free(g);
+    bitnet_free(g->tinfo_off);
+    bitnet_free(g->tensors);
+    bitnet_free(g->kv);
+    bitnet_free(g->path);
+    bitnet_free(g);
 }
 
 const char *bitnet_gguf_path(const bitnet_gguf *g) { return g->path; }
@@ -694,6 +721,19 @@ bitnet_status bitnet_gguf_get_arr(const bitnet_gguf *g, const char *key, bitnet_
     return BITNET_OK;
 }
 
+/* Offset of element i's u64 length in string array kv (i < kv->n): the index, or a walk over the elements
+ * before it (validated at open) when string arrays are not indexed. */
+static size_t arr_str_off(const bitnet_gguf *g, const gguf_kv *kv, uint64_t i) {
+    if (kv->str_offs) return kv->str_offs[i];
+    size_t off = kv->val_off;
+    for (uint64_t j = 0; j < i; j++) {
+        uint64_t n;
+        memcpy(&n, g->base + off, 8);
+        off += 8 + (size_t)n;
+    }
+    return off;
+}
+
 bitnet_status bitnet_gguf_get_arr_str(const bitnet_gguf *g, const char *key, uint64_t i, const char **ptr,
                                       size_t *len, bitnet_error *err) {
     const gguf_kv *kv = NULL;
@@ -706,7 +746,7 @@ bitnet_status bitnet_gguf_get_arr_str(const bitnet_gguf *g, const char *key, uin
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: key '%s': index %llu out of range (%llu strings)",
                            g->path, kv->key, (unsigned long long)i, (unsigned long long)kv->n);
     }
-    *ptr = str_at(g, kv->str_offs[i], len);
+    *ptr = str_at(g, arr_str_off(g, kv, i), len);
     return BITNET_OK;
 }
 
@@ -714,7 +754,7 @@ const char *bitnet_gguf_kv_arr_str(const bitnet_gguf *g, int64_t kv, uint64_t i,
     if (!g || kv < 0 || kv >= g->n_kv) return NULL;
     const gguf_kv *k = &g->kv[kv];
     if (k->type != BITNET_GGUF_ARRAY || k->elem_type != BITNET_GGUF_STRING || i >= k->n) return NULL;
-    return str_at(g, k->str_offs[i], len);
+    return str_at(g, arr_str_off(g, k, i), len);
 }
 
 int64_t bitnet_gguf_n_tensors(const bitnet_gguf *g) { return g->n_tensors; }
