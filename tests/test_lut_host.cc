@@ -487,7 +487,7 @@ TEST_F(LutHost, InitFreeLifecycle) {
     bitnet_lut_init();  // idempotent
     const int64_t M = 32, K = 128;
     const auto w = random_ternary(M * K, 3);
-    auto W = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 0.5f, 32);  // misaligned: owns a copy
+    auto W = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 0.5f, 16);  // misaligned: owns a copy
     ASSERT_EQ(transform(*W, BITNET_TYPE_I2_S, nullptr), BITNET_OK);
     ASSERT_NE(W->t.extra, nullptr);
     EXPECT_NE(W->t.extra->owned, nullptr);
@@ -497,7 +497,7 @@ TEST_F(LutHost, InitFreeLifecycle) {
     // transform initializes on its own after free, and many tensors grow the table past its first size
     std::vector<std::unique_ptr<Weight>> many;
     for (int i = 0; i < 150; ++i) {
-        many.push_back(make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 0.5f, i % 2 ? 32 : 0));
+        many.push_back(make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 0.5f, i % 2 ? 16 : 0));
         ASSERT_EQ(transform(*many.back(), BITNET_TYPE_I2_S, nullptr), BITNET_OK) << i;
     }
     const auto x = random_acts(K, 2, 9);
@@ -518,11 +518,15 @@ TEST_F(LutHost, TransformAliasesOrRepacks) {
     ASSERT_EQ(bitnet_tiles_check(BITNET_TYPE_TL1, M, K, t1b, nullptr), BITNET_OK);
     ASSERT_FALSE(t1.BM == t1b.BM && t1.BK == t1b.BK && t1.bm == t1b.bm);
 
-    // same layout, 64-byte aligned: alias the data
+    // same layout, aligned to BITNET_WEIGHT_ALIGN (32, the GGUF alignment): used in place
     auto I = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, scale);
     ASSERT_EQ(transform(*I, BITNET_TYPE_I2_S, nullptr), BITNET_OK);
     EXPECT_EQ(I->t.extra->qweights, I->t.data);
     EXPECT_EQ(I->t.extra->owned, nullptr);
+    auto I32 = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, scale, BITNET_WEIGHT_ALIGN);
+    ASSERT_EQ(transform(*I32, BITNET_TYPE_I2_S, nullptr), BITNET_OK);
+    EXPECT_EQ(I32->t.extra->qweights, I32->t.data);
+    EXPECT_EQ(I32->t.extra->owned, nullptr);
     EXPECT_EQ(I->t.extra->scale, scale);
     EXPECT_EQ(I->t.extra->type, BITNET_TYPE_I2_S);
     EXPECT_NE(I->t.extra->impl.name, nullptr);

@@ -359,6 +359,46 @@ TEST(TL1, Errors) {
     EXPECT_NE(std::string(err.msg).find("row 5, column 2 is -3"), std::string::npos) << err.msg;
 }
 
+// The unpackers with w == NULL (how weights used in place are checked, runtime/lut_host.c) give the same
+// verdict, message and scale as decoding, on random one-byte corruptions of every layout.
+TEST(Unpack, CheckOnlyAgreesWithDecoding) {
+    const int64_t M = 64, K = 256;
+    const auto w = random_ternary(M * K, 91);
+    std::vector<int8_t> back((size_t)(M * K));
+    std::mt19937 rng(5);
+    struct Case { int type; bitnet_tiles tiles; };
+    for (const Case c : {Case{BITNET_TYPE_I2_S, {0, 0, 0}}, Case{BITNET_TYPE_TL1, {64, 128, 32}},
+                         Case{BITNET_TYPE_TL2, {64, 96, 32}}}) {
+        const size_t nb = c.type == BITNET_TYPE_I2_S ? bitnet_i2s_nbytes(M, K)
+                          : c.type == BITNET_TYPE_TL1 ? bitnet_tl1_nbytes(M, K) : bitnet_tl2_nbytes(M, K);
+        std::vector<uint8_t> clean(nb);
+        bitnet_error err{};
+        const bitnet_status pst = c.type == BITNET_TYPE_I2_S ? bitnet_pack_i2s(w.data(), M, K, 0.5f, clean.data(), &err)
+                                  : c.type == BITNET_TYPE_TL1 ? bitnet_pack_tl1(w.data(), M, K, c.tiles, 0.5f, clean.data(), &err)
+                                                              : bitnet_pack_tl2(w.data(), M, K, c.tiles, 0.5f, clean.data(), &err);
+        ASSERT_EQ(pst, BITNET_OK) << err.msg;
+        const size_t data_bytes = bitnet_ternary_scale_offset(c.type, M, K) + 4;
+        auto unpack = [&](const std::vector<uint8_t> &b, int8_t *out, float *scale, bitnet_error *e) {
+            if (c.type == BITNET_TYPE_I2_S) return bitnet_unpack_i2s(b.data(), M, K, out, scale, e);
+            if (c.type == BITNET_TYPE_TL1) return bitnet_unpack_tl1(b.data(), M, K, c.tiles, out, scale, e);
+            return bitnet_unpack_tl2(b.data(), M, K, c.tiles, out, scale, e);
+        };
+        int n_bad = 0;
+        for (int trial = 0; trial < 400; trial++) {
+            std::vector<uint8_t> b = clean;
+            if (trial > 0) b[rng() % data_bytes] = (uint8_t)rng();
+            bitnet_error e1{}, e2{};
+            float s1 = 0, s2 = 0;
+            const bitnet_status st1 = unpack(b, back.data(), &s1, &e1), st2 = unpack(b, nullptr, &s2, &e2);
+            ASSERT_EQ(st1, st2) << "type " << c.type << " trial " << trial << ": " << e1.msg;
+            EXPECT_STREQ(e1.msg, e2.msg);
+            if (st1 == BITNET_OK) EXPECT_EQ(std::memcmp(&s1, &s2, 4), 0);
+            n_bad += st1 != BITNET_OK;
+        }
+        EXPECT_GT(n_bad, 0) << "type " << c.type << ": no corruption was refused, the test checks nothing";
+    }
+}
+
 // ---- TL2 -----------------------------------------------------------------------------------------
 
 TEST(TL2, KnownBytesOneWeight) {

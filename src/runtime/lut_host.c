@@ -18,10 +18,10 @@
  * the workspace. See bitnet_host_ws_layout for the proof that the size covers every byte written. */
 #include "runtime/lut_host.h"
 
+#include "base/mem.h"
 #include "base/types.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,7 +185,17 @@ size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *
 
 /* ---- extras table ----------------------------------------------------------------------------- */
 
+/* The extras table and the threshold below are process-wide, guarded by one mutex (one thread in the
+ * bare-metal build: no lock). The table and the extras come from base/mem.h (the heap, or the arena). */
+#ifdef BITNET_BARE_METAL
+#define bitnet_host_lock() ((void)0)
+#define bitnet_host_unlock() ((void)0)
+#else
+#include <pthread.h>
 static pthread_mutex_t bitnet_host_mutex = PTHREAD_MUTEX_INITIALIZER;
+#define bitnet_host_lock() pthread_mutex_lock(&bitnet_host_mutex)
+#define bitnet_host_unlock() pthread_mutex_unlock(&bitnet_host_mutex)
+#endif
 static bool bitnet_host_initialized = false;
 static bitnet_tensor_extra **bitnet_host_extras = NULL;
 static size_t bitnet_host_n_extras = 0, bitnet_host_cap_extras = 0;
@@ -212,18 +222,18 @@ static int64_t bitnet_host_i2s_min_cols_locked(void) {
 
 /* The threshold the next transform copies into its extra (lut_host.h). */
 int64_t bitnet_lut_i2s_min_cols(void) {
-    pthread_mutex_lock(&bitnet_host_mutex);
+    bitnet_host_lock();
     const int64_t v = bitnet_host_i2s_min_cols_locked();
-    pthread_mutex_unlock(&bitnet_host_mutex);
+    bitnet_host_unlock();
     return v;
 }
 
 /* n >= 0: that threshold (0 = never); n < 0: back to the default / environment value. */
 void bitnet_lut_set_i2s_min_cols(int64_t n) {
-    pthread_mutex_lock(&bitnet_host_mutex);
+    bitnet_host_lock();
     bitnet_host_i2s_min_cols = -1;
     if (n >= 0) bitnet_host_i2s_min_cols = n;
-    pthread_mutex_unlock(&bitnet_host_mutex);
+    bitnet_host_unlock();
 }
 
 bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {
@@ -235,7 +245,7 @@ bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {
 static void bitnet_host_init_locked(void) {
     if (bitnet_host_initialized) return;
     const size_t cap = 64;
-    bitnet_host_extras = (bitnet_tensor_extra **)calloc(cap, sizeof(*bitnet_host_extras));
+    bitnet_host_extras = (bitnet_tensor_extra **)bitnet_calloc(cap, sizeof(*bitnet_host_extras));
     if (bitnet_host_extras == NULL) return; /* stays uninitialized; transform reports NOMEM */
     bitnet_host_cap_extras = cap;
     bitnet_host_n_extras = 0;
@@ -244,28 +254,28 @@ static void bitnet_host_init_locked(void) {
 
 /* Allocate the extras table (64 entries, doubled when full). Idempotent and thread-safe. */
 void bitnet_lut_init(void) {
-    pthread_mutex_lock(&bitnet_host_mutex);
+    bitnet_host_lock();
     bitnet_host_init_locked();
-    pthread_mutex_unlock(&bitnet_host_mutex);
+    bitnet_host_unlock();
 }
 
 static void bitnet_host_extra_release(bitnet_tensor_extra *ex) {
     if (ex == NULL) return;
-    free(ex->owned);
-    free(ex);
+    bitnet_free(ex->owned);
+    bitnet_free(ex);
 }
 
 /* Release every extra and its repacked buffer, and the table. Tensors that still point at an extra
  * must not be used for a product afterwards (their `extra` pointers dangle; clear them or transform
  * again). Safe to call twice or without bitnet_lut_init. */
 void bitnet_lut_free(void) {
-    pthread_mutex_lock(&bitnet_host_mutex);
-    for (size_t i = 0; i < bitnet_host_n_extras; ++i) bitnet_host_extra_release(bitnet_host_extras[i]);
-    free(bitnet_host_extras);
+    bitnet_host_lock();
+    for (size_t i = bitnet_host_n_extras; i-- > 0;) bitnet_host_extra_release(bitnet_host_extras[i]);
+    bitnet_free(bitnet_host_extras);
     bitnet_host_extras = NULL;
     bitnet_host_n_extras = bitnet_host_cap_extras = 0;
     bitnet_host_initialized = false;
-    pthread_mutex_unlock(&bitnet_host_mutex);
+    bitnet_host_unlock();
 }
 
 /* Add `ex` to the table (doubling it when full). Caller holds the mutex. false on out of memory. */
@@ -274,7 +284,7 @@ static bool bitnet_host_register_locked(bitnet_tensor_extra *ex) {
         if (bitnet_host_cap_extras > SIZE_MAX / 2 / sizeof(*bitnet_host_extras)) return false;
         const size_t cap = bitnet_host_cap_extras * 2;
         bitnet_tensor_extra **p =
-            (bitnet_tensor_extra **)realloc(bitnet_host_extras, cap * sizeof(*bitnet_host_extras));
+            (bitnet_tensor_extra **)bitnet_realloc(bitnet_host_extras, cap * sizeof(*bitnet_host_extras));
         if (p == NULL) return false;
         bitnet_host_extras = p;
         bitnet_host_cap_extras = cap;
@@ -373,9 +383,18 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
                                sub.msg);
     }
 
-    /* Decode (this also validates the data: code 3, impossible nibbles). */
-    int8_t *w = (int8_t *)malloc((size_t)(M * K));
-    if (w == NULL)
+    /* The stored data used in place when it already is the target layout and its start is aligned to the
+     * GGUF alignment (32: the kernels use unaligned loads; 32 keeps a 32-byte load inside one cache line,
+     * and every tensor of a mapped file or of a model image placed on a 32-byte boundary has it). Then
+     * the data is only checked, with no decoded copy (the bare-metal build has no memory for one);
+     * otherwise it is decoded, which checks it the same way, and repacked. */
+    const bool same_layout =
+        stored == target &&
+        (target == BITNET_TYPE_I2_S || (stored_tiles->BM == tiles->BM && stored_tiles->BK == tiles->BK &&
+                                        stored_tiles->bm == tiles->bm));
+    const bool in_place = same_layout && ((uintptr_t)t->data % BITNET_WEIGHT_ALIGN) == 0;
+    int8_t *w = NULL;
+    if (!in_place && (w = (int8_t *)bitnet_malloc((size_t)(M * K))) == NULL)
         return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s' (M = %lld, K = %lld): out of memory decoding", name,
                            (long long)M, (long long)K);
     float scale = 0.0f;
@@ -386,7 +405,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
     default: st = bitnet_unpack_tl2((const uint8_t *)t->data, M, K, *stored_tiles, w, &scale, &sub); break;
     }
     if (st != BITNET_OK) {
-        free(w);
+        bitnet_free(w);
         if (stored == BITNET_TYPE_I2_S)
             return bitnet_fail(err, st, "tensor '%s' (I2_S, M = %lld, K = %lld): %s", name, (long long)M, (long long)K,
                                sub.msg);
@@ -395,23 +414,19 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
                            stored_tiles->BK, stored_tiles->bm, sub.msg);
     }
     if (!isfinite(scale)) {
-        free(w);
+        bitnet_free(w);
         return bitnet_fail(err, BITNET_ERR_FORMAT, "tensor '%s' (%s, M = %lld, K = %lld): weight scale is %g", name,
                            bitnet_type_name(stored), (long long)M, (long long)K, (double)scale);
     }
     ex.scale = scale;
 
-    const bool same_layout =
-        stored == target &&
-        (target == BITNET_TYPE_I2_S || (stored_tiles->BM == tiles->BM && stored_tiles->BK == tiles->BK &&
-                                        stored_tiles->bm == tiles->bm));
     const size_t packed = bitnet_ternary_nbytes(target, M, K); /* > 0: the tiles check passed */
-    if (same_layout && ((uintptr_t)t->data % 64) == 0) {
+    if (in_place) {
         ex.qweights = (const uint8_t *)t->data; /* alias the file data */
     } else {
-        uint8_t *buf = (uint8_t *)aligned_alloc(64, bitnet_round64(packed));
+        uint8_t *buf = (uint8_t *)bitnet_aligned_alloc(64, bitnet_round64(packed));
         if (buf == NULL) {
-            free(w);
+            bitnet_free(w);
             return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s' (M = %lld, K = %lld): out of memory for %zu bytes",
                                name, (long long)M, (long long)K, packed);
         }
@@ -426,32 +441,32 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
             st = bitnet_pack_tl2(w, M, K, *tiles, scale, buf, &sub);
         }
         if (st != BITNET_OK) {
-            free(buf);
-            free(w);
+            bitnet_free(buf);
+            bitnet_free(w);
             return bitnet_fail(err, st, "tensor '%s' (M = %lld, K = %lld): repacking to %s failed: %s", name,
                                (long long)M, (long long)K, bitnet_type_name(target), sub.msg);
         }
         ex.qweights = buf;
         ex.owned = buf;
     }
-    free(w); /* the decoded int8 matrix is not kept */
+    bitnet_free(w); /* the decoded int8 matrix (if any) is not kept */
     if (stored == BITNET_TYPE_I2_S && target != BITNET_TYPE_I2_S) {
         ex.i2s_codes = (const uint8_t *)t->data; /* validated above: codes 0..2, M·K % 128 == 0 */
-        pthread_mutex_lock(&bitnet_host_mutex);
+        bitnet_host_lock();
         ex.i2s_min_cols = bitnet_host_i2s_min_cols_locked();
-        pthread_mutex_unlock(&bitnet_host_mutex);
+        bitnet_host_unlock();
     }
 
-    bitnet_tensor_extra *heap = (bitnet_tensor_extra *)malloc(sizeof(*heap));
+    bitnet_tensor_extra *heap = (bitnet_tensor_extra *)bitnet_malloc(sizeof(*heap));
     if (heap == NULL) {
-        free(ex.owned);
+        bitnet_free(ex.owned);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s': out of memory for its extra", name);
     }
     *heap = ex;
-    pthread_mutex_lock(&bitnet_host_mutex);
+    bitnet_host_lock();
     bitnet_host_init_locked();
     const bool ok = bitnet_host_initialized && bitnet_host_register_locked(heap);
-    pthread_mutex_unlock(&bitnet_host_mutex);
+    bitnet_host_unlock();
     if (!ok) {
         bitnet_host_extra_release(heap);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s': out of memory growing the extras table", name);

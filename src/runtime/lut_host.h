@@ -20,11 +20,16 @@
 extern "C" {
 #endif
 
+/* Stored ternary data already in the target layout is used in place when its start is a multiple of
+ * this (the GGUF alignment; see bitnet_lut_transform_tensor). */
+#define BITNET_WEIGHT_ALIGN 32
+
 /* Repacked ternary weight attached to a tensor by bitnet_lut_transform_tensor. */
 typedef struct bitnet_tensor_extra {
     int type;                /* layout of qweights: BITNET_TYPE_I2_S, _TL1 or _TL2 */
     bitnet_lut_shape shape;  /* M, K, tiles (tiles unused for I2_S) */
-    const uint8_t *qweights; /* packed weights (64-byte aligned); may alias the tensor's data */
+    const uint8_t *qweights; /* packed weights: the tensor's data (BITNET_WEIGHT_ALIGN-aligned), or an owned
+                                64-byte aligned buffer */
     float scale;             /* per-tensor weight scale */
     bitnet_lut_impl impl;    /* TL1/TL2: constructor and kernel */
     void *owned;             /* buffer to free, or NULL when qweights aliases the file mapping */
@@ -89,9 +94,11 @@ void bitnet_lut_free(void);
  * stored layout (I2_S, TL1 or TL2 with `stored_tiles`), repack into `target` with `tiles` (ignored for
  * I2_S) unless the stored layout already is the target with the same tiles, pick the kernel, and
  * attach the extra. Errors name the tensor, M, K and the tiles. Calls bitnet_lut_init if needed.
- * The stored data is always decoded (which rejects I2_S code 3 and impossible TL1/TL2 nibbles); it is
- * aliased only when it is already the target layout and 64-byte aligned, else copied/repacked into an
- * owned 64-byte aligned buffer; the decoded int8 matrix is freed before returning. I2_S rows that
+ * The stored data is always checked (I2_S code 3 and impossible TL1/TL2 nibbles are refused). When it
+ * already is the target layout and BITNET_WEIGHT_ALIGN-aligned it is used in place and only checked (no
+ * memory beyond the extra: what the bare-metal build relies on); otherwise it is decoded into an M·K
+ * int8 matrix (freed before returning) and copied/repacked into an owned 64-byte aligned buffer. Memory
+ * comes from base/mem.h. I2_S rows that
  * straddle 128-weight blocks are used as stored (src/kernels/i2s/i2s.h). TL1/TL2 tiles with BM > 8192 are refused
  * (the per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
  * tensor again attaches a new extra (the old one is released by bitnet_lut_free). */

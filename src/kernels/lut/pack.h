@@ -32,7 +32,9 @@ size_t bitnet_tl2_nbytes(int64_t M, int64_t K);
  * TL2, the I2_S / TL1 rule M*K/4 otherwise). */
 size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K);
 
-/* I2_S. M*K % 128 must be 0. unpack fails (BITNET_ERR_FORMAT, naming the flat index) on code 3. */
+/* I2_S. M*K % 128 must be 0. unpack fails (BITNET_ERR_FORMAT, naming the flat index) on code 3.
+ * Every unpacker accepts w == NULL: it then only checks the data (codes or nibbles, a finite scale) and
+ * reads the scale, without the M*K bytes of output (how weights used in place are validated). */
 bitnet_status bitnet_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale, uint8_t *dst, bitnet_error *err);
 bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale, bitnet_error *err);
 
