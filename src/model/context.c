@@ -4,26 +4,9 @@
 #include "model/model_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "base/detmath.h"
-
-/* 64-byte aligned allocation of at least bytes (rounded up to 64; 0 → 64); NULL on failure. */
-static void *alloc64(size_t bytes) {
-    if (bytes == 0) bytes = 64;
-    if (bytes > SIZE_MAX - 63) return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
-}
-
-/* a * b * c with overflow check; false on overflow. */
-static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
-    if (a != 0 && b > SIZE_MAX / a) return false;
-    const size_t ab = a * b;
-    if (ab != 0 && c > SIZE_MAX / ab) return false;
-    *out = ab * c;
-    return true;
-}
+#include "base/mem.h"
 
 /* RoPE angles as ggml computes them (so they equal bitnet.cpp's): theta_scale =
  * base^(-2/d) rounded to float; for position p the angle of pair i is freq_scale · θ_i with
@@ -47,125 +30,185 @@ static void rope_tables(const bitnet_hparams *hp, int32_t n_ctx, float *cos_t, f
     }
 }
 
-bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
-                                    bitnet_context **out, bitnet_error *err) {
-    if (!m || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_context_create: NULL model or out");
-    *out = NULL;
-    if (n_ctx < 1 || n_ctx > MAX_CTX) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_ctx = %d must be in [1, %d]", n_ctx, MAX_CTX);
+/* The buffers of a context, in allocation order. Each is allocated 64-byte aligned with its size rounded
+ * up to 64 (bitnet_context_arena_bytes counts exactly that). */
+enum {
+    CB_X, CB_XB, CB_Q, CB_K, CB_V, CB_ATT, CB_PROJ, CB_HB, CB_HB2, CB_KCACHE, CB_VCACHE, CB_ROPE_COS,
+    CB_ROPE_SIN, CB_ATT_SCORES, CB_ATT_P, CB_ATT_Q, CB_HEAD_ACT, CB_HEAD_ROW, CB_LOGITS, CB_WDATA0, CB_WDATA1,
+    CB_COUNT
+};
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* a · b · c with overflow check; false on overflow. */
+static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    const size_t ab = a * b;
+    if (ab != 0 && c > SIZE_MAX / ab) return false;
+    *out = ab * c;
+    return true;
+}
+
+static bitnet_status check_params(const bitnet_context_params *p, bitnet_error *err) {
+    if (p->n_ctx < 1 || p->n_ctx > MAX_CTX) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_ctx = %d must be in [1, %d]", p->n_ctx, MAX_CTX);
     }
-    if (n_batch < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_batch = %d must be >= 1", n_batch);
-    if (n_threads < 1 || n_threads > 1024) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_threads = %d must be in [1, 1024]", n_threads);
+    if (p->n_batch < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_batch = %d must be >= 1", p->n_batch);
+    if (p->n_threads < 1 || p->n_threads > 1024) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_threads = %d must be in [1, 1024]", p->n_threads);
     }
-    if (n_batch > n_ctx) n_batch = n_ctx;
+    if (p->n_logits < 1 || p->n_logits > p->n_ctx) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_logits = %d must be in [1, n_ctx = %d]", p->n_logits,
+                           p->n_ctx);
+    }
+    return BITNET_OK;
+}
+
+/* Bytes of every buffer (bytes[CB_*], unrounded) and the LUT workspace size *wsize for model m and the
+ * checked params p (n_batch already clamped to n_ctx). Errors: sizes that overflow (BITNET_ERR_NOMEM),
+ * a weight the LUT host refuses (BITNET_ERR_UNSUPPORTED). */
+static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_params *p, size_t bytes[CB_COUNT],
+                                  size_t *wsize, bitnet_error *err) {
     const bitnet_hparams *hp = &m->hp;
-    bitnet_context *c = calloc(1, sizeof *c);
-    if (!c) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the context");
-    c->m = m;
-    c->n_ctx = n_ctx;
-    c->n_batch = n_batch;
-    c->n_threads = n_threads;
-
-    bitnet_status st = bitnet_threadpool_create(n_threads, &c->tp, err);
-    if (st != BITNET_OK) goto fail;
-
-    const size_t B = (size_t)n_batch, D = (size_t)hp->n_embd, F = (size_t)hp->n_ff, KV = (size_t)m->kv_dim;
-    const size_t QD = (size_t)m->q_dim;
-    const size_t hd = (size_t)hp->n_embd_head, T = (size_t)n_threads, C = (size_t)n_ctx;
-    size_t cache_elems;
-    if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 2) {
-        st = bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers × %d positions × %zu overflows",
-                         hp->n_layer, n_ctx, KV);
-        goto fail;
+    const size_t B = (size_t)p->n_batch, D = (size_t)hp->n_embd, F = (size_t)hp->n_ff, KV = (size_t)m->kv_dim;
+    const size_t QD = (size_t)m->q_dim, hd = (size_t)hp->n_embd_head, T = (size_t)p->n_threads, C = (size_t)p->n_ctx;
+    size_t cache_elems, logit_elems;
+    if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4 ||
+        !mul3((size_t)p->n_logits, (size_t)hp->n_vocab, sizeof(float), &logit_elems)) {
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers × %d positions × %zu overflows", hp->n_layer,
+                           p->n_ctx, KV);
     }
-    c->x = malloc(B * D * sizeof(float));
-    c->xb = malloc(B * D * sizeof(float));
-    c->q = malloc(B * QD * sizeof(float));
-    c->k = malloc(B * KV * sizeof(float));
-    c->v = malloc(B * KV * sizeof(float));
-    c->att = malloc(B * QD * sizeof(float));
-    c->proj = malloc(B * D * sizeof(float));
-    c->hb = malloc(B * F * sizeof(float));
-    c->hb2 = malloc(B * F * sizeof(float));
-    c->kcache = calloc(cache_elems, sizeof(uint16_t));
-    c->vcache = calloc(cache_elems, sizeof(uint16_t));
-    c->rope_cos = malloc(C * (hd / 2) * sizeof(float));
-    c->rope_sin = malloc(C * (hd / 2) * sizeof(float));
-    c->att_scores = malloc(T * C * sizeof(float));
-    c->att_p = malloc(T * C * sizeof(float));
-    c->att_q = malloc(T * hd * sizeof(float));
-    c->head_act_bytes = m->head_kernel->act_bytes(hp->n_embd);
-    c->head_act = malloc(B * c->head_act_bytes);
-    c->head_row = malloc(T * D * sizeof(float));
-    c->logits_cap = 1;
-    c->logits = malloc((size_t)hp->n_vocab * sizeof(float));
-    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->hb || !c->hb2 || !c->kcache ||
-        !c->vcache || !c->rope_cos || !c->rope_sin || !c->att_scores || !c->att_p || !c->att_q ||
-        !c->head_act || !c->head_row || !c->logits) {
-        st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a context of %d positions, batch %d", n_ctx,
-                         n_batch);
-        goto fail;
-    }
-    memset(c->logits, 0, (size_t)hp->n_vocab * sizeof(float));
-    rope_tables(hp, n_ctx, c->rope_cos, c->rope_sin);
+    const size_t f = sizeof(float);
+    bytes[CB_X] = B * D * f;
+    bytes[CB_XB] = B * D * f;
+    bytes[CB_Q] = B * QD * f;
+    bytes[CB_K] = B * KV * f;
+    bytes[CB_V] = B * KV * f;
+    bytes[CB_ATT] = B * QD * f;
+    bytes[CB_PROJ] = B * D * f;
+    bytes[CB_HB] = B * F * f;
+    bytes[CB_HB2] = B * F * f;
+    bytes[CB_KCACHE] = cache_elems * sizeof(uint16_t);
+    bytes[CB_VCACHE] = cache_elems * sizeof(uint16_t);
+    bytes[CB_ROPE_COS] = C * (hd / 2) * f;
+    bytes[CB_ROPE_SIN] = C * (hd / 2) * f;
+    bytes[CB_ATT_SCORES] = T * C * f;
+    bytes[CB_ATT_P] = T * C * f;
+    bytes[CB_ATT_Q] = T * hd * f;
+    bytes[CB_HEAD_ACT] = B * m->head_kernel->act_bytes(hp->n_embd);
+    bytes[CB_HEAD_ROW] = T * D * f;
+    bytes[CB_LOGITS] = logit_elems;
 
     /* LUT workspace: the largest any weight needs for n_batch columns */
+    *wsize = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        for (int p = 0; p < N_PROJ; p++) {
-            const weight *w = layer_proj(&m->layers[l], p);
+        for (int pi = 0; pi < N_PROJ; pi++) {
+            const weight *w = layer_proj(&m->layers[l], pi);
             if (!w->lut) continue;
-            bitnet_tensor src1 = act_tensor(c->xb, w->K, n_batch), dst = act_tensor(c->q, w->M, n_batch);
+            bitnet_tensor src1 = act_tensor(NULL, w->K, p->n_batch), dst = act_tensor(NULL, w->M, p->n_batch);
             if (!bitnet_can_mul_mat(&w->t, &src1, &dst)) {
-                st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "tensor '%s' (M = %lld, K = %lld): the LUT host refuses "
-                                 "this product", w->t.name, (long long)w->M, (long long)w->K);
-                goto fail;
+                return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                                   "tensor '%s' (M = %lld, K = %lld): the LUT host refuses this product", w->t.name,
+                                   (long long)w->M, (long long)w->K);
             }
             const size_t ws = bitnet_mul_mat_get_wsize(&w->t, &src1, &dst);
-            if (ws > c->wsize) c->wsize = ws;
+            if (ws > *wsize) *wsize = ws;
         }
     }
-    if (c->wsize) {
-        c->wdata[0] = alloc64(c->wsize);
-        c->wdata[1] = alloc64(c->wsize);
-        if (!c->wdata[0] || !c->wdata[1]) {
-            st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for two LUT workspaces of %zu bytes", c->wsize);
-            goto fail;
+    bytes[CB_WDATA0] = *wsize;
+    bytes[CB_WDATA1] = *wsize;
+    return BITNET_OK;
+}
+
+/* The params with n_batch clamped to n_ctx. */
+static bitnet_context_params clamped(const bitnet_context_params *p) {
+    bitnet_context_params q = *p;
+    if (q.n_batch > q.n_ctx) q.n_batch = q.n_ctx;
+    return q;
+}
+
+bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_context_params *params, size_t used,
+                                         size_t *bytes, bitnet_error *err) {
+    if (!m || !params || !bytes) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_context_arena_bytes: NULL argument");
+    bitnet_status st = check_params(params, err);
+    if (st != BITNET_OK) return st;
+    const bitnet_context_params p = clamped(params);
+    size_t b[CB_COUNT], wsize;
+    if ((st = context_plan(m, &p, b, &wsize, err)) != BITNET_OK) return st;
+    size_t at = used + bitnet_arena_cost(used, sizeof(bitnet_context), 8);
+    for (int i = 0; i < CB_COUNT; i++) {
+        const size_t n = round64(b[i]);
+        if (n < b[i] || at > SIZE_MAX - 64 - n) return bitnet_fail(err, BITNET_ERR_NOMEM, "context size overflows");
+        at += bitnet_arena_cost(at, n, 64);
+    }
+    *bytes = at - used;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                                    bitnet_context **out, bitnet_error *err) {
+    const bitnet_context_params p = {n_ctx, n_batch, n_threads, 1};
+    return bitnet_context_create_params(m, &p, out, err);
+}
+
+bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context_params *params, bitnet_context **out,
+                                           bitnet_error *err) {
+    if (!m || !out || !params) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_context_create: NULL model, params or out");
+    *out = NULL;
+    bitnet_status st = check_params(params, err);
+    if (st != BITNET_OK) return st;
+    const bitnet_context_params p = clamped(params);
+    size_t b[CB_COUNT], wsize;
+    if ((st = context_plan(m, &p, b, &wsize, err)) != BITNET_OK) return st;
+
+    bitnet_context *c = bitnet_calloc(1, sizeof *c);
+    if (!c) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the context");
+    c->m = m;
+    c->n_ctx = p.n_ctx;
+    c->n_batch = p.n_batch;
+    c->n_threads = p.n_threads;
+    c->wsize = wsize;
+    c->head_act_bytes = m->head_kernel->act_bytes(m->hp.n_embd);
+    c->logits_cap = p.n_logits;
+    void **ptrs[CB_COUNT] = {
+        (void **)&c->x, (void **)&c->xb, (void **)&c->q, (void **)&c->k, (void **)&c->v, (void **)&c->att,
+        (void **)&c->proj, (void **)&c->hb, (void **)&c->hb2, (void **)&c->kcache, (void **)&c->vcache,
+        (void **)&c->rope_cos, (void **)&c->rope_sin, (void **)&c->att_scores, (void **)&c->att_p,
+        (void **)&c->att_q, (void **)&c->head_act, (void **)&c->head_row, (void **)&c->logits, &c->wdata[0],
+        &c->wdata[1],
+    };
+    for (int i = 0; i < CB_COUNT; i++) {
+        *ptrs[i] = bitnet_aligned_alloc(64, round64(b[i]));
+        if (!*ptrs[i]) {
+            bitnet_context_free(c);
+            return bitnet_fail(err, BITNET_ERR_NOMEM,
+                               "out of memory for a context of %d positions, batch %d (buffer %d of %d, %zu bytes)",
+                               p.n_ctx, p.n_batch, i + 1, (int)CB_COUNT, b[i]);
         }
+    }
+    memset(c->kcache, 0, b[CB_KCACHE]);
+    memset(c->vcache, 0, b[CB_VCACHE]);
+    memset(c->logits, 0, b[CB_LOGITS]);
+    rope_tables(&m->hp, p.n_ctx, c->rope_cos, c->rope_sin);
+
+    /* the thread pool last: a platform object outside base/mem.h (runtime/threadpool.h) */
+    if ((st = bitnet_threadpool_create(p.n_threads, &c->tp, err)) != BITNET_OK) {
+        bitnet_context_free(c);
+        return st;
     }
     *out = c;
     return BITNET_OK;
-
-fail:
-    bitnet_context_free(c);
-    return st;
 }
 
 void bitnet_context_free(bitnet_context *c) {
     if (!c) return;
     bitnet_threadpool_free(c->tp);
-    free(c->x);
-    free(c->xb);
-    free(c->q);
-    free(c->k);
-    free(c->v);
-    free(c->att);
-    free(c->proj);
-    free(c->hb);
-    free(c->hb2);
-    free(c->kcache);
-    free(c->vcache);
-    free(c->rope_cos);
-    free(c->rope_sin);
-    free(c->att_scores);
-    free(c->att_p);
-    free(c->att_q);
-    free(c->head_act);
-    free(c->head_row);
-    free(c->wdata[0]);
-    free(c->wdata[1]);
-    free(c->logits);
-    free(c);
+    /* reverse allocation order (an arena gets its most recent block back) */
+    void *bufs[CB_COUNT] = {c->x,     c->xb,       c->q,     c->k,     c->v,        c->att,      c->proj,
+                            c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
+                            c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1]};
+    for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);
+    bitnet_free(c);
 }
 
 int32_t bitnet_context_n_ctx(const bitnet_context *c) { return c->n_ctx; }
@@ -192,7 +235,7 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
     }
     const int32_t rows = all_logits ? n_tokens : 1;
     if (rows > c->logits_cap) {
-        float *nl = realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
+        float *nl = bitnet_realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
         if (!nl) {
             return bitnet_fail(err, BITNET_ERR_NOMEM, "bitnet_decode: out of memory for %d × %d logits", rows, n_vocab);
         }

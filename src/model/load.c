@@ -6,8 +6,8 @@
 #include "model/model_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 
+#include "base/mem.h"
 #include "kernels/lut/lut.h"
 
 #ifndef BITNET_LUT_TABLE_DEFAULT
@@ -49,8 +49,9 @@ static bitnet_status find_tensor(loader *ld, const char *name, int n_dims, int64
     return BITNET_OK;
 }
 
-/* A norm weight (F32 or F16) [n] as an owned float vector. */
-static bitnet_status load_vector(loader *ld, const char *name, int64_t n, float **out) {
+/* A norm weight (F32 or F16) [n] as floats: F32 data is used in place (GGUF data is 32-byte aligned),
+ * F16 is converted into a copy listed in m->vec_owned. */
+static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, int64_t n, const float **out) {
     const bitnet_gguf_tensor_info *ti;
     bitnet_status st = find_tensor(ld, name, 1, n, 1, true, &ti);
     if (st != BITNET_OK) return st;
@@ -58,15 +59,15 @@ static bitnet_status load_vector(loader *ld, const char *name, int64_t n, float 
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
                            ld->path, name, bitnet_type_name(ti->type), ti->type);
     }
-    float *v = malloc((size_t)n * sizeof(float));
-    if (!v) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for tensor '%s'", ld->path, name);
-    st = bitnet_row_to_f32(ti->type, ti->data, v, n, ld->err);
-    if (st != BITNET_OK) {
-        free(v);
-        return st;
+    if (ti->type == BITNET_TYPE_F32 && (uintptr_t)ti->data % _Alignof(float) == 0) {
+        *out = (const float *)ti->data;
+        return BITNET_OK;
     }
+    float *v = bitnet_malloc((size_t)n * sizeof(float));
+    if (!v) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for tensor '%s'", ld->path, name);
+    m->vec_owned[m->n_vec_owned++] = v;
     *out = v;
-    return BITNET_OK;
+    return bitnet_row_to_f32(ti->type, ti->data, v, n, ld->err);
 }
 
 /* A projection weight `name` with K inputs and M outputs (ne = [K, M]) and its optional
@@ -103,7 +104,14 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
         w->t.nb[1] = (size_t)K * 4;
         break;
     case BITNET_TYPE_F16: {
-        w->dense_owned = malloc((size_t)M * (size_t)K * sizeof(float));
+#ifdef BITNET_BARE_METAL
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' is F16: F16 projection weights are converted to an M x K float copy "
+                           "(%lld x %lld), which this bare-metal build does not make; use the model's F32, I2_S, TL1 "
+                           "or TL2 file",
+                           ld->path, name, (long long)M, (long long)K);
+#endif
+        w->dense_owned = bitnet_malloc((size_t)M * (size_t)K * sizeof(float));
         if (!w->dense_owned) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for '%s'", ld->path, name);
         st = bitnet_row_to_f32(BITNET_TYPE_F16, ti->data, w->dense_owned, M * K, ld->err);
         if (st != BITNET_OK) return st;
@@ -141,8 +149,21 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
     return BITNET_OK;
 }
 
-/* AUTO: TL2 on x86-64 with AVX2, TL1 on AArch64, the I2_S reference path elsewhere. */
-static bitnet_kernel_path resolve_path(bitnet_kernel_path p) {
+/* AUTO: TL2 on x86-64 with AVX2, TL1 on AArch64, the I2_S reference path elsewhere. STORED: the
+ * stored type of the first ternary projection weight (any path when there is none). */
+static bitnet_kernel_path resolve_path(bitnet_kernel_path p, const bitnet_model *m) {
+    if (p == BITNET_PATH_STORED) {
+        for (int32_t l = 0; l < m->hp.n_layer; l++) {
+            for (int i = 0; i < N_PROJ; i++) {
+                const weight *w = layer_proj(&m->layers[l], i);
+                if (!w->lut) continue;
+                return w->t.type == BITNET_TYPE_TL1 ? BITNET_PATH_TL1
+                       : w->t.type == BITNET_TYPE_TL2 ? BITNET_PATH_TL2
+                                                      : BITNET_PATH_I2S;
+            }
+        }
+        return BITNET_PATH_I2S;
+    }
     if (p != BITNET_PATH_AUTO) return p;
 #if defined(__x86_64__) || defined(_M_X64)
     return bitnet_cpu_supports("avx2") ? BITNET_PATH_TL2 : BITNET_PATH_I2S;
@@ -231,10 +252,10 @@ static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
                            ld->path, m->head->name, (long long)D);
     }
     const size_t nb = (size_t)(D / 32);
-    float *row = malloc((size_t)D * sizeof(float));
-    m->head_owned = malloc((size_t)V * nb * sizeof(bitnet_block_q8_0));
+    m->head_owned = bitnet_malloc((size_t)V * nb * sizeof(bitnet_block_q8_0));
+    float *row = bitnet_malloc((size_t)D * sizeof(float));
     if (!row || !m->head_owned) {
-        free(row);
+        bitnet_free(row);
         return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for the Q8_0 head (%lld × %lld)", ld->path,
                            (long long)V, (long long)D);
     }
@@ -243,7 +264,7 @@ static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
         bitnet_row_to_f32(m->head->type, src + (size_t)r * m->head_row_bytes, row, D, NULL);
         bitnet_quantize_row_q8_0(row, m->head_owned + (size_t)r * nb, D);
     }
-    free(row);
+    bitnet_free(row);
     m->head_type = BITNET_TYPE_Q8_0;
     m->head_data = (const uint8_t *)m->head_owned;
     m->head_row_bytes = nb * sizeof(bitnet_block_q8_0);
@@ -258,10 +279,20 @@ static void choose_head_kernel(bitnet_model *m) {
     m->head_decode = m->head_kernel->type != m->head_type;
 }
 
-bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
-                                bitnet_error *err) {
-    if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
-    *out = NULL;
+/* n_vocab without a loaded vocabulary: the length of tokenizer.ggml.tokens, or -1 when there is no such array. */
+static int64_t token_count(const bitnet_gguf *g) {
+    bitnet_gguf_type et;
+    uint64_t n = 0;
+    bitnet_error e;
+    if (bitnet_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL, &e) != BITNET_OK || n > (uint64_t)MAX_VOCAB)
+        return -1;
+    return (int64_t)n;
+}
+
+/* The model of the opened file g (owned from here on: closed with the model, or on failure). path names it
+ * in messages; with_vocab loads the tokenizer vocabulary (text/), else n_vocab comes from the keys. */
+static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitnet_model_params *params,
+                                    bool with_vocab, bitnet_model **out, bitnet_error *err) {
     const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
     if (!params) params = &defaults;
     const char *table_name = params->lut_table ? params->lut_table : BITNET_LUT_TABLE_DEFAULT;
@@ -269,34 +300,44 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "lut table '%s' is neither 'default' nor 'pretuned'",
                            table_name);
     }
-    if (params->path < BITNET_PATH_AUTO || params->path > BITNET_PATH_TL2) {
+    if (params->path < BITNET_PATH_AUTO || params->path > BITNET_PATH_STORED) {
+        bitnet_gguf_close(g);
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)params->path);
     }
     if (params->head_type != 0 && params->head_type != BITNET_TYPE_Q8_0) {
+        bitnet_gguf_close(g);
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "head_type %d is neither 0 (as stored) nor %d (Q8_0)", params->head_type, BITNET_TYPE_Q8_0);
     }
     bitnet_dense_init();
 
-    bitnet_model *m = calloc(1, sizeof *m);
-    if (!m) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    loader ld = {.path = path, .err = err};
-    bitnet_status st = bitnet_gguf_open(path, &m->gguf, err);
-    if (st != BITNET_OK) goto fail;
-    ld.g = m->gguf;
+    bitnet_model *m = bitnet_calloc(1, sizeof *m);
+    if (!m) {
+        bitnet_gguf_close(g);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
+    }
+    m->gguf = g;
+    loader ld = {.path = path, .g = g, .err = err};
+    bitnet_status st;
     if ((st = bitnet_model_load_hparams(&ld, &m->hp)) != BITNET_OK) goto fail;
     bitnet_hparams *hp = &m->hp;
     m->q_dim = hp->n_head * hp->n_embd_head;
     m->kv_dim = hp->n_head_kv * hp->n_embd_head;
-    m->path = resolve_path(params->path);
 
-    if ((st = bitnet_vocab_load(m->gguf, &m->vocab, err)) != BITNET_OK) goto fail;
-    const int32_t n_tok = bitnet_vocab_n_tokens(m->vocab);
-    if ((st = bitnet_model_int_key(&ld, "vocab_size", false, n_tok, 1, MAX_VOCAB, &hp->n_vocab)) != BITNET_OK)
+    int64_t n_tok = -1;
+#ifndef BITNET_BARE_METAL
+    if (with_vocab) {
+        if ((st = bitnet_vocab_load(m->gguf, &m->vocab, err)) != BITNET_OK) goto fail;
+        n_tok = bitnet_vocab_n_tokens(m->vocab);
+    }
+#endif
+    if (!m->vocab) n_tok = token_count(m->gguf);
+    if ((st = bitnet_model_int_key(&ld, "vocab_size", n_tok < 0, n_tok < 0 ? 0 : n_tok, 1, MAX_VOCAB,
+                                   &hp->n_vocab)) != BITNET_OK)
         goto fail;
-    if (hp->n_vocab != n_tok) {
-        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s.vocab_size = %d but tokenizer.ggml.tokens has %d entries",
-                         path, ld.arch, hp->n_vocab, n_tok);
+    if (n_tok >= 0 && hp->n_vocab != n_tok) {
+        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s.vocab_size = %d but tokenizer.ggml.tokens has %lld entries",
+                         path, ld.arch, hp->n_vocab, (long long)n_tok);
         goto fail;
     }
 
@@ -330,24 +371,24 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
         (st = requantize_head_q8_0(&ld, m)) != BITNET_OK)
         goto fail;
     choose_head_kernel(m);
-    if ((st = load_vector(&ld, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;
-
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) {
+    m->layers = bitnet_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->vec_owned = bitnet_calloc((size_t)hp->n_layer * 4 + 1, sizeof *m->vec_owned);
+    if (!m->layers || !m->vec_owned) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, hp->n_layer);
         goto fail;
     }
+    if ((st = load_vector(&ld, m, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         layer *L = &m->layers[l];
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)l), name)
-        if ((st = load_vector(&ld, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm)) != BITNET_OK) goto fail;
+        if ((st = load_vector(&ld, m, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm)) != BITNET_OK) goto fail;
         if (hp->sub_norms &&
-            (st = load_vector(&ld, NAME("attn_sub_norm.weight"), m->q_dim, &L->attn_sub_norm)) != BITNET_OK)
+            (st = load_vector(&ld, m, NAME("attn_sub_norm.weight"), m->q_dim, &L->attn_sub_norm)) != BITNET_OK)
             goto fail;
-        if ((st = load_vector(&ld, NAME("ffn_norm.weight"), hp->n_embd, &L->ffn_norm)) != BITNET_OK) goto fail;
+        if ((st = load_vector(&ld, m, NAME("ffn_norm.weight"), hp->n_embd, &L->ffn_norm)) != BITNET_OK) goto fail;
         if (hp->sub_norms &&
-            (st = load_vector(&ld, NAME("ffn_sub_norm.weight"), hp->n_ff, &L->ffn_sub_norm)) != BITNET_OK)
+            (st = load_vector(&ld, m, NAME("ffn_sub_norm.weight"), hp->n_ff, &L->ffn_sub_norm)) != BITNET_OK)
             goto fail;
         if ((st = load_weight(&ld, NAME("attn_q.weight"), hp->n_embd, m->q_dim, &L->wq)) != BITNET_OK) goto fail;
         if ((st = load_weight(&ld, NAME("attn_k.weight"), hp->n_embd, m->kv_dim, &L->wk)) != BITNET_OK) goto fail;
@@ -363,6 +404,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
     }
 
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
+    m->path = resolve_path(params->path, m);
     if ((st = bitnet_model_prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
     if (m->head_owned) {
         const size_t len = strlen(m->summary);
@@ -383,26 +425,47 @@ fail:
     return st;
 }
 
+#ifndef BITNET_BARE_METAL
+bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
+                                bitnet_error *err) {
+    if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
+    *out = NULL;
+    bitnet_gguf *g = NULL;
+    bitnet_status st = bitnet_gguf_open(path, &g, err);
+    if (st != BITNET_OK) return st;
+    return load_from_gguf(g, path, params, true, out, err);
+}
+#endif
+
+bitnet_status bitnet_model_load_memory(const void *image, size_t size, const char *name,
+                                       const bitnet_model_params *params, bitnet_model **out, bitnet_error *err) {
+    if (!out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load_memory: NULL out");
+    *out = NULL;
+    if (!name) name = "(model image)";
+    bitnet_gguf *g = NULL;
+    bitnet_status st = bitnet_gguf_open_memory(image, size, name, BITNET_GGUF_NO_STRING_INDEX, &g, err);
+    if (st != BITNET_OK) return st;
+    return load_from_gguf(g, name, params, false, out, err);
+}
+
 void bitnet_model_free(bitnet_model *m) {
     if (!m) return;
-    if (m->layers) {
-        for (int32_t l = 0; l < m->hp.n_layer; l++) {
-            layer *L = &m->layers[l];
-            free(L->attn_norm);
-            free(L->attn_sub_norm);
-            free(L->ffn_norm);
-            free(L->ffn_sub_norm);
-            for (int p = 0; p < N_PROJ; p++) free(layer_proj(L, p)->dense_owned);
-        }
-        free(m->layers);
-    }
     /* the LUT host owns the extras in one table; release it with the last model that used it */
     if (m->lut_used && atomic_fetch_sub(&bitnet_model_n_lut_models, 1) == 1) bitnet_lut_free();
-    free(m->output_norm);
-    free(m->head_owned);
+    if (m->layers) {
+        for (int32_t l = m->hp.n_layer; l-- > 0;) {
+            for (int p = N_PROJ; p-- > 0;) bitnet_free(layer_proj(&m->layers[l], p)->dense_owned);
+        }
+    }
+    for (int32_t i = m->n_vec_owned; i-- > 0;) bitnet_free(m->vec_owned[i]);
+    bitnet_free(m->vec_owned);
+    bitnet_free(m->layers);
+    bitnet_free(m->head_owned);
+#ifndef BITNET_BARE_METAL
     bitnet_vocab_free(m->vocab);
+#endif
     bitnet_gguf_close(m->gguf);
-    free(m);
+    bitnet_free(m);
 }
 
 const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m) { return &m->hp; }
@@ -418,6 +481,7 @@ const char *bitnet_kernel_path_name(bitnet_kernel_path p) {
     case BITNET_PATH_I2S: return "I2_S";
     case BITNET_PATH_TL1: return "TL1";
     case BITNET_PATH_TL2: return "TL2";
+    case BITNET_PATH_STORED: return "stored";
     default: return "auto";
     }
 }

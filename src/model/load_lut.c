@@ -5,8 +5,7 @@
  * (bitnet_model_kernel_summary). */
 #include "model/model_internal.h"
 
-#include <stdlib.h>
-
+#include "base/mem.h"
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
@@ -187,11 +186,11 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
     const bitnet_lut_table *target_table = NULL;
     if (target != BITNET_TYPE_I2_S) {
         const size_t max_shapes = (size_t)m->hp.n_layer * N_PROJ;
-        int64_t (*shapes)[2] = malloc(max_shapes * sizeof *shapes);
+        int64_t (*shapes)[2] = bitnet_malloc(max_shapes * sizeof *shapes);
         if (!shapes) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
         size_t n = lut_shapes(m, shapes);
         target_table = bitnet_lut_find_table(target, (const int64_t(*)[2])shapes, n, table_name);
-        free(shapes);
+        bitnet_free(shapes);
     }
 
     bitnet_status st = BITNET_OK;

@@ -84,6 +84,10 @@ typedef enum bitnet_kernel_path {
     BITNET_PATH_I2S = 1,  /* I2_S reference path (activations int8, dot products on I2_S codes) */
     BITNET_PATH_TL1 = 2,
     BITNET_PATH_TL2 = 3,
+    /* Every ternary weight in the layout the file stores (I2_S, TL1 or TL2 of its first projection
+     * weight), used in place: nothing is repacked. The choice of bitnet_model_load_memory and of memory-
+     * bound builds (a TL1/TL2 file needs its tile record or params.lut_tiles, as on every path). */
+    BITNET_PATH_STORED = 4,
 } bitnet_kernel_path;
 
 /* bitnet_arch, bitnet_ffn_act, bitnet_rope_type: base/arch.h (one table of architecture names). */
@@ -161,6 +165,16 @@ typedef struct bitnet_model bitnet_model;
  * do not print). The file stays mapped until bitnet_model_free. */
 bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *params, bitnet_model **out,
                                 bitnet_error *err);
+/* The same from a GGUF image already in memory (`size` bytes at `image`, which must stay valid and
+ * unchanged until bitnet_model_free; tensor data used in place needs the image on a 32-byte boundary):
+ * for a model linked into flash or read once into RAM, as the bare-metal build does. `name` names the
+ * image in messages. Differences from bitnet_model_load: no vocabulary is loaded (bitnet_model_vocab
+ * is NULL; n_vocab comes from <arch>.vocab_size or the length of tokenizer.ggml.tokens), string arrays
+ * are not indexed (bitnet_gguf_open_memory's BITNET_GGUF_NO_STRING_INDEX), and every allocation comes
+ * from base/mem.h (the arena in use, if any). The bare-metal build also refuses F16 projection weights
+ * (they would need an M·K float copy). */
+bitnet_status bitnet_model_load_memory(const void *image, size_t size, const char *name,
+                                       const bitnet_model_params *params, bitnet_model **out, bitnet_error *err);
 /* NULL is fine. The LUT host keeps every tensor extra in one table that only bitnet_lut_free releases,
  * so the extras of all models are released together when the last model that used them is freed
  * (a program that also transforms tensors of its own must not rely on them after that). */
@@ -180,19 +194,37 @@ const char *bitnet_model_kernel_summary(const bitnet_model *m);
 int bitnet_model_head_type(const bitnet_model *m);
 /* true when the head was requantized at load (bitnet_model_params.head_type), false when stored data is used. */
 bool bitnet_model_head_requantized(const bitnet_model *m);
-/* "auto", "I2_S", "TL1", "TL2". */
+/* "auto", "I2_S", "TL1", "TL2", "stored". */
 const char *bitnet_kernel_path_name(bitnet_kernel_path p);
 
 /* Inference state: KV cache (F16) for n_ctx positions, scratch buffers for up to n_batch tokens per
  * call, a thread pool of n_threads. */
 typedef struct bitnet_context bitnet_context;
 
-/* n_ctx in [1, 2^24] positions, n_batch >= 1 (clamped to n_ctx), n_threads in [1, 1024].
- * Memory: KV cache 2 · n_layer · n_ctx · kv_dim F16 values, plus n_batch rows of activations.
+/* The sizes of a context. */
+typedef struct bitnet_context_params {
+    int32_t n_ctx;     /* positions of the KV cache, [1, 2^24] */
+    int32_t n_batch;   /* tokens per forward pass, >= 1 (clamped to n_ctx) */
+    int32_t n_threads; /* [1, 1024]; 1 in the bare-metal build */
+    int32_t n_logits;  /* rows of logits allocated at creation, [1, n_ctx]: bitnet_decode with all_logits on
+                          more tokens grows them (which fails in a sealed arena) */
+} bitnet_context_params;
+
+/* Memory: KV cache 2 · n_layer · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
+ * tables (2 · n_ctx · head_size / 2 floats), per-thread attention scratch, two LUT workspaces and
+ * n_logits rows of logits: 21 buffers, each 64-byte aligned (bitnet_context_arena_bytes counts them).
  * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
  * BITNET_ERR_UNSUPPORTED when the LUT host refuses a weight's product. The model must outlive it. */
+bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context_params *params, bitnet_context **out,
+                                           bitnet_error *err);
+/* bitnet_context_create_params with n_logits = 1. */
 bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                     bitnet_context **out, bitnet_error *err);
+/* Exactly the bytes bitnet_context_create_params takes from an arena (base/mem.h) whose first free offset
+ * is `used`: the context struct and its 21 buffers with their alignment padding (the thread pool is not
+ * in the arena). The same checks and errors as creation, without allocating. */
+bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_context_params *params, size_t used,
+                                         size_t *bytes, bitnet_error *err);
 void bitnet_context_free(bitnet_context *c); /* NULL is fine */
 int32_t bitnet_context_n_ctx(const bitnet_context *c);
 int32_t bitnet_context_n_threads(const bitnet_context *c);

@@ -40,11 +40,12 @@ typedef struct weight {
     float out_scale;
 } weight;
 
+/* Norm weights point into the file (F32) or at a float copy listed in bitnet_model.vec_owned (F16). */
 typedef struct layer {
-    float *attn_norm;      /* [n_embd] */
-    float *attn_sub_norm;  /* [q_dim]; NULL without sub-norms ("llama") */
-    float *ffn_norm;       /* [n_embd] */
-    float *ffn_sub_norm;   /* [n_ff]; NULL without sub-norms */
+    const float *attn_norm;     /* [n_embd] */
+    const float *attn_sub_norm; /* [q_dim]; NULL without sub-norms ("llama") */
+    const float *ffn_norm;      /* [n_embd] */
+    const float *ffn_sub_norm;  /* [n_ff]; NULL without sub-norms */
     weight wq, wk, wv, wo; /* [n_embd → q_dim], [n_embd → kv_dim] ×2, [q_dim → n_embd] */
     weight w_gate, w_up;   /* [n_embd → n_ff] */
     weight w_down;         /* [n_ff → n_embd] */
@@ -67,8 +68,10 @@ struct bitnet_model {
     bool head_decode;                       /* head rows go through bitnet_row_to_f32 first (Q6_K) */
     const uint8_t *head_data;               /* [n_vocab] rows: the file's data or head_owned */
     bitnet_block_q8_0 *head_owned;          /* head requantized to Q8_0 at load, or NULL */
-    float *output_norm;                     /* [n_embd] */
+    const float *output_norm;               /* [n_embd] */
     layer *layers;                          /* [n_layer] */
+    float **vec_owned;                      /* [4·n_layer + 1]: the float copies of F16 norm weights */
+    int32_t n_vec_owned;
     uint64_t n_params, size_bytes;
     bool lut_used;                          /* weights were handed to the LUT host */
     char summary[512];

@@ -15,8 +15,47 @@
  * mutex to signal only when someone sleeps. Either the waker sees the announcement (then it signals
  * under the mutex, after the sleeper is waiting or before it re-checks), or the announcement comes
  * later in the single total order, so the sleeper's re-check sees the condition true: no wake-up
- * can be lost. */
+ * can be lost.
+ *
+ * The bare-metal build (BITNET_BARE_METAL) runs one thread: create accepts only n_threads = 1 and
+ * allocates nothing, run calls the task on the caller, and the barrier returns at once — the seed's rule
+ * that the barrier after building the LUTs is needed only when nth > 1. The pthread pool uses the C
+ * library's heap, not base/mem.h: it is a platform object outside the arena. */
 #include "runtime/threadpool.h"
+
+#ifdef BITNET_BARE_METAL
+
+struct bitnet_threadpool {
+    int n_threads;
+};
+
+static bitnet_threadpool g_single_thread = {1};
+
+bitnet_status bitnet_threadpool_create(int n_threads, bitnet_threadpool **out, bitnet_error *err) {
+    if (out == NULL) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "threadpool: out pointer is NULL");
+    *out = NULL;
+    if (n_threads != 1)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "threadpool: n_threads = %d, but this bare-metal build runs one thread", n_threads);
+    *out = &g_single_thread;
+    return BITNET_OK;
+}
+
+void bitnet_threadpool_free(bitnet_threadpool *tp) { (void)tp; }
+
+int bitnet_threadpool_n_threads(const bitnet_threadpool *tp) {
+    (void)tp;
+    return 1;
+}
+
+void bitnet_threadpool_run(bitnet_threadpool *tp, bitnet_task_fn fn, void *arg) {
+    (void)tp;
+    if (fn != NULL) fn(arg, 0, 1);
+}
+
+void bitnet_threadpool_barrier(bitnet_threadpool *tp) { (void)tp; }
+
+#else /* hosted: pthreads */
 
 #include <errno.h>
 #include <pthread.h>
@@ -293,6 +332,8 @@ void bitnet_threadpool_barrier(bitnet_threadpool *tp) {
         }
     }
 }
+
+#endif /* BITNET_BARE_METAL */
 
 /* Contiguous split of [0, n) into nth parts: the first n % nth parts get one extra element.
  * Out-of-range ith/nth (nth < 1, ith outside [0, nth)) or n <= 0 give an empty range. */

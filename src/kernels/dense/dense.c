@@ -3,13 +3,16 @@
  * dense.h; the AVX2 and NEON versions are in dense_avx2.c and dense_neon.c). */
 #include "kernels/dense/dense.h"
 
-#include <pthread.h>
 #include <string.h>
 
 #include "kernels/dense/dense_internal.h"
 #include "kernels/isa.h"
 
+#ifndef BITNET_BARE_METAL
+#include <pthread.h>
+
 float bitnet_dense_f16_table[1 << 16];
+#endif
 
 float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n) {
     float s[8] = {0};
@@ -42,10 +45,10 @@ static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0
 
 static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
 static void dense_init_once(void) {
+#ifndef BITNET_BARE_METAL
     for (uint32_t i = 0; i < (1u << 16); i++) bitnet_dense_f16_table[i] = bitnet_fp16_to_fp32((uint16_t)i);
+#endif
 #if defined(__x86_64__)
     if (bitnet_cpu_supports("avx2")) {
         g_dot_f16 = bitnet_dense_dot_f16__avx2;
@@ -59,7 +62,17 @@ static void dense_init_once(void) {
 #endif
 }
 
+#ifdef BITNET_BARE_METAL
+void bitnet_dense_init(void) {
+    static bool done = false; /* one thread */
+    if (!done) dense_init_once();
+    done = true;
+}
+#else
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
 void bitnet_dense_init(void) { pthread_once(&g_once, dense_init_once); }
+#endif
 
 float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n) { return g_dot_f16(a, b, n); }
 

@@ -13,16 +13,23 @@
 extern "C" {
 #endif
 
+/* Fills bitnet_dense_f16_table (hosted builds) and chooses the F16 and Q8_0 dot versions for this CPU
+ * (AVX2 when bitnet_cpu_supports("avx2"), NEON when bitnet_cpu_supports("neon"), else scalar;
+ * BITNET_ISA=scalar keeps the scalar ones). Runs once (pthread_once; a flag in the one-thread bare-metal
+ * build); call it before any other function of this header. */
+void bitnet_dense_init(void);
+
+#ifdef BITNET_BARE_METAL
+/* The binary16 value h as a float, computed (bitnet_fp16_to_fp32, exact): the bare-metal build has no
+ * room for the 256 KiB table, and both give the same float for every h. */
+static inline float bitnet_dense_f16(uint16_t h) { return bitnet_fp16_to_fp32(h); }
+#else
 /* binary16 → binary32 for all 65536 codes (exact: bitnet_fp16_to_fp32); filled by bitnet_dense_init. */
 extern float bitnet_dense_f16_table[1 << 16];
 
-/* Fills bitnet_dense_f16_table and chooses the F16 and Q8_0 dot versions for this CPU (AVX2 when
- * bitnet_cpu_supports("avx2"), NEON when bitnet_cpu_supports("neon"), else scalar; BITNET_ISA=scalar
- * keeps the scalar ones). Runs once (pthread_once); call it before any other function of this header. */
-void bitnet_dense_init(void);
-
 /* The binary16 value h as a float (table lookup; bitnet_dense_init first). */
 static inline float bitnet_dense_f16(uint16_t h) { return bitnet_dense_f16_table[h]; }
+#endif
 
 /* x rounded to the nearest binary16 value (bitnet_fp32_to_fp16), as a float. */
 static inline float bitnet_dense_round_f16(float x) { return bitnet_dense_f16(bitnet_fp32_to_fp16(x)); }
