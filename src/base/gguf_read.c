@@ -136,7 +136,7 @@ static bitnet_status fail_at(const bitnet_gguf *g, bitnet_error *err, bitnet_sta
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return bitnet_fail(err, st, "%s: %s (at byte %zu)", g->path, msg, off);
+    return bitnet_fail(err, st, "%s: %s (at byte %llu)", g->path, msg, (unsigned long long)off);
 }
 
 /* A NUL-terminated copy of n bytes from base/mem.h's allocator. */
@@ -176,14 +176,14 @@ static bitnet_status rd_str(const bitnet_gguf *g, cursor *c, const char **s, uin
                             bitnet_error *err) {
     const size_t at = c->off;
     if (!cur_has(c, 8)) {
-        return fail_at(g, err, BITNET_ERR_FORMAT, at, "%s: string length runs past the end of the file (size %zu)",
-                       what, c->size);
+        return fail_at(g, err, BITNET_ERR_FORMAT, at, "%s: string length runs past the end of the file (size %llu)",
+                       what, (unsigned long long)c->size);
     }
     const uint64_t n = rd_u64(c);
     if (!cur_has(c, n)) {
         return fail_at(g, err, BITNET_ERR_FORMAT, at,
-                       "%s: string length %llu runs past the end of the file (size %zu)", what,
-                       (unsigned long long)n, c->size);
+                       "%s: string length %llu runs past the end of the file (size %llu)", what,
+                       (unsigned long long)n, (unsigned long long)c->size);
     }
     *s = (const char *)c->p + c->off;
     *len = n;
@@ -220,7 +220,7 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
     kv->type = rd_u32(c);
     kv->val_off = c->off;
     if (kv->type > BITNET_GGUF_FLOAT64) {
-        return fail_at(g, err, BITNET_ERR_FORMAT, type_at, "key '%s': unknown value type %u", kv->key, kv->type);
+        return fail_at(g, err, BITNET_ERR_FORMAT, type_at, "key '%s': unknown value type %u", kv->key, (unsigned)kv->type);
     }
     if (kv->type == BITNET_GGUF_STRING) {
         const char *s = NULL;
@@ -254,15 +254,15 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
     }
     if (kv->elem_type > BITNET_GGUF_FLOAT64) {
         return fail_at(g, err, BITNET_ERR_FORMAT, kv->val_off - 12, "key '%s': unknown array element type %u",
-                       kv->key, kv->elem_type);
+                       kv->key, (unsigned)kv->elem_type);
     }
     const uint64_t remain = (uint64_t)(c->size - c->off);
     if (kv->elem_type != BITNET_GGUF_STRING) {
         const size_t sz = type_size(kv->elem_type);
         if (kv->n > remain / sz) {
             return fail_at(g, err, BITNET_ERR_FORMAT, kv->val_off - 8,
-                           "key '%s': array of %llu %s runs past the end of the file (size %zu)", kv->key,
-                           (unsigned long long)kv->n, bitnet_gguf_type_name((bitnet_gguf_type)kv->elem_type), c->size);
+                           "key '%s': array of %llu %s runs past the end of the file (size %llu)", kv->key,
+                           (unsigned long long)kv->n, bitnet_gguf_type_name((bitnet_gguf_type)kv->elem_type), (unsigned long long)c->size);
         }
         if (kv->elem_type == BITNET_GGUF_BOOL) {
             for (uint64_t j = 0; j < kv->n; j++) {
@@ -294,14 +294,14 @@ static bitnet_status parse_kv(bitnet_gguf *g, cursor *c, int64_t i, bitnet_error
         const size_t at = c->off;
         if (!cur_has(c, 8)) {
             return fail_at(g, err, BITNET_ERR_FORMAT, at,
-                           "key '%s': string element %llu: length runs past the end of the file (size %zu)", kv->key,
-                           (unsigned long long)j, c->size);
+                           "key '%s': string element %llu: length runs past the end of the file (size %llu)", kv->key,
+                           (unsigned long long)j, (unsigned long long)c->size);
         }
         const uint64_t n = rd_u64(c);
         if (!cur_has(c, n)) {
             return fail_at(g, err, BITNET_ERR_FORMAT, at,
-                           "key '%s': string element %llu: length %llu runs past the end of the file (size %zu)",
-                           kv->key, (unsigned long long)j, (unsigned long long)n, c->size);
+                           "key '%s': string element %llu: length %llu runs past the end of the file (size %llu)",
+                           kv->key, (unsigned long long)j, (unsigned long long)n, (unsigned long long)c->size);
         }
         c->off += (size_t)n;
     }
@@ -336,7 +336,7 @@ static bitnet_status parse_tensor_info(bitnet_gguf *g, cursor *c, int64_t i, bit
     }
     const uint32_t nd = rd_u32(c);
     if (nd < 1 || nd > 4) {
-        return fail_at(g, err, BITNET_ERR_FORMAT, c->off - 4, "tensor %s: n_dims = %u (must be 1..4)", name, nd);
+        return fail_at(g, err, BITNET_ERR_FORMAT, c->off - 4, "tensor %s: n_dims = %u (must be 1..4)", name, (unsigned)nd);
     }
     t->n_dims = (int)nd;
     if (!cur_has(c, 8ull * nd + 4 + 8)) {
@@ -348,20 +348,20 @@ static bitnet_status parse_tensor_info(bitnet_gguf *g, cursor *c, int64_t i, bit
     for (uint32_t d = 0; d < nd; d++) {
         const uint64_t v = rd_u64(c);
         if (v < 1 || v > (uint64_t)INT64_MAX) {
-            return fail_at(g, err, BITNET_ERR_FORMAT, c->off - 8, "tensor %s: ne[%u] = %lld (must be >= 1)", name, d,
+            return fail_at(g, err, BITNET_ERR_FORMAT, c->off - 8, "tensor %s: ne[%u] = %lld (must be >= 1)", name, (unsigned)d,
                            (long long)v);
         }
         t->ne[d] = (int64_t)v;
         if (__builtin_mul_overflow(count, t->ne[d], &count)) {
             return fail_at(g, err, BITNET_ERR_FORMAT, c->off - 8, "tensor %s: element count overflows at ne[%u] = %llu",
-                           name, d, (unsigned long long)v);
+                           name, (unsigned)d, (unsigned long long)v);
         }
     }
     const size_t type_at = c->off;
     const uint32_t type = rd_u32(c);
     t->offset = rd_u64(c);
     if (type > 0x7fffffffu) {
-        return fail_at(g, err, BITNET_ERR_UNSUPPORTED, type_at, "tensor %s: unknown tensor type id %u", name, type);
+        return fail_at(g, err, BITNET_ERR_UNSUPPORTED, type_at, "tensor %s: unknown tensor type id %u", name, (unsigned)type);
     }
     t->type = (int)type;
     bitnet_error terr;
@@ -381,7 +381,7 @@ static bitnet_status read_alignment(bitnet_gguf *g, bitnet_error *err) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     const int64_t i = bitnet_gguf_find_kv(g, "general.alignment");
     if (i < 0) return BITNET_OK;
-    uint64_t v;
+    uint64_t v = 0;
     bitnet_error e2;
     if (bitnet_gguf_get_u64(g, "general.alignment", &v, &e2) != BITNET_OK) {
         return fail_at(g, err, BITNET_ERR_FORMAT, g->kv[i].rec_off,
@@ -400,8 +400,8 @@ static bitnet_status read_alignment(bitnet_gguf *g, bitnet_error *err) {
 static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
     cursor c = {g->base, g->size, 0};
     if (g->size < 24) {
-        return fail_at(g, err, BITNET_ERR_FORMAT, 0, "file of %zu bytes is too small for a GGUF header (24 bytes)",
-                       g->size);
+        return fail_at(g, err, BITNET_ERR_FORMAT, 0, "file of %llu bytes is too small for a GGUF header (24 bytes)",
+                       (unsigned long long)g->size);
     }
     if (memcmp(g->base, "GGUF", 4) != 0) {
         return fail_at(g, err, BITNET_ERR_FORMAT, 0, "bad magic %02x %02x %02x %02x (expected \"GGUF\")", g->base[0],
@@ -412,19 +412,19 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
     if (g->version != 2 && g->version != 3) {
         const char *hint = (g->version & 0xffffu) == 0 ? " (a big-endian GGUF?)" : "";
         return fail_at(g, err, g->version == 1 ? BITNET_ERR_UNSUPPORTED : BITNET_ERR_FORMAT, 4,
-                       "GGUF version %u is not supported (2 or 3)%s", g->version, hint);
+                       "GGUF version %u is not supported (2 or 3)%s", (unsigned)g->version, hint);
     }
     const uint64_t n_tensors = rd_u64(&c);
     const uint64_t n_kv = rd_u64(&c);
     const uint64_t rest = g->size - 24;
     if (n_tensors > rest / 32) {
-        return fail_at(g, err, BITNET_ERR_FORMAT, 8, "n_tensors = %llu is impossible in a file of %zu bytes",
-                       (unsigned long long)n_tensors, g->size);
+        return fail_at(g, err, BITNET_ERR_FORMAT, 8, "n_tensors = %llu is impossible in a file of %llu bytes",
+                       (unsigned long long)n_tensors, (unsigned long long)g->size);
     }
     if (n_kv > rest / 13 || n_kv * 13 + n_tensors * 32 > rest) {
         return fail_at(g, err, BITNET_ERR_FORMAT, 16,
-                       "n_kv = %llu (with n_tensors = %llu) is impossible in a file of %zu bytes",
-                       (unsigned long long)n_kv, (unsigned long long)n_tensors, g->size);
+                       "n_kv = %llu (with n_tensors = %llu) is impossible in a file of %llu bytes",
+                       (unsigned long long)n_kv, (unsigned long long)n_tensors, (unsigned long long)g->size);
     }
     g->n_kv = (int64_t)n_kv;
     g->n_tensors = (int64_t)n_tensors;
@@ -457,16 +457,16 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
         if (t->offset % a != 0) {
             bitnet_free(order);
             return fail_at(g, err, BITNET_ERR_FORMAT, g->tinfo_off[i],
-                           "tensor %s: offset %llu is not a multiple of the alignment %zu", t->name,
-                           (unsigned long long)t->offset, a);
+                           "tensor %s: offset %llu is not a multiple of the alignment %llu", t->name,
+                           (unsigned long long)t->offset, (unsigned long long)a);
         }
         const uint64_t avail = g->size >= g->data_start ? g->size - g->data_start : 0;
         if (t->offset > avail || t->nbytes > avail - t->offset) {
             bitnet_free(order);
             return fail_at(g, err, BITNET_ERR_FORMAT, g->tinfo_off[i],
-                           "tensor %s: data at offset %llu + %zu bytes (data section at byte %zu) runs past the end "
-                           "of the file (size %zu)",
-                           t->name, (unsigned long long)t->offset, t->nbytes, g->data_start, g->size);
+                           "tensor %s: data at offset %llu + %llu bytes (data section at byte %llu) runs past the end "
+                           "of the file (size %llu)",
+                           t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes, (unsigned long long)g->data_start, (unsigned long long)g->size);
         }
         t->data = g->base + g->data_start + t->offset;
     }
@@ -475,8 +475,8 @@ static bitnet_status parse(bitnet_gguf *g, bitnet_error *err) {
         const bitnet_gguf_tensor_info *p = order[i - 1], *q = order[i];
         if (p->offset + p->nbytes > q->offset) {
             bitnet_status r = fail_at(g, err, BITNET_ERR_FORMAT, g->data_start + q->offset,
-                                      "tensor %s (offset %llu, %zu bytes) overlaps tensor %s (offset %llu)", p->name,
-                                      (unsigned long long)p->offset, p->nbytes, q->name,
+                                      "tensor %s (offset %llu, %llu bytes) overlaps tensor %s (offset %llu)", p->name,
+                                      (unsigned long long)p->offset, (unsigned long long)p->nbytes, q->name,
                                       (unsigned long long)q->offset);
             bitnet_free(order);
             return r;
@@ -533,7 +533,7 @@ bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error
     if (size < 24) {
         close(fd);
         return bitnet_fail(err, BITNET_ERR_FORMAT,
-                           "%s: file of %zu bytes is too small for a GGUF header (24 bytes) (at byte 0)", path, size);
+                           "%s: file of %llu bytes is too small for a GGUF header (24 bytes) (at byte 0)", path, (unsigned long long)size);
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     const int map_errno = errno;
@@ -637,24 +637,24 @@ static bitnet_status get_int(const bitnet_gguf *g, const char *key, bool allow_n
 }
 
 bitnet_status bitnet_gguf_get_u32(const bitnet_gguf *g, const char *key, uint32_t *out, bitnet_error *err) {
-    bool neg;
-    uint64_t mag;
+    bool neg = false;
+    uint64_t mag = 0;
     bitnet_status st = get_int(g, key, false, UINT32_MAX, &neg, &mag, "uint32", err);
     if (st == BITNET_OK) *out = (uint32_t)mag;
     return st;
 }
 
 bitnet_status bitnet_gguf_get_u64(const bitnet_gguf *g, const char *key, uint64_t *out, bitnet_error *err) {
-    bool neg;
-    uint64_t mag;
+    bool neg = false;
+    uint64_t mag = 0;
     bitnet_status st = get_int(g, key, false, UINT64_MAX, &neg, &mag, "uint64", err);
     if (st == BITNET_OK) *out = mag;
     return st;
 }
 
 bitnet_status bitnet_gguf_get_i64(const bitnet_gguf *g, const char *key, int64_t *out, bitnet_error *err) {
-    bool neg;
-    uint64_t mag;
+    bool neg = false;
+    uint64_t mag = 0;
     bitnet_status st = get_int(g, key, true, (uint64_t)INT64_MAX, &neg, &mag, "int64", err);
     if (st == BITNET_OK) *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
     return st;

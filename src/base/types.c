@@ -211,8 +211,8 @@ static bitnet_status ternary_nbytes(const bitnet_type_traits *t, int n_dims, con
     }
     if (t->ternary_unit > 0 && n % (size_t)t->ternary_unit != 0) {
         return bitnet_fail(err, BITNET_ERR_FORMAT,
-                           "%s tensor [%lld, %lld]: M*K = %zu is not a multiple of %zu (dimension ne[0]=K)",
-                           t->name, (long long)K, (long long)M, n, (size_t)t->ternary_unit);
+                           "%s tensor [%lld, %lld]: M*K = %llu is not a multiple of %llu (dimension ne[0]=K)",
+                           t->name, (long long)K, (long long)M, (unsigned long long)n, (unsigned long long)((size_t)t->ternary_unit));
     }
     if (K < t->ternary_min_k) {
         return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor [%lld, %lld]: ne[0]=K = %lld must be >= %d", t->name,
@@ -243,7 +243,7 @@ bitnet_status bitnet_type_nbytes(int type, int n_dims, const int64_t *ne, size_t
 
     if (ne[0] % t->blck_size != 0) {
         return bitnet_fail(err, BITNET_ERR_FORMAT, "%s tensor: ne[0] = %lld is not a multiple of the block size %d",
-                           t->name, (long long)ne[0], t->blck_size);
+                           t->name, (long long)ne[0], (int)t->blck_size);
     }
     size_t bytes = (size_t)(ne[0] / t->blck_size);
     bool ok = mul_size(bytes, (size_t)t->type_size, &bytes);
@@ -267,7 +267,7 @@ bitnet_status bitnet_row_to_f32(int type, const void *row, float *dst, int64_t n
     }
     if (n % t->blck_size != 0) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s row of %lld elements: not a multiple of %d", t->name,
-                           (long long)n, t->blck_size);
+                           (long long)n, (int)t->blck_size);
     }
     t->to_f32(row, dst, n);
     return BITNET_OK;

@@ -135,13 +135,13 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
         if (hp->n_embd % hp->n_head != 0) {
             return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
                                "%s: %s.embedding_length = %d is not a multiple of %s.attention.head_count = %d",
-                               ld->path, ld->arch, hp->n_embd, ld->arch, hp->n_head);
+                               ld->path, ld->arch, (int)hp->n_embd, ld->arch, (int)hp->n_head);
         }
         hp->n_embd_head = hp->n_embd / hp->n_head;
     }
     if (hp->n_embd_head % 2 != 0) {
         return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: head dimension %s = %d must be even (RoPE pairs)",
-                           ld->path, have_kl ? "attention.key_length" : "n_embd / n_head", hp->n_embd_head);
+                           ld->path, have_kl ? "attention.key_length" : "n_embd / n_head", (int)hp->n_embd_head);
     }
     int32_t vlen = hp->n_embd_head;
     if ((st = bitnet_model_int_key(ld, "attention.value_length", false,
@@ -150,16 +150,16 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
     if (vlen != hp->n_embd_head) {
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
                            "%s: %s.attention.value_length = %d differs from the key head size %d (not supported)",
-                           ld->path, ld->arch, vlen, hp->n_embd_head);
+                           ld->path, ld->arch, (int)vlen, (int)hp->n_embd_head);
     }
     if ((int64_t)hp->n_head * hp->n_embd_head > MAX_DIM) {
         return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: %s.attention.head_count · head size = %d · %d is too large",
-                           ld->path, ld->arch, hp->n_head, hp->n_embd_head);
+                           ld->path, ld->arch, (int)hp->n_head, (int)hp->n_embd_head);
     }
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0) {
         return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
                            "%s: %s.attention.head_count = %d is not a multiple of %s.attention.head_count_kv = %d",
-                           ld->path, ld->arch, hp->n_head, ld->arch, hp->n_head_kv);
+                           ld->path, ld->arch, (int)hp->n_head, ld->arch, (int)hp->n_head_kv);
     }
     int32_t n_rot = hp->n_embd_head;
     if ((st = bitnet_model_int_key(ld, "rope.dimension_count", false,
@@ -169,7 +169,7 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
                            "%s: %s.rope.dimension_count = %d differs from the head dimension %d (partial RoPE is "
                            "not supported)",
-                           ld->path, ld->arch, n_rot, hp->n_embd_head);
+                           ld->path, ld->arch, (int)n_rot, (int)hp->n_embd_head);
     }
     return BITNET_OK;
 }

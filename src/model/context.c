@@ -51,15 +51,15 @@ static bool mul3(size_t a, size_t b, size_t c, size_t *out) {
 
 static bitnet_status check_params(const bitnet_context_params *p, bitnet_error *err) {
     if (p->n_ctx < 1 || p->n_ctx > MAX_CTX) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_ctx = %d must be in [1, %d]", p->n_ctx, MAX_CTX);
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_ctx = %d must be in [1, %d]", (int)p->n_ctx, MAX_CTX);
     }
-    if (p->n_batch < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_batch = %d must be >= 1", p->n_batch);
+    if (p->n_batch < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_batch = %d must be >= 1", (int)p->n_batch);
     if (p->n_threads < 1 || p->n_threads > 1024) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_threads = %d must be in [1, 1024]", p->n_threads);
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_threads = %d must be in [1, 1024]", (int)p->n_threads);
     }
     if (p->n_logits < 1 || p->n_logits > p->n_ctx) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_logits = %d must be in [1, n_ctx = %d]", p->n_logits,
-                           p->n_ctx);
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_logits = %d must be in [1, n_ctx = %d]", (int)p->n_logits,
+                           (int)p->n_ctx);
     }
     return BITNET_OK;
 }
@@ -75,8 +75,8 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
     size_t cache_elems, logit_elems;
     if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4 ||
         !mul3((size_t)p->n_logits, (size_t)hp->n_vocab, sizeof(float), &logit_elems)) {
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers × %d positions × %zu overflows", hp->n_layer,
-                           p->n_ctx, KV);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers × %d positions × %llu overflows", (int)hp->n_layer,
+                           (int)p->n_ctx, (unsigned long long)KV);
     }
     const size_t f = sizeof(float);
     bytes[CB_X] = B * D * f;
@@ -128,20 +128,34 @@ static bitnet_context_params clamped(const bitnet_context_params *p) {
 }
 
 bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_context_params *params, size_t used,
-                                         size_t *bytes, bitnet_error *err) {
-    if (!m || !params || !bytes) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_context_arena_bytes: NULL argument");
+                                         bitnet_context_budget *out, bitnet_error *err) {
+    if (!m || !params || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_context_arena_bytes: NULL argument");
     bitnet_status st = check_params(params, err);
     if (st != BITNET_OK) return st;
     const bitnet_context_params p = clamped(params);
     size_t b[CB_COUNT], wsize;
     if ((st = context_plan(m, &p, b, &wsize, err)) != BITNET_OK) return st;
+    memset(out, 0, sizeof *out);
+    size_t *group[CB_COUNT] = {
+        [CB_X] = &out->activations,     [CB_XB] = &out->activations,      [CB_Q] = &out->activations,
+        [CB_K] = &out->activations,     [CB_V] = &out->activations,       [CB_ATT] = &out->activations,
+        [CB_PROJ] = &out->activations,  [CB_HB] = &out->activations,      [CB_HB2] = &out->activations,
+        [CB_KCACHE] = &out->kv_cache,   [CB_VCACHE] = &out->kv_cache,     [CB_ROPE_COS] = &out->rope_tables,
+        [CB_ROPE_SIN] = &out->rope_tables, [CB_ATT_SCORES] = &out->attention, [CB_ATT_P] = &out->attention,
+        [CB_ATT_Q] = &out->attention,   [CB_HEAD_ACT] = &out->activations, [CB_HEAD_ROW] = &out->attention,
+        [CB_LOGITS] = &out->logits,     [CB_WDATA0] = &out->lut_workspace, [CB_WDATA1] = &out->lut_workspace,
+    };
     size_t at = used + bitnet_arena_cost(used, sizeof(bitnet_context), 8);
+    out->other = at - used;
     for (int i = 0; i < CB_COUNT; i++) {
         const size_t n = round64(b[i]);
         if (n < b[i] || at > SIZE_MAX - 64 - n) return bitnet_fail(err, BITNET_ERR_NOMEM, "context size overflows");
-        at += bitnet_arena_cost(at, n, 64);
+        const size_t cost = bitnet_arena_cost(at, n, 64);
+        *group[i] += n;
+        out->other += cost - n; /* alignment padding */
+        at += cost;
     }
-    *bytes = at - used;
+    out->total = at - used;
     return BITNET_OK;
 }
 
@@ -182,8 +196,8 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
         if (!*ptrs[i]) {
             bitnet_context_free(c);
             return bitnet_fail(err, BITNET_ERR_NOMEM,
-                               "out of memory for a context of %d positions, batch %d (buffer %d of %d, %zu bytes)",
-                               p.n_ctx, p.n_batch, i + 1, (int)CB_COUNT, b[i]);
+                               "out of memory for a context of %d positions, batch %d (buffer %d of %d, %llu bytes)",
+                               (int)p.n_ctx, (int)p.n_batch, i + 1, (int)CB_COUNT, (unsigned long long)b[i]);
         }
     }
     memset(c->kcache, 0, b[CB_KCACHE]);
@@ -219,25 +233,25 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
     if (!c) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode: NULL context");
     if (n_tokens < 1 || !tokens) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode: n_tokens = %d, need at least one token",
-                           n_tokens);
+                           (int)n_tokens);
     }
     if (n_past < 0 || (int64_t)n_past + n_tokens > c->n_ctx) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "bitnet_decode: n_past (%d) + n_tokens (%d) = %lld exceeds the context size n_ctx (%d)",
-                           n_past, n_tokens, (long long)n_past + n_tokens, c->n_ctx);
+                           (int)n_past, (int)n_tokens, (long long)n_past + n_tokens, (int)c->n_ctx);
     }
     const int32_t n_vocab = c->m->hp.n_vocab;
     for (int32_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab) {
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                               "bitnet_decode: token id %d at index %d is out of range [0, %d)", tokens[i], i, n_vocab);
+                               "bitnet_decode: token id %d at index %d is out of range [0, %d)", (int)tokens[i], (int)i, (int)n_vocab);
         }
     }
     const int32_t rows = all_logits ? n_tokens : 1;
     if (rows > c->logits_cap) {
         float *nl = bitnet_realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
         if (!nl) {
-            return bitnet_fail(err, BITNET_ERR_NOMEM, "bitnet_decode: out of memory for %d × %d logits", rows, n_vocab);
+            return bitnet_fail(err, BITNET_ERR_NOMEM, "bitnet_decode: out of memory for %d × %d logits", (int)rows, (int)n_vocab);
         }
         c->logits = nl;
         c->logits_cap = rows;

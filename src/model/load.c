@@ -300,7 +300,13 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "lut table '%s' is neither 'default' nor 'pretuned'",
                            table_name);
     }
-    if (params->path < BITNET_PATH_AUTO || params->path > BITNET_PATH_STORED) {
+    switch (params->path) {
+    case BITNET_PATH_AUTO:
+    case BITNET_PATH_I2S:
+    case BITNET_PATH_TL1:
+    case BITNET_PATH_TL2:
+    case BITNET_PATH_STORED: break;
+    default:
         bitnet_gguf_close(g);
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)params->path);
     }
@@ -325,7 +331,9 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     m->kv_dim = hp->n_head_kv * hp->n_embd_head;
 
     int64_t n_tok = -1;
-#ifndef BITNET_BARE_METAL
+#ifdef BITNET_BARE_METAL
+    (void)with_vocab; /* no text/ vocabulary in this build */
+#else
     if (with_vocab) {
         if ((st = bitnet_vocab_load(m->gguf, &m->vocab, err)) != BITNET_OK) goto fail;
         n_tok = bitnet_vocab_n_tokens(m->vocab);
@@ -337,7 +345,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         goto fail;
     if (n_tok >= 0 && hp->n_vocab != n_tok) {
         st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: %s.vocab_size = %d but tokenizer.ggml.tokens has %lld entries",
-                         path, ld.arch, hp->n_vocab, (long long)n_tok);
+                         path, ld.arch, (int)hp->n_vocab, (long long)n_tok);
         goto fail;
     }
 
@@ -362,7 +370,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     m->head_row_bytes = dense_row_bytes(m->head->type, hp->n_embd);
     if (m->embd_row_bytes == 0 || m->head_row_bytes == 0) {
         st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: rows of %d elements do not fit the embedding type", path,
-                         hp->n_embd);
+                         (int)hp->n_embd);
         goto fail;
     }
     m->head_type = m->head->type;
@@ -374,7 +382,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     m->layers = bitnet_calloc((size_t)hp->n_layer, sizeof *m->layers);
     m->vec_owned = bitnet_calloc((size_t)hp->n_layer * 4 + 1, sizeof *m->vec_owned);
     if (!m->layers || !m->vec_owned) {
-        st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, hp->n_layer);
+        st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, (int)hp->n_layer);
         goto fail;
     }
     if ((st = load_vector(&ld, m, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;

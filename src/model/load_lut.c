@@ -36,7 +36,7 @@ static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *ti
     for (int i = 0; i < 3; i++) {
         if (v[i] == 0 || v[i] > (1u << 20)) {
             return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: key '%s' = [%u, %u, %u] holds an impossible tile",
-                               ld->path, key, v[0], v[1], v[2]);
+                               ld->path, key, (unsigned)v[0], (unsigned)v[1], (unsigned)v[2]);
         }
     }
     tiles->BM = (int32_t)v[0];
@@ -151,8 +151,8 @@ static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_t
                            "%s: tensor '%s' (%s, M = %lld, K = %lld) records tiles BM %d BK %d bm %d (key "
                            "'bitnet.lut.%s.tiles'), but --lut-tiles %s gives BM %d BK %d bm %d (%s): the file's bytes "
                            "follow its recorded tiles; drop --lut-tiles or give a table that agrees",
-                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
-                           w->t.name, user->path, ue->tiles.BM, ue->tiles.BK, ue->tiles.bm, ue->where);
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, (int)tiles->BM, (int)tiles->BK, (int)tiles->bm,
+                           w->t.name, user->path, (int)ue->tiles.BM, (int)ue->tiles.BK, (int)ue->tiles.bm, ue->where);
     }
     if (!*have_key) *tiles = ue->tiles;
     bitnet_error terr;
@@ -162,11 +162,11 @@ static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_t
                                "%s: tensor '%s' (%s, M = %lld, K = %lld): --lut-tiles %s %s gives BM %d BK %d bm %d, "
                                "which %s cannot use: %s",
                                ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, user->path, ue->where,
-                               tiles->BM, tiles->BK, tiles->bm, tn, terr.msg);
+                               (int)tiles->BM, (int)tiles->BK, (int)tiles->bm, tn, terr.msg);
         }
         return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
                            "%s: tensor '%s' (%s, M = %lld, K = %lld): stored tiles BM %d BK %d bm %d are invalid: %s",
-                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, tiles->BM, tiles->BK, tiles->bm,
+                           ld->path, w->t.name, tn, (long long)w->M, (long long)w->K, (int)tiles->BM, (int)tiles->BK, (int)tiles->bm,
                            terr.msg);
     }
     return BITNET_OK;
@@ -222,8 +222,8 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
                                          "with these tiles to run them on the generic kernel, or run another path "
                                          "(--kernel i2_s)",
                                          ld->path, w->t.name, bitnet_type_name(stored), (long long)w->M,
-                                         (long long)w->K, stored_tiles.BM, stored_tiles.BK, stored_tiles.bm,
-                                         w->t.name, built->config, built->table, bt.BM, bt.BK, bt.bm);
+                                         (long long)w->K, (int)stored_tiles.BM, (int)stored_tiles.BK, (int)stored_tiles.bm,
+                                         w->t.name, built->config, built->table, (int)bt.BM, (int)bt.BK, (int)bt.bm);
                         break;
                     }
                 } else {

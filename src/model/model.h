@@ -220,11 +220,26 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
 /* bitnet_context_create_params with n_logits = 1. */
 bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                     bitnet_context **out, bitnet_error *err);
+/* A context's memory by purpose, in bytes as an arena hands them out (each buffer rounded up to 64). */
+typedef struct bitnet_context_budget {
+    size_t activations;   /* n_batch rows of x, xb, q, k, v, attention output, projection output, gate,
+                             up and the head input */
+    size_t kv_cache;      /* 2 · n_layer · n_ctx · kv_dim F16 values */
+    size_t rope_tables;   /* cos and sin of n_ctx · head_size/2 angles (floats) */
+    size_t attention;     /* per thread: scores and probabilities (n_ctx floats each), the query, and one
+                             head row as floats (Q6_K heads) */
+    size_t lut_workspace; /* the two LUT workspaces, each the largest bitnet_mul_mat_get_wsize of a
+                             weight for n_batch columns (quantized activations or qlut, and scales) */
+    size_t logits;        /* n_logits · n_vocab floats */
+    size_t other;         /* the context struct and alignment padding */
+    size_t total;         /* the sum */
+} bitnet_context_budget;
+
 /* Exactly the bytes bitnet_context_create_params takes from an arena (base/mem.h) whose first free offset
  * is `used`: the context struct and its 21 buffers with their alignment padding (the thread pool is not
- * in the arena). The same checks and errors as creation, without allocating. */
+ * in the arena), by purpose. The same checks and errors as creation, without allocating. */
 bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_context_params *params, size_t used,
-                                         size_t *bytes, bitnet_error *err);
+                                         bitnet_context_budget *out, bitnet_error *err);
 void bitnet_context_free(bitnet_context *c); /* NULL is fine */
 int32_t bitnet_context_n_ctx(const bitnet_context *c);
 int32_t bitnet_context_n_threads(const bitnet_context *c);

@@ -278,6 +278,13 @@ void bitnet_lut_free(void) {
     bitnet_host_unlock();
 }
 
+size_t bitnet_lut_n_extras(void) {
+    bitnet_host_lock();
+    const size_t n = bitnet_host_n_extras;
+    bitnet_host_unlock();
+    return n;
+}
+
 /* Add `ex` to the table (doubling it when full). Caller holds the mutex. false on out of memory. */
 static bool bitnet_host_register_locked(bitnet_tensor_extra *ex) {
     if (bitnet_host_n_extras == bitnet_host_cap_extras) {
@@ -349,8 +356,8 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "tensor '%s': %s cannot hold M = %lld, K = %lld", name,
                            bitnet_type_name(stored), (long long)M, (long long)K);
     if (t->nbytes < need)
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "tensor '%s': %zu bytes, but %s with M = %lld, K = %lld needs %zu",
-                           name, t->nbytes, bitnet_type_name(stored), (long long)M, (long long)K, need);
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "tensor '%s': %llu bytes, but %s with M = %lld, K = %lld needs %llu",
+                           name, (unsigned long long)t->nbytes, bitnet_type_name(stored), (long long)M, (long long)K, (unsigned long long)need);
 
     /* Kernel and tiles first (cheap, and nothing is allocated yet). */
     bitnet_tensor_extra ex;
@@ -367,7 +374,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         if (tiles->BM > BITNET_HOST_ACC_CAP)
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                                "tensor '%s' (%s, M = %lld, K = %lld): BM = %d is above the host's limit of %d rows per tile",
-                               name, bitnet_type_name(target), (long long)M, (long long)K, tiles->BM, BITNET_HOST_ACC_CAP);
+                               name, bitnet_type_name(target), (long long)M, (long long)K, (int)tiles->BM, BITNET_HOST_ACC_CAP);
         bitnet_status st = bitnet_tiles_check(target, M, K, *tiles, &sub);
         if (st == BITNET_OK) {
             ex.shape = bitnet_lut_shape_make(target, M, K, *tiles);
@@ -379,7 +386,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         }
         if (st != BITNET_OK)
             return bitnet_fail(err, st, "tensor '%s' (%s, M = %lld, K = %lld, tiles BM = %d, BK = %d, bm = %d): %s", name,
-                               bitnet_type_name(target), (long long)M, (long long)K, tiles->BM, tiles->BK, tiles->bm,
+                               bitnet_type_name(target), (long long)M, (long long)K, (int)tiles->BM, (int)tiles->BK, (int)tiles->bm,
                                sub.msg);
     }
 
@@ -410,8 +417,8 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
             return bitnet_fail(err, st, "tensor '%s' (I2_S, M = %lld, K = %lld): %s", name, (long long)M, (long long)K,
                                sub.msg);
         return bitnet_fail(err, st, "tensor '%s' (%s, M = %lld, K = %lld, stored tiles BM = %d, BK = %d, bm = %d): %s",
-                           name, bitnet_type_name(stored), (long long)M, (long long)K, stored_tiles->BM,
-                           stored_tiles->BK, stored_tiles->bm, sub.msg);
+                           name, bitnet_type_name(stored), (long long)M, (long long)K, (int)stored_tiles->BM,
+                           (int)stored_tiles->BK, (int)stored_tiles->bm, sub.msg);
     }
     if (!isfinite(scale)) {
         bitnet_free(w);
@@ -427,8 +434,8 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         uint8_t *buf = (uint8_t *)bitnet_aligned_alloc(64, bitnet_round64(packed));
         if (buf == NULL) {
             bitnet_free(w);
-            return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s' (M = %lld, K = %lld): out of memory for %zu bytes",
-                               name, (long long)M, (long long)K, packed);
+            return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s' (M = %lld, K = %lld): out of memory for %llu bytes",
+                               name, (long long)M, (long long)K, (unsigned long long)packed);
         }
         if (same_layout) {
             memcpy(buf, t->data, packed);

@@ -89,6 +89,10 @@ size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *
  * safe to call twice or without init. */
 void bitnet_lut_init(void);
 void bitnet_lut_free(void);
+/* Extras in the table now (0 after bitnet_lut_free). The table and the extras come from the allocator in
+ * use when they were made (base/mem.h), so an arena-backed model (src/mcu) must not share them with
+ * heap-backed ones: it checks that the table is empty first. */
+size_t bitnet_lut_n_extras(void);
 
 /* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
  * stored layout (I2_S, TL1 or TL2 with `stored_tiles`), repack into `target` with `tiles` (ignored for

@@ -1,9 +1,12 @@
 /* sampler.c — greedy and temperature / top-k / top-p sampling (sampler.h); the uniform draws come
- * from the seeded generator of rng.h. */
+ * from the seeded generator of rng.h, e^x from base/detmath.h and the scratch from base/mem.h, so a
+ * seeded run picks the same tokens on every platform, the bare-metal build included. */
 #include "text/sampler.h"
 
 #include <math.h>
-#include <stdlib.h>
+
+#include "base/detmath.h"
+#include "base/mem.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Sampler
@@ -14,18 +17,18 @@ bitnet_status bitnet_sampler_init(bitnet_sampler *s, int32_t n_vocab, float temp
     s->probs = NULL;
     s->idx = NULL;
     s->n_vocab = 0;
-    if (n_vocab < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "sampler: n_vocab = %d must be >= 1", n_vocab);
+    if (n_vocab < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "sampler: n_vocab = %d must be >= 1", (int)n_vocab);
     if (isnan(temp)) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "sampler: temperature is NaN");
     if (isnan(top_p)) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "sampler: top_p is NaN");
     s->temp = temp;
     s->top_k = top_k;
     s->top_p = top_p;
     bitnet_rng_seed(&s->rng, seed);
-    s->probs = (float *)malloc((size_t)n_vocab * sizeof *s->probs);
-    s->idx = (int32_t *)malloc((size_t)n_vocab * sizeof *s->idx);
+    s->probs = (float *)bitnet_malloc((size_t)n_vocab * sizeof *s->probs);
+    s->idx = (int32_t *)bitnet_malloc((size_t)n_vocab * sizeof *s->idx);
     if (!s->probs || !s->idx) {
         bitnet_sampler_free(s);
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", (int)n_vocab);
     }
     s->n_vocab = n_vocab;
     return BITNET_OK;
@@ -33,8 +36,8 @@ bitnet_status bitnet_sampler_init(bitnet_sampler *s, int32_t n_vocab, float temp
 
 void bitnet_sampler_free(bitnet_sampler *s) {
     if (!s) return;
-    free(s->probs);
-    free(s->idx);
+    bitnet_free(s->idx);
+    bitnet_free(s->probs);
     s->probs = NULL;
     s->idx = NULL;
     s->n_vocab = 0;
@@ -107,7 +110,7 @@ int32_t bitnet_sampler_sample(bitnet_sampler *s, const float *logits) {
         /* 3 + 5 in id order */
         for (int32_t j = 0; j < nc; j++) {
             const int32_t i = s->idx[j];
-            const float p = expf((logits[i] - lmax) / temp);
+            const float p = bitnet_expf((logits[i] - lmax) / temp);
             s->probs[j] = p;
             total += p;
         }
@@ -131,7 +134,7 @@ int32_t bitnet_sampler_sample(bitnet_sampler *s, const float *logits) {
     /* mass of the top-k set (for top-p's threshold); without top-k, of all candidates */
     double mass = 0.0;
     if (use_p && !use_k) {
-        for (int32_t j = 0; j < nc; j++) mass += expf((logits[h[j]] - lmax) / temp);
+        for (int32_t j = 0; j < nc; j++) mass += bitnet_expf((logits[h[j]] - lmax) / temp);
     }
     /* pop in order; s->probs[m] holds the mass of the m-th popped candidate */
     int32_t m = 0;
@@ -139,7 +142,7 @@ int32_t bitnet_sampler_sample(bitnet_sampler *s, const float *logits) {
     int32_t left = nc;
     while (m < k) {
         const int32_t id = heap_pop(logits, h, left--); /* == order[nc - 1 - m] */
-        const float p = expf((logits[id] - lmax) / temp);
+        const float p = bitnet_expf((logits[id] - lmax) / temp);
         s->probs[m] = p;
         total += p;
         m++;

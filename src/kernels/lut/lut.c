@@ -30,7 +30,7 @@ bitnet_status bitnet_lut_select(int type, const bitnet_lut_shape *sh, bitnet_lut
     if (sh->three_k != want.three_k || sh->two_k != want.two_k) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "%s shape M=%lld, K=%lld, block_k=%d: three_k/two_k = %lld/%lld, expected %lld/%lld",
-                           type == BITNET_TYPE_TL1 ? "TL1" : "TL2", (long long)sh->M, (long long)sh->K, sh->BK,
+                           type == BITNET_TYPE_TL1 ? "TL1" : "TL2", (long long)sh->M, (long long)sh->K, (int)sh->BK,
                            (long long)sh->three_k, (long long)sh->two_k, (long long)want.three_k,
                            (long long)want.two_k);
     }

@@ -319,7 +319,7 @@ bitnet_status bitnet_pack_tl1_tile(const int8_t *w_tile, int64_t M, int64_t K, b
     if (st) return st;
     if (tile < 0 || tile >= M / tiles.BM) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "TL1 pack: tile %lld out of range (M=%lld / BM=%d tiles)",
-                           (long long)tile, (long long)M, tiles.BM);
+                           (long long)tile, (long long)M, (int)tiles.BM);
     }
     if ((st = check_ternary("TL1 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
     tl1_pack_tile(w_tile, M, K, tiles, tile, dst);
@@ -432,10 +432,10 @@ static bitnet_status tl2_prepare(const char *what, int64_t M, int64_t K, bitnet_
     /* Streams fit below the scale whenever the rules hold (two_k < BK <= 255 < 256); checked anyway. */
     if (g->two_off + (size_t)(g->two_k * M / 4) > g->padded) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "%s: TL2 streams (%zu bytes) exceed the formats.md size %zu for M=%lld, K=%lld, "
+                           "%s: TL2 streams (%llu bytes) exceed the formats.md size %llu for M=%lld, K=%lld, "
                            "block_k=%d",
-                           what, g->two_off + (size_t)(g->two_k * M / 4), g->padded, (long long)M, (long long)K,
-                           tiles.BK);
+                           what, (unsigned long long)(g->two_off + (size_t)(g->two_k * M / 4)), (unsigned long long)g->padded, (long long)M, (long long)K,
+                           (int)tiles.BK);
     }
     return BITNET_OK;
 }
@@ -498,7 +498,7 @@ bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, b
     if (st) return st;
     if (tile < 0 || tile >= M / tiles.BM) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "TL2 pack: tile %lld out of range (M=%lld / BM=%d tiles)",
-                           (long long)tile, (long long)M, tiles.BM);
+                           (long long)tile, (long long)M, (int)tiles.BM);
     }
     if ((st = check_ternary("TL2 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
     tl2_pack_tile(w_tile, &g, tile, dst);
