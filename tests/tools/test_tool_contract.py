@@ -44,6 +44,7 @@ OPTIONS = {
     "bitnet-kernel-bench": "--target --config --table --shape --tiles --generic --list --threads --batch --reps "
                            "--min-time --max-time --budget --quick --bw-mib --no-bw --llc-mib --bust-factor "
                            "--no-cache-bust --no-cache --no-i2s --no-lut --pool-run --seed --json -q --quiet -h --help",
+    "bitnet-mcu-run": "-m --model --tokens -n --n-predict -c --ctx-size -b --batch-size --arena --logit-hashes -h --help",
 }
 
 
@@ -89,6 +90,7 @@ class ToolContract(unittest.TestCase):
             "bitnet-convert": [self.dir, "-o", self.path("x.gguf"), "--outtype", "q4"],
             "bitnet-vocab": [self.dir, "--out", self.path("v.gguf"), "--n-vocab", "0"],
             "bitnet-kernel-bench": ["--reps", "0"],
+            "bitnet-mcu-run": ["-m", TINY, "--batch-size", "0"],
         }
         for tool, args in cases.items():
             with self.subTest(tool=tool):
@@ -115,6 +117,7 @@ class ToolContract(unittest.TestCase):
             "bitnet-vocab": ([missing_dir, "--out", self.path("v.gguf")], missing_dir),
             "bitnet-kernel-bench": (["-q", "--quick", "--shape", "256x256", "--threads", "1", "--no-bw", "--no-i2s",
                                      "--json", self.path("no-dir/k.json")], self.path("no-dir/k.json")),
+            "bitnet-mcu-run": (["-m", missing, "-n", "1"], missing),
         }
         for tool, (args, path) in cases.items():
             with self.subTest(tool=tool):
@@ -167,6 +170,8 @@ class ToolContract(unittest.TestCase):
             ("bitnet-vocab", [self.dir, "--out", self.path("v.gguf"), "--n-vocab", "0"],
              [self.dir, "--out", self.path("v.gguf"), "--n-vocab=0"], (), 2),
             ("bitnet-kernel-bench", ["--list", "--target", "all"], ["--list", "--target=all"], (), 0),
+            ("bitnet-mcu-run", ["-m", TINY, "--tokens", "1,2,3", "-n", "2"], ["-m", TINY, "--tokens=1,2,3", "--n-predict=2"], (),
+             0),
         ]
         for tool, spaced, joined, files, rc in cases:
             with self.subTest(tool=tool, args=joined):
