@@ -291,30 +291,36 @@ static int64_t token_count(const bitnet_gguf *g) {
 
 /* The model of the opened file g (owned from here on: closed with the model, or on failure). path names it
  * in messages; with_vocab loads the tokenizer vocabulary (text/), else n_vocab comes from the keys. */
-static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitnet_model_params *params,
-                                    bool with_vocab, bitnet_model **out, bitnet_error *err) {
-    const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
-    if (!params) params = &defaults;
-    const char *table_name = params->lut_table ? params->lut_table : BITNET_LUT_TABLE_DEFAULT;
-    if (strcmp(table_name, "default") != 0 && strcmp(table_name, "pretuned") != 0) {
+/* The params (NULL: defaults) checked, with the table name resolved; before any file is opened. */
+static bitnet_status check_params(const bitnet_model_params **params, const char **table_name, bitnet_error *err) {
+    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
+    if (!*params) *params = &defaults;
+    const bitnet_model_params *p = *params;
+    *table_name = p->lut_table ? p->lut_table : BITNET_LUT_TABLE_DEFAULT;
+    if (strcmp(*table_name, "default") != 0 && strcmp(*table_name, "pretuned") != 0) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "lut table '%s' is neither 'default' nor 'pretuned'",
-                           table_name);
+                           *table_name);
     }
-    switch (params->path) {
+    switch (p->path) {
     case BITNET_PATH_AUTO:
     case BITNET_PATH_I2S:
     case BITNET_PATH_TL1:
     case BITNET_PATH_TL2:
     case BITNET_PATH_STORED: break;
-    default:
-        bitnet_gguf_close(g);
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)params->path);
+    default: return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "unknown kernel path %d", (int)p->path);
     }
-    if (params->head_type != 0 && params->head_type != BITNET_TYPE_Q8_0) {
-        bitnet_gguf_close(g);
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "head_type %d is neither 0 (as stored) nor %d (Q8_0)", params->head_type, BITNET_TYPE_Q8_0);
+    if (p->head_type != 0 && p->head_type != BITNET_TYPE_Q8_0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "head_type %d is neither 0 (as stored) nor %d (Q8_0)",
+                           p->head_type, BITNET_TYPE_Q8_0);
     }
+    return BITNET_OK;
+}
+
+/* The model of the opened file g (owned from here on: closed with the model, or on failure) with params
+ * checked by check_params. path names it in messages; with_vocab loads the tokenizer vocabulary (text/),
+ * else n_vocab comes from the keys. */
+static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitnet_model_params *params,
+                                    const char *table_name, bool with_vocab, bitnet_model **out, bitnet_error *err) {
     bitnet_dense_init();
 
     bitnet_model *m = bitnet_calloc(1, sizeof *m);
@@ -438,10 +444,12 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
                                 bitnet_error *err) {
     if (!path || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load: NULL path or out");
     *out = NULL;
-    bitnet_gguf *g = NULL;
-    bitnet_status st = bitnet_gguf_open(path, &g, err);
+    const char *table_name;
+    bitnet_status st = check_params(&params, &table_name, err);
     if (st != BITNET_OK) return st;
-    return load_from_gguf(g, path, params, true, out, err);
+    bitnet_gguf *g = NULL;
+    if ((st = bitnet_gguf_open(path, &g, err)) != BITNET_OK) return st;
+    return load_from_gguf(g, path, params, table_name, true, out, err);
 }
 #endif
 
@@ -450,10 +458,12 @@ bitnet_status bitnet_model_load_memory(const void *image, size_t size, const cha
     if (!out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_load_memory: NULL out");
     *out = NULL;
     if (!name) name = "(model image)";
-    bitnet_gguf *g = NULL;
-    bitnet_status st = bitnet_gguf_open_memory(image, size, name, BITNET_GGUF_NO_STRING_INDEX, &g, err);
+    const char *table_name;
+    bitnet_status st = check_params(&params, &table_name, err);
     if (st != BITNET_OK) return st;
-    return load_from_gguf(g, name, params, false, out, err);
+    bitnet_gguf *g = NULL;
+    if ((st = bitnet_gguf_open_memory(image, size, name, BITNET_GGUF_NO_STRING_INDEX, &g, err)) != BITNET_OK) return st;
+    return load_from_gguf(g, name, params, table_name, false, out, err);
 }
 
 void bitnet_model_free(bitnet_model *m) {
