@@ -549,10 +549,11 @@ def _tune(args) -> int:
         if target == "tl1":
             raise TuneError(
                 f"codegen tune: --target tl1 cannot be measured on this {platform.machine()} machine: the TL1 kernels "
-                f"are ARM NEON code, here they would run only as the scalar fallback or under qemu-user emulation, "
+                f"are ARM NEON code, here they would run only as the portable C fallback or under qemu-user emulation, "
                 f"and neither says anything about speed on a real ARM core. Keep the ARM presets (the tl1 tables "
                 f"in configs/), or run this command on an AArch64 machine.")
-        isas = "/".join(t.isa.name.upper() for t in targets_of(target))
+        # the SIMD ISAs the tiles are tuned for (the portable C kernels run here too, but say nothing about them)
+        isas = "/".join(t.isa.name.upper() for t in targets_of(target) if t.isa.name != "portable")
         raise TuneError(f"codegen tune: --target {target} cannot be measured on this {platform.machine()} machine "
                         f"(its kernels are {isas} code; this machine runs "
                         f"{native or 'neither LUT target'}); run it on a machine of that architecture.")

@@ -20,14 +20,20 @@
 # (absolute paths) and each kernel file's ISA flags on the processors where its guard is true.
 set(BITNET_GENERATED_SOURCES
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-neon.c"
+    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-portable.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"
+    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-portable.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-registry.c"
 )
 
 # TL1 (neon): no extra flags (bitnet-lut-kernels-tl1-neon.c compiles where ^(aarch64|arm64|ARM64)$ matches)
+
+# TL1 (portable): no extra flags (bitnet-lut-kernels-tl1-portable.c compiles where .* matches)
 
 # TL2 (avx2)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     set_source_files_properties("${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"
                                 PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
 endif()
+
+# TL2 (portable): no extra flags (bitnet-lut-kernels-tl2-portable.c compiles where .* matches)

@@ -1,9 +1,10 @@
-// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/kernels/i2s/: scalar, AVX2, AVX-512 VNNI,
-// NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/kernels/lut/lut_ref.c) and a plain
-// product on unpacked ternary weights: int32 sums must be equal, for N = 1..33 columns (the AVX-512
+// test_i2s.cc — every I2_S × int8 kernel version this CPU runs (src/kernels/i2s/: portable C, AVX2, AVX-512
+// VNNI, NEON) against bitnet_ref_gemm_rows (the layout's readable definition, src/kernels/lut/lut_ref.c) and a
+// plain product on unpacked ternary weights: int32 sums must be equal, for N = 1..33 columns (the AVX-512
 // kernel reads packed bytes for N < 16 and decodes them once for N ≥ 16), partial row
 // ranges, odd row counts (register-block tails), K % 64 == 32 (a half 64-byte step), K % 128 ≠ 0
-// (rows straddling 128-weight blocks), K bigger than one decoded slice, extremes ±127/−128 and zeros.
+// (rows straddling 128-weight blocks), K % 32 ≠ 0 (the portable version, also the SIMD versions' fallback),
+// K bigger than one decoded slice, extremes ±127/−128 and zeros, byte-aligned buffers (portable).
 // Also the ISA names, the BITNET_ISA cap and bitnet_cpu_supports("avx512").
 #include <gtest/gtest.h>
 
@@ -48,7 +49,7 @@ std::vector<int32_t> plain(const std::vector<int8_t> &w, int64_t M, int64_t K, c
 
 std::vector<std::string> versions() {
     std::vector<std::string> out;
-    for (const char *isa : {"scalar", "avx2", "avx512", "neon"})
+    for (const char *isa : {"portable", "avx2", "avx512", "neon"})
         if (bitnet_i2s_gemm_for_isa(isa) != nullptr) out.push_back(isa);
     return out;
 }
@@ -70,6 +71,7 @@ void check_all(const std::vector<int8_t> &w, int64_t M, int64_t K, const std::ve
     for (int64_t n = 0; n < N; ++n)
         for (int64_t m = m0; m < m1; ++m)
             ASSERT_EQ(ref[(size_t)(n * (m1 - m0) + (m - m0))], want[(size_t)(n * M + m)]) << what;
+    // (so every version below equals bitnet_ref_gemm_rows as well as the plain product)
     const size_t qs = (size_t)K + qpad;
     std::vector<int8_t> q(qs * (size_t)N, (int8_t)0x5a);
     std::vector<int32_t> qsum((size_t)N);
@@ -111,14 +113,15 @@ TEST(I2s, VersionNamesAndChoice) {
     std::string names;
     for (const auto &s : v) names += " " + s;
     std::printf("I2_S versions run here:%s\n", names.c_str());
-    EXPECT_EQ(v[0], "scalar");
+    EXPECT_EQ(v[0], "portable");
     EXPECT_EQ(bitnet_i2s_gemm_for_isa("avx1024"), nullptr);
+    EXPECT_EQ(bitnet_i2s_gemm_for_isa("scalar"), nullptr);  // the plain C version is named "portable"
     const std::string chosen = bitnet_i2s_isa();
 #if defined(__aarch64__)
-    EXPECT_EQ(chosen, "neon");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("neon") ? "neon" : "portable");
     EXPECT_FALSE(bitnet_cpu_supports("avx512"));
 #elif defined(__x86_64__)
-    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "scalar");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "portable");
     __builtin_cpu_init();
     const bool hw512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
@@ -142,7 +145,12 @@ TEST(I2s, IsaCapFromEnvironment) {
     EXPECT_FALSE(bitnet_cpu_supports("avx2"));
     EXPECT_FALSE(bitnet_cpu_supports("neon"));
     EXPECT_TRUE(bitnet_cpu_supports("scalar"));
-    EXPECT_NE(bitnet_i2s_gemm_for_isa("scalar"), nullptr);
+    EXPECT_TRUE(bitnet_cpu_supports("portable"));
+    EXPECT_NE(bitnet_i2s_gemm_for_isa("portable"), nullptr);
+    EXPECT_EQ(bitnet_i2s_gemm_for_isa("neon"), nullptr);
+    setenv("BITNET_ISA", "portable", 1);  // the same level as scalar
+    EXPECT_FALSE(bitnet_cpu_supports("avx2"));
+    EXPECT_NE(bitnet_i2s_gemm_for_isa("portable"), nullptr);
     setenv("BITNET_ISA", "avx512", 1);
     EXPECT_EQ(bitnet_cpu_supports("avx512"), had512);
     setenv("BITNET_ISA", "bogus", 1);  // ignored
@@ -185,6 +193,46 @@ TEST(I2s, LongRowsCrossDecodedSlices) {
         const auto w = random_ternary(M * K, (uint32_t)K);
         const auto q = random_q(K * 17, 9);
         for (int64_t N : {1, 3, 5, 17}) check_all(w, M, K, q, N, 0, M, 0, "long rows");
+    }
+}
+
+TEST(I2s, KNotMultipleOf32) {
+    // K % 32 != 0: every version runs the portable walk (the SIMD ones fall back to it); rows start at any
+    // offset of a 32-weight run and of a 128-weight block, some rows hold a whole block, some none.
+    // (M, K) with M·K % 128 == 0; row ranges: all, the first, one odd row, a middle range, the tail.
+    uint32_t seed = 31;
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {128, 1}, {32, 4}, {16, 200}, {8, 176}, {64, 1002}, {128, 999}, {32, 300}, {16, 40}}) {
+        ASSERT_EQ(M * K % 128, 0);
+        const auto w = random_ternary(M * K, seed++);
+        const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, M}, {0, 1}, {M / 2 + 1, M / 2 + 2}, {M / 4, M - M / 4}, {M - 3, M}};
+        for (int64_t N : {1, 2, 3, 5, 8}) {
+            const auto q = random_q(K * N, seed++);
+            for (auto [m0, m1] : ranges) check_all(w, M, K, q, N, m0, m1, (size_t)(N % 3), "K % 32 != 0");
+        }
+    }
+}
+
+TEST(I2s, PortableReadsByteAlignedBuffers) {
+    // byte loads only: weights and activations at odd addresses give the same sums (UBSan's alignment check
+    // in the ASan build would flag a wider load)
+    bitnet_i2s_gemm_fn fn = bitnet_i2s_gemm_for_isa("portable");
+    ASSERT_NE(fn, nullptr);
+    for (auto [M, K] : std::vector<std::pair<int64_t, int64_t>>{{8, 2560}, {16, 200}, {8, 8640}}) {
+        const auto w = random_ternary(M * K, (uint32_t)K);
+        const auto packed = pack(w, M, K);
+        const int64_t N = 3;
+        const auto q = random_q(K * N, 17);
+        const auto want = plain(w, M, K, q, N);
+        std::vector<uint8_t> wbuf(packed.size() + 8);
+        std::vector<int8_t> qbuf(q.size() + 8);
+        for (size_t off : {1, 3}) {
+            std::memcpy(wbuf.data() + off, packed.data(), packed.size());
+            std::memcpy(qbuf.data() + off + 2, q.data(), q.size());
+            std::vector<int32_t> acc((size_t)(M * N), 0x7eadbeef);
+            fn(wbuf.data() + off, M, K, qbuf.data() + off + 2, (size_t)K, nullptr, N, 0, M, acc.data(), (size_t)M);
+            EXPECT_EQ(acc, want) << "M=" << M << " K=" << K << " offset " << off;
+        }
     }
 }
 

@@ -290,7 +290,7 @@ protected:
 
 std::vector<std::string> i2s_isas() {
     std::vector<std::string> out;
-    for (const char *isa : {"scalar", "avx2", "avx512", "neon"})
+    for (const char *isa : {"portable", "avx2", "avx512", "neon"})
         if (bitnet_i2s_gemm_for_isa(isa) != nullptr) out.push_back(isa);
     return out;
 }
@@ -298,20 +298,20 @@ std::vector<std::string> i2s_isas() {
 TEST(I2sKernel, VersionsAndDispatch) {
     auto isas = i2s_isas();
     ASSERT_FALSE(isas.empty());
-    EXPECT_EQ(isas[0], "scalar");
+    EXPECT_EQ(isas[0], "portable");
     EXPECT_EQ(bitnet_i2s_gemm_for_isa("sse9"), nullptr);
     EXPECT_EQ(bitnet_i2s_gemm_for_isa(nullptr), nullptr);
     const std::string chosen = bitnet_i2s_isa();
     EXPECT_NE(bitnet_i2s_gemm_for_isa(chosen.c_str()), nullptr);
 #if defined(__aarch64__)
-    EXPECT_EQ(chosen, "neon");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("neon") ? "neon" : "portable");
 #elif defined(__x86_64__)
-    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "scalar");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "portable");
 #endif
 }
 
 TEST(I2sKernel, MatchesPlainProductOnEveryVersion) {
-    // (M, K): K % 128 != 0 makes rows straddle 128-weight blocks; K % 32 != 0 takes the scalar path.
+    // (M, K): K % 128 != 0 makes rows straddle 128-weight blocks; K % 32 != 0 takes the portable path.
     const std::vector<std::pair<int64_t, int64_t>> shapes = {
         {4, 128}, {32, 96}, {32, 80}, {8, 160}, {3, 128}, {5, 384}, {16, 8640}, {64, 32}, {128, 1}, {32, 4}};
     uint32_t seed = 1;

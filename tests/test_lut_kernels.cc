@@ -1,9 +1,12 @@
 // test_lut_kernels.cc — every LUT kernel against the scalar reference (src/kernels/lut/lut_ref.c):
-//  - one parameterized suite over bitnet_lut_kernels (every specialized kernel this build compiled:
-//    adding a shape to a config adds its test),
-//  - one over the distinct (type, shape, tiles) of every registry table, for the generic SIMD kernel
-//    of the ISA and the scalar LUT kernel (both layouts are testable on every architecture),
-//  - the SIMD LUT constructors against the scalar constructor (bytes and lut_scale),
+//  - one parameterized suite over the distinct (type, shape, tiles) of bitnet_lut_kernels: every
+//    specialized kernel this build compiled and this CPU runs (SIMD and portable C), all kernels of a
+//    shape on one weight and one reference (adding a shape to a config adds its test),
+//  - one over the distinct (type, shape, tiles) of every registry table, for the generic kernel of every
+//    ISA row this CPU runs (SIMD, portable) and the scalar LUT kernel (both layouts are testable on every
+//    architecture),
+//  - the SIMD and portable LUT constructors against the scalar constructor (bytes and lut_scale),
+//  - the portable kernels on buffers that are only byte-aligned (they promise byte loads),
 //  - dispatch: tile rule vs the derived tables, kernel selection, table choice.
 // int32 accumulators must equal bitnet_ref_gemm exactly; the float output y = acc / s * scale is
 // checked against the float product Σ w·x·scale within the quantization bound of LAYOUTS.md §1.
@@ -107,26 +110,45 @@ struct Rng {
     }
 };
 
-int8_t fill_value(Fill f, Rng &rng) {
-    switch (f) {
-    case Fill::Zero: return 0;
-    case Fill::PlusOne: return 1;
-    case Fill::MinusOne: return -1;
-    case Fill::Random: break;
+// Weight values of a fill; Random takes 20 base-3 digits from each generator word (3^20 < 2^32; the
+// top digit's bias does not matter here) — big tiles have tens of millions of weights.
+class Filler {
+   public:
+    Filler(Fill f, uint32_t seed) : f_(f), rng_(seed) {}
+    int8_t next() {
+        switch (f_) {
+        case Fill::Zero: return 0;
+        case Fill::PlusOne: return 1;
+        case Fill::MinusOne: return -1;
+        case Fill::Random: break;
+        }
+        if (left_ == 0) {
+            r_ = rng_.next();
+            left_ = 20;
+        }
+        const int v = (int)(r_ % 3) - 1;
+        r_ /= 3;
+        left_--;
+        return (int8_t)v;
     }
-    return (int8_t)((int)(rng.next() % 3) - 1);
-}
+
+   private:
+    Fill f_;
+    Rng rng_;
+    uint32_t r_ = 0;
+    int left_ = 0;
+};
 
 Weight make_weight(const Shape &s, const std::vector<int64_t> &tiles, Fill fill, uint32_t seed) {
     Weight w{s, nullptr, {}};
     const size_t nbytes = s.type == BITNET_TYPE_TL1 ? bitnet_tl1_nbytes(s.M, s.K) : bitnet_tl2_nbytes(s.M, s.K);
     w.packed = std::make_unique<AlignedBuf>(nbytes);
-    Rng rng(seed);
+    Filler rng(fill, seed);
     bitnet_error err{};
     const int64_t BM = s.tiles.BM, K = s.K;
     if (s.small()) {
         std::vector<int8_t> all((size_t)(s.M * K));
-        for (auto &v : all) v = fill_value(fill, rng);
+        for (auto &v : all) v = rng.next();
         const bitnet_status st = s.type == BITNET_TYPE_TL1
                                      ? bitnet_pack_tl1(all.data(), s.M, K, s.tiles, 0.5f, w.packed->data(), &err)
                                      : bitnet_pack_tl2(all.data(), s.M, K, s.tiles, 0.5f, w.packed->data(), &err);
@@ -136,7 +158,7 @@ Weight make_weight(const Shape &s, const std::vector<int64_t> &tiles, Fill fill,
         for (int64_t t : tiles) {
             auto &r = w.rows[t];
             r.resize((size_t)(BM * K));
-            for (auto &v : r) v = fill_value(fill, rng);
+            for (auto &v : r) v = rng.next();
             const bitnet_status st =
                 s.type == BITNET_TYPE_TL1
                     ? bitnet_pack_tl1_tile(r.data(), s.M, K, s.tiles, t, w.packed->data(), &err)
@@ -232,11 +254,11 @@ std::vector<int32_t> run_tile(bitnet_qgemm_fn fn, const Shape &s, const Weight &
     return std::vector<int32_t>(acc, acc + n);
 }
 
-// Expected accumulators of one tile, [n_cols][BM]: bitnet_ref_gemm (the reference decoder) over the
-// whole tile of a small shape, over its first and last 32-row micro tiles for a big one; every row
-// also as the plain sum over the int8 rows the test packed, which must agree with the reference
-// wherever both exist (the decoder and the packer are independent implementations).
-std::vector<int32_t> reference_tile(const Shape &s, const Weight &w, const Acts &a, int64_t tile) {
+// Expected accumulators of one tile, [n_cols][BM]: the plain sum over the int8 rows the test packed;
+// bitnet_ref_gemm (the reference decoder) over the rows `decoded` of the tile must agree with it (the
+// decoder and the packer are independent implementations).
+std::vector<int32_t> reference_tile(const Shape &s, const Weight &w, const Acts &a, int64_t tile,
+                                    const std::vector<std::pair<int64_t, int64_t>> &decoded) {
     const bitnet_lut_shape sh = s.sh();
     const int64_t BM = s.tiles.BM, K = s.K, N = a.n_cols;
     const auto &rows = w.rows.at(tile);
@@ -250,11 +272,8 @@ std::vector<int32_t> reference_tile(const Shape &s, const Weight &w, const Acts 
             want[(size_t)(n * BM + i)] = sum;
         }
     }
-    std::vector<std::pair<int64_t, int64_t>> ranges;  // rows of the tile the reference decodes
-    if (s.small()) ranges = {{0, BM}};
-    else ranges = {{0, 32}, {BM - 32, BM}};
     int64_t bad = 0;
-    for (const auto &rg : ranges) {
+    for (const auto &rg : decoded) {
         const int64_t len = rg.second - rg.first;
         std::vector<int32_t> ref((size_t)(N * len));
         bitnet_ref_gemm_rows(s.type, w.packed->data(), &sh, a.q.data(), N, tile * BM + rg.first, tile * BM + rg.second,
@@ -336,52 +355,101 @@ struct Impl {
     bitnet_lut_ctor_fn ctor;
 };
 
-// Impls for one shape: the given ones, or the generic SIMD kernel (when this CPU runs it) and the
-// scalar LUT kernel.
+// The registry's (type, ISA) row that bitnet_lut_select uses: the first one this CPU runs (rows are
+// listed best first), or nullptr.
+const bitnet_lut_isa_impl *best_isa_impl(int type) {
+    for (size_t i = 0; i < bitnet_lut_n_isa_impls; i++) {
+        const bitnet_lut_isa_impl *p = &bitnet_lut_isa_impls[i];
+        if (p->type == type && bitnet_cpu_supports(p->isa)) return p;
+    }
+    return nullptr;
+}
+
+// Generic kernels for one type: that of every registry ISA row this CPU runs (best first: SIMD, then
+// portable), then the scalar LUT kernel (always last).
 std::vector<Impl> generic_impls(int type) {
     std::vector<Impl> v;
-    const bitnet_lut_isa_impl *impl = isa_impl(type, nullptr);
-    if (impl && bitnet_cpu_supports(impl->isa)) {
-        v.push_back({std::string(type_tag(type)) + " generic " + impl->isa, impl->generic, impl->ctor});
+    for (size_t i = 0; i < bitnet_lut_n_isa_impls; i++) {
+        const bitnet_lut_isa_impl *p = &bitnet_lut_isa_impls[i];
+        if (p->type == type && bitnet_cpu_supports(p->isa)) {
+            v.push_back({std::string(type_tag(type)) + " generic " + p->isa, p->generic, p->ctor});
+        }
     }
     v.push_back({std::string(type_tag(type)) + " generic scalar", scalar_kernel(type), scalar_ctor(type)});
     return v;
 }
 
-// The full check of kernels on one shape: random weights, activations of max(col_counts) columns
-// (column 2 all zero); each kernel runs the first n columns for every n in col_counts on every sampled
-// tile and must equal the reference exactly; the columns one at a time equal the multi-column call;
-// the float output is within the quantization bound.
-void check_random(const std::vector<Impl> &impls, const Shape &s, const std::vector<int64_t> &tiles,
-                  const std::vector<int64_t> &col_counts, uint32_t seed) {
-    const int64_t max_cols = *std::max_element(col_counts.begin(), col_counts.end());
+// check_ctor on the constructor of every impl except the scalar one (the last of generic_impls).
+void check_ctors(const std::vector<Impl> &impls, const Shape &s, uint32_t seed);
+
+// A kernel with the tiles and column counts it is run on.
+struct KernelRun {
+    Impl impl;
+    std::vector<int64_t> tiles;
+    std::vector<int64_t> cols;
+};
+
+// The full check of kernels on one shape: random weights on the union of the runs' tiles, activations
+// of the largest column count (column 2 all zero), one reference per tile; each run's kernel runs the
+// first n columns for every n of its column counts on each of its tiles and must equal the reference
+// exactly; at its largest count the columns one at a time equal the multi-column call (on every tile of
+// a small shape, the first of a big one), and on its first tile the float output is within the
+// quantization bound.
+void check_runs(const std::vector<KernelRun> &runs, const Shape &s, uint32_t seed) {
+    std::set<int64_t> tile_set;
+    int64_t max_cols = 1;
+    for (const KernelRun &r : runs) {
+        tile_set.insert(r.tiles.begin(), r.tiles.end());
+        max_cols = std::max(max_cols, *std::max_element(r.cols.begin(), r.cols.end()));
+    }
+    const std::vector<int64_t> tiles(tile_set.begin(), tile_set.end());
     const Weight w = make_weight(s, tiles, Fill::Random, seed);
     const Acts a = quantize(make_acts(s.K, max_cols, seed + 1, max_cols > 2 ? 2 : -1), s.K);
+    // the decoder decodes every row of a small shape; of a big one (slow per weight) the first 32 rows
+    // of the first tile and the last 32 of the last, so both ends of the tensor's byte range
     std::map<int64_t, std::vector<int32_t>> want;
-    for (int64_t t : tiles) want[t] = reference_tile(s, w, a, t);
-    for (const Impl &im : impls) {
+    const int64_t BM = s.tiles.BM;
+    for (int64_t t : tiles) {
+        std::vector<std::pair<int64_t, int64_t>> decoded;
+        if (s.small()) decoded.push_back({0, BM});
+        if (!s.small() && t == tiles.front()) decoded.push_back({0, 32});
+        if (!s.small() && t == tiles.back()) decoded.push_back({BM - 32, BM});
+        want[t] = reference_tile(s, w, a, t, decoded);
+    }
+    for (const KernelRun &r : runs) {
+        const Impl &im = r.impl;
         SCOPED_TRACE(im.what);
+        const int64_t run_max = *std::max_element(r.cols.begin(), r.cols.end());
         const Luts l = build_luts(im.ctor, s, a);
-        for (int64_t t : tiles) {
-            for (int64_t n_cols : col_counts) {
+        for (int64_t t : r.tiles) {
+            for (int64_t n_cols : r.cols) {
                 SCOPED_TRACE(testing::Message() << "n_cols = " << n_cols);
                 const auto acc = run_tile(im.fn, s, w, l.col(0), l.stride, t, n_cols);
                 expect_acc_eq(acc, want[t], s.tiles.BM, t, im.what.c_str());
-                if (n_cols == max_cols && n_cols > 1) {
+                if (n_cols == run_max && n_cols > 1 && (s.small() || t == r.tiles.front())) {
                     for (int64_t n = 0; n < n_cols; n++) {
                         const auto one = run_tile(im.fn, s, w, l.col(n), l.stride, t, 1);
                         const std::vector<int32_t> part(acc.begin() + n * s.tiles.BM, acc.begin() + (n + 1) * s.tiles.BM);
                         EXPECT_EQ(one, part) << "column " << n << " of " << n_cols << " differs from a single-column call";
                     }
                 }
-                if (t == tiles.front() && n_cols == max_cols) expect_float_output(s, w, a, acc, t, n_cols);
+                if (t == r.tiles.front() && n_cols == run_max) expect_float_output(s, w, a, acc, t, n_cols);
             }
         }
     }
 }
 
-// Worst int16 case (all weights equal, every q = 127), all-zero weights, and an all-zero activation
-// column: exact values known without the reference.
+// check_runs with the same tiles and column counts for every kernel.
+void check_random(const std::vector<Impl> &impls, const Shape &s, const std::vector<int64_t> &tiles,
+                  const std::vector<int64_t> &col_counts, uint32_t seed) {
+    std::vector<KernelRun> runs;
+    for (const Impl &im : impls) runs.push_back({im, tiles, col_counts});
+    check_runs(runs, s, seed);
+}
+
+// Worst int16 case (all weights equal, every q = 127), all-zero weights (small shapes: on a big one they
+// add nothing the random weights and the zero column do not check), and an all-zero activation column:
+// exact values known without the reference.
 void check_extremes(const std::vector<Impl> &impls, const Shape &s, int64_t tile) {
     // column 0: x = 0.75 everywhere → s = 127/0.75, q = 127; column 1: all zero → s = 127/1e-5, q = 0
     std::vector<float> x((size_t)(2 * s.K), 0.0f);
@@ -390,12 +458,17 @@ void check_extremes(const std::vector<Impl> &impls, const Shape &s, int64_t tile
     EXPECT_EQ(a.s[1], 127.0f / 1e-5f);
     for (int64_t k = 0; k < s.K; k++) ASSERT_EQ(a.q[(size_t)k], 127);
     const int64_t BM = s.tiles.BM;
-    for (Fill f : {Fill::PlusOne, Fill::MinusOne, Fill::Zero}) {
+    std::vector<Luts> luts;  // the activations are the same for every fill
+    for (const Impl &im : impls) luts.push_back(build_luts(im.ctor, s, a));
+    std::vector<Fill> fills = {Fill::PlusOne, Fill::MinusOne};
+    if (s.small()) fills.push_back(Fill::Zero);
+    for (Fill f : fills) {
         const int32_t want = f == Fill::PlusOne ? (int32_t)(127 * s.K) : f == Fill::MinusOne ? -(int32_t)(127 * s.K) : 0;
         const Weight w = make_weight(s, {tile}, f, 7);
-        for (const Impl &im : impls) {
+        for (size_t j = 0; j < impls.size(); j++) {
+            const Impl &im = impls[j];
             SCOPED_TRACE(testing::Message() << im.what << ", all weights " << (f == Fill::Zero ? 0 : want > 0 ? 1 : -1));
-            const Luts l = build_luts(im.ctor, s, a);
+            const Luts &l = luts[j];
             const auto acc = run_tile(im.fn, s, w, l.col(0), l.stride, tile, 2);
             int64_t bad = 0;
             for (int64_t i = 0; i < BM; i++) {
@@ -408,7 +481,7 @@ void check_extremes(const std::vector<Impl> &impls, const Shape &s, int64_t tile
     }
 }
 
-// SIMD constructor bytes == scalar constructor bytes, including rounding ties and NaN/huge inputs.
+// SIMD/portable constructor bytes == scalar constructor bytes, including rounding ties and NaN/huge inputs.
 void check_ctor(bitnet_lut_ctor_fn simd, const Shape &s, uint32_t seed) {
     const bitnet_lut_shape sh = s.sh();
     const size_t bytes = bitnet_qlut_bytes(s.type, &sh);
@@ -431,21 +504,42 @@ void check_ctor(bitnet_lut_ctor_fn simd, const Shape &s, uint32_t seed) {
         for (size_t i = 0; i < bytes && first == bytes; i++) {
             if (a.data()[i] != b.data()[i]) first = i;
         }
-        EXPECT_EQ(first, bytes) << "column " << n << ": SIMD qlut differs from the scalar one at byte " << first
+        EXPECT_EQ(first, bytes) << "column " << n << ": qlut differs from the scalar one at byte " << first
                                 << " (table " << first / 32 << ")";
+    }
+}
+
+void check_ctors(const std::vector<Impl> &impls, const Shape &s, uint32_t seed) {
+    for (size_t i = 0; i + 1 < impls.size(); i++) {
+        SCOPED_TRACE(impls[i].what);
+        check_ctor(impls[i].ctor, s, seed);
     }
 }
 
 // ---- parameter lists -----------------------------------------------------------------------------
 
-std::vector<size_t> kernel_indices() {
-    std::vector<size_t> v;
-    for (size_t i = 0; i < bitnet_lut_n_kernels; i++) v.push_back(i);
+// The distinct (type, M, K, tiles) of bitnet_lut_kernels, in registry order.
+std::vector<Shape> kernel_shapes() {
+    std::set<std::tuple<int, int64_t, int64_t, int, int, int>> seen;
+    std::vector<Shape> v;
+    for (size_t i = 0; i < bitnet_lut_n_kernels; i++) {
+        const bitnet_lut_kernel &k = bitnet_lut_kernels[i];
+        if (seen.insert({k.type, k.M, k.K, k.tiles.BM, k.tiles.BK, k.tiles.bm}).second) {
+            v.push_back(Shape{k.type, k.M, k.K, k.tiles});
+        }
+    }
     return v;
 }
 
+// The distinct (type, M, K, tiles) of every registry table that no specialized kernel this CPU runs has
+// (the others are tested together with their kernels, SpecializedKernel; with the portable kernels of
+// every configured shape that is all of them, but a build from other configs may differ).
 std::vector<Shape> table_shapes() {
     std::set<std::tuple<int, int64_t, int64_t, int, int, int>> seen;
+    for (size_t i = 0; i < bitnet_lut_n_kernels; i++) {
+        const bitnet_lut_kernel &k = bitnet_lut_kernels[i];
+        if (bitnet_cpu_supports(k.isa)) seen.insert({k.type, k.M, k.K, k.tiles.BM, k.tiles.BK, k.tiles.bm});
+    }
     std::vector<Shape> v;
     for (size_t i = 0; i < bitnet_lut_n_tables; i++) {
         const bitnet_lut_table &t = bitnet_lut_tables[i];
@@ -463,61 +557,94 @@ std::vector<Shape> table_shapes() {
 
 // ---- every specialized kernel --------------------------------------------------------------------
 
-class SpecializedKernel : public testing::TestWithParam<size_t> {
+// One registry shape: its specialized kernels this CPU runs (one per ISA: SIMD and portable), each with
+// the constructor of its ISA row, and on the same weight and reference (which dominate the run time)
+// the generic kernels of every ISA row this CPU runs and the scalar LUT kernel.
+class SpecializedKernel : public testing::TestWithParam<Shape> {
    protected:
     void SetUp() override {
-        k_ = &bitnet_lut_kernels[GetParam()];
-        if (!bitnet_cpu_supports(k_->isa)) GTEST_SKIP() << "this CPU lacks " << k_->isa << " for " << k_->name;
-        impl_ = isa_impl(k_->type, k_->isa);
-        ASSERT_NE(impl_, nullptr) << "no constructor registered for " << k_->isa;
-        s_ = Shape{k_->type, k_->M, k_->K, k_->tiles};
+        s_ = GetParam();
         bitnet_error err{};
         ASSERT_EQ(bitnet_tiles_check(s_.type, s_.M, s_.K, s_.tiles, &err), BITNET_OK) << err.msg;
+        std::string lacking;
+        for (size_t i = 0; i < bitnet_lut_n_kernels; i++) {
+            const bitnet_lut_kernel *k = &bitnet_lut_kernels[i];
+            if (k->type != s_.type || k->M != s_.M || k->K != s_.K || k->tiles.BM != s_.tiles.BM ||
+                k->tiles.BK != s_.tiles.BK || k->tiles.bm != s_.tiles.bm) {
+                continue;
+            }
+            if (!bitnet_cpu_supports(k->isa)) {
+                lacking += std::string(" ") + k->name;
+                continue;
+            }
+            const bitnet_lut_isa_impl *impl = isa_impl(k->type, k->isa);
+            ASSERT_NE(impl, nullptr) << "no constructor registered for " << k->isa;
+            kernels_.push_back(k);
+            impls_.push_back({k->name, k->qgemm, impl->ctor});
+        }
+        if (impls_.empty()) GTEST_SKIP() << "this CPU runs none of" << lacking;
     }
-    const bitnet_lut_kernel *k_ = nullptr;
-    const bitnet_lut_isa_impl *impl_ = nullptr;
     Shape s_{};
+    std::vector<const bitnet_lut_kernel *> kernels_;
+    std::vector<Impl> impls_;
 };
 
-TEST_P(SpecializedKernel, MatchesReference) {
+TEST_P(SpecializedKernel, MatchesReferenceWithGenericAndScalar) {
+    const std::vector<int64_t> tiles = sample_tiles(s_);
     const std::vector<int64_t> cols = s_.small() ? std::vector<int64_t>{1, 2, 3, 8, 33} : std::vector<int64_t>{1, 3};
-    check_random({{k_->name, k_->qgemm, impl_->ctor}}, s_, sample_tiles(s_), cols, 1000 + (uint32_t)GetParam());
+    std::vector<KernelRun> runs;
+    for (const Impl &im : impls_) runs.push_back({im, tiles, cols});
+    // generic kernels: big shapes on one tile (alternating by shape) and two column counts keep qemu fast
+    const std::vector<int64_t> gtiles = s_.small() ? tiles : std::vector<int64_t>{tiles[(size_t)(s_.M / 32 + s_.K / 32) % tiles.size()]};
+    const std::vector<int64_t> gcols = s_.small() ? std::vector<int64_t>{1, 2, 5} : std::vector<int64_t>{1, 2};
+    std::vector<Impl> generic = generic_impls(s_.type);
+    // the scalar LUT kernel (last) runs only where no registry row runs: small shapes and odd shapes
+    // (GenericKernels) test it; on big ones it would only cost time
+    if (!s_.small()) generic.pop_back();
+    for (const Impl &im : generic) runs.push_back({im, gtiles, gcols});
+    check_runs(runs, s_, 1000 + (uint32_t)(s_.M * 7 + s_.K));
 }
 
 TEST_P(SpecializedKernel, Int16WorstCaseZerosAndZeroColumn) {
-    check_extremes({{k_->name, k_->qgemm, impl_->ctor}}, s_, sample_tiles(s_).back());
+    std::vector<Impl> impls = impls_;
+    if (s_.small()) {
+        for (const Impl &im : generic_impls(s_.type)) impls.push_back(im);
+    }
+    check_extremes(impls, s_, sample_tiles(s_).back());
 }
 
-TEST_P(SpecializedKernel, ConstructorMatchesScalar) { check_ctor(impl_->ctor, s_, 77 + (uint32_t)GetParam()); }
+TEST_P(SpecializedKernel, ConstructorMatchesScalar) {
+    for (const Impl &im : impls_) {
+        SCOPED_TRACE(im.what);
+        check_ctor(im.ctor, s_, 77 + (uint32_t)(s_.M + s_.K));
+    }
+}
 
 TEST_P(SpecializedKernel, IsWhatSelectPicks) {
     const bitnet_lut_shape sh = s_.sh();
     bitnet_lut_impl sel{};
     bitnet_error err{};
     ASSERT_EQ(bitnet_lut_select(s_.type, &sh, &sel, &err), BITNET_OK) << err.msg;
-    // The registry lists a scheme's ISAs best first; select uses the first one this CPU runs.
-    const bitnet_lut_isa_impl *best = nullptr;
-    for (size_t i = 0; i < bitnet_lut_n_isa_impls && !best; i++) {
-        const bitnet_lut_isa_impl &r = bitnet_lut_isa_impls[i];
-        if (r.type == s_.type && bitnet_cpu_supports(r.isa)) best = &r;
-    }
+    // The registry lists a scheme's ISAs best first; select uses the first one this CPU runs, and that
+    // ISA's specialized kernel for this shape.
+    const bitnet_lut_isa_impl *best = best_isa_impl(s_.type);
     ASSERT_NE(best, nullptr);
     EXPECT_EQ(sel.ctor, best->ctor);
-    if (best != impl_) GTEST_SKIP() << "select picks the " << best->isa << " kernels here, not " << k_->isa;
+    const bitnet_lut_kernel *mine = nullptr;
+    for (const bitnet_lut_kernel *k : kernels_) {
+        if (std::strcmp(k->isa, best->isa) == 0) mine = k;
+    }
+    ASSERT_NE(mine, nullptr) << "the registry has no " << best->isa << " kernel for " << s_.label();
     EXPECT_TRUE(sel.specialized);
-    EXPECT_EQ(sel.qgemm, k_->qgemm);
-    EXPECT_EQ(sel.ctor, impl_->ctor);
-    EXPECT_STREQ(sel.name, k_->name);
+    EXPECT_EQ(sel.qgemm, mine->qgemm);
+    EXPECT_STREQ(sel.name, mine->name);
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SpecializedKernel);
-INSTANTIATE_TEST_SUITE_P(Registry, SpecializedKernel, testing::ValuesIn(kernel_indices()),
-                         [](const testing::TestParamInfo<size_t> &info) {
-                             std::string n = bitnet_lut_kernels[info.param].name;
-                             return n.substr(std::strlen("bitnet_"));
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, SpecializedKernel, testing::ValuesIn(kernel_shapes()),
+                         [](const testing::TestParamInfo<Shape> &info) { return info.param.label(); });
 
-// ---- generic SIMD and scalar kernels on every table shape ----------------------------------------
+// ---- generic SIMD, portable and scalar kernels on table shapes without a specialized kernel --------
 
 class TableShape : public testing::TestWithParam<Shape> {};
 
@@ -532,7 +659,7 @@ TEST_P(TableShape, GenericAndScalarKernelsMatchReference) {
     const uint32_t seed = (uint32_t)(s.M * 31 + s.K);
     const std::vector<Impl> impls = generic_impls(s.type);
     check_random(impls, s, tiles, cols, seed);
-    if (impls.size() > 1) check_ctor(impls[0].ctor, s, seed);
+    check_ctors(impls, s, seed);
     if (s.small()) check_extremes(impls, s, tiles.back());
 }
 
@@ -540,7 +667,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TableShape);
 INSTANTIATE_TEST_SUITE_P(Registry, TableShape, testing::ValuesIn(table_shapes()),
                          [](const testing::TestParamInfo<Shape> &info) { return info.param.label(); });
 
-// ---- odd shapes no config has (generic and scalar paths, both layouts) ---------------------------
+// ---- odd shapes no config has (generic SIMD, portable and scalar paths, both layouts) -------------
 
 TEST(GenericKernels, OddShapesAndTiles) {
     const Shape shapes[] = {
@@ -558,8 +685,45 @@ TEST(GenericKernels, OddShapesAndTiles) {
         const std::vector<Impl> impls = generic_impls(s.type);
         check_random(impls, s, sample_tiles(s), {1, 2, 3, 8}, seed);
         check_extremes(impls, s, s.n_tiles() - 1);
-        if (impls.size() > 1) check_ctor(impls[0].ctor, s, seed);
+        check_ctors(impls, s, seed);
         seed += 10;
+    }
+}
+
+// The portable kernels promise byte loads only (a microcontroller's buffers may be 4-byte aligned): the
+// constructor writing to, and the generic kernel reading weights and LUTs from, odd addresses give the
+// same bytes and sums (UBSan's alignment check in the ASan build would flag a wider typed access).
+TEST(GenericKernels, PortableReadsByteAlignedBuffers) {
+    const Shape shapes[] = {{BITNET_TYPE_TL1, 64, 96, {64, 32, 32}}, {BITNET_TYPE_TL1, 64, 128, {64, 64, 64}},
+                            {BITNET_TYPE_TL2, 64, 352, {64, 96, 32}}};
+    for (const Shape &s : shapes) {
+        SCOPED_TRACE(s.label());
+        const bitnet_lut_isa_impl *impl = isa_impl(s.type, "portable");
+        ASSERT_NE(impl, nullptr);
+        const int64_t N = 3;
+        const Weight w = make_weight(s, {0}, Fill::Random, 99);
+        const Acts a = quantize(make_acts(s.K, N, 98), s.K);
+        const std::vector<int32_t> want = reference_tile(s, w, a, 0, {{0, s.tiles.BM}});
+        const Luts l = build_luts(impl->ctor, s, a);
+        const bitnet_lut_shape sh = s.sh();
+        const size_t wbytes = s.type == BITNET_TYPE_TL1 ? bitnet_tl1_nbytes(s.M, s.K) : bitnet_tl2_nbytes(s.M, s.K);
+        const size_t qbytes = bitnet_qlut_bytes(s.type, &sh);
+        for (size_t off : {1, 3}) {
+            AlignedBuf wb(wbytes + 8), qb(l.stride * N + 8);
+            std::memcpy(wb.data() + off, w.packed->data(), wbytes);
+            // the constructor at an odd address writes what it wrote at an aligned one
+            for (int64_t n = 0; n < N; n++) {
+                int8_t *dst = reinterpret_cast<int8_t *>(qb.data() + off + n * l.stride);
+                float sc = 0;
+                impl->ctor(&a.x[(size_t)(n * s.K)], s.K, sh.three_k, dst, &sc);
+                EXPECT_EQ(sc, l.scales[(size_t)n]);
+                EXPECT_EQ(std::memcmp(dst, l.col(n), qbytes), 0) << "column " << n << ", offset " << off;
+            }
+            std::vector<int32_t> acc((size_t)(N * s.tiles.BM), 0x1234567);
+            impl->generic(&sh, acc.data(), wb.data() + off, reinterpret_cast<const int8_t *>(qb.data() + off), l.stride,
+                          0, N);
+            expect_acc_eq(acc, want, s.tiles.BM, 0, "portable generic, byte-aligned buffers");
+        }
     }
 }
 
@@ -654,16 +818,22 @@ TEST(Dispatch, QlutBytes) {
 
 TEST(Dispatch, CpuSupports) {
     EXPECT_TRUE(bitnet_cpu_supports("scalar"));
+    EXPECT_TRUE(bitnet_cpu_supports("portable"));
     EXPECT_FALSE(bitnet_cpu_supports("no-such-isa"));
     EXPECT_FALSE(bitnet_cpu_supports(nullptr));
+    // BITNET_ISA=scalar (or portable, the same level) refuses every SIMD ISA
+    const char *cap = std::getenv("BITNET_ISA");
+    const bool plain_c_only = cap && (std::strcmp(cap, "scalar") == 0 || std::strcmp(cap, "portable") == 0);
 #if defined(__aarch64__)
-    EXPECT_TRUE(bitnet_cpu_supports("neon"));
+    EXPECT_EQ(bitnet_cpu_supports("neon"), !plain_c_only);
     EXPECT_FALSE(bitnet_cpu_supports("avx2"));
 #elif defined(__x86_64__)
     EXPECT_FALSE(bitnet_cpu_supports("neon"));
     __builtin_cpu_init();
-    EXPECT_EQ(bitnet_cpu_supports("avx2"), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                               __builtin_cpu_supports("f16c"));
+    EXPECT_EQ(bitnet_cpu_supports("avx2"), !plain_c_only && __builtin_cpu_supports("avx2") &&
+                                               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"));
+#else
+    (void)plain_c_only;
 #endif
 }
 
@@ -713,15 +883,16 @@ TEST(Dispatch, DefaultTilesEqualTheDerivedTables) {
 TEST(Dispatch, SelectOrderAndErrors) {
     bitnet_error err{};
     bitnet_lut_impl sel{};
-    // a legal shape no config has: the generic kernel of the ISA when this CPU runs it, else scalar
+    // a legal shape no config has: the generic kernel of the first ISA row this CPU runs (SIMD, else
+    // portable C); the scalar LUT kernel only for a registry without such a row
     for (int type : {BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {
         const bitnet_lut_shape sh = type == BITNET_TYPE_TL1
                                         ? bitnet_lut_shape_make(type, 96, 512, {32, 8, 32})
                                         : bitnet_lut_shape_make(type, 64, 352, {64, 96, 32});
         ASSERT_EQ(bitnet_lut_select(type, &sh, &sel, &err), BITNET_OK) << err.msg;
         EXPECT_FALSE(sel.specialized);
-        const bitnet_lut_isa_impl *impl = isa_impl(type, nullptr);
-        if (impl && bitnet_cpu_supports(impl->isa)) {
+        const bitnet_lut_isa_impl *impl = best_isa_impl(type);
+        if (impl) {
             EXPECT_EQ(sel.qgemm, impl->generic);
             EXPECT_EQ(sel.ctor, impl->ctor);
             EXPECT_EQ(std::string(sel.name), std::string("bitnet_") + type_tag(type) + "_qgemm_generic__" + impl->isa);
@@ -750,6 +921,45 @@ TEST(Dispatch, SelectOrderAndErrors) {
     odd.two_k = 0;
     EXPECT_EQ(bitnet_lut_select(BITNET_TYPE_TL2, &odd, &sel, &err), BITNET_ERR_INVALID_ARG);
     EXPECT_NE(std::string(err.msg).find("three_k/two_k = 352/0, expected 288/64"), std::string::npos) << err.msg;
+}
+
+// Every scheme has a portable C row, listed after its SIMD rows (the registry lists ISAs best first), so
+// a CPU without the SIMD ISA, or BITNET_ISA=scalar, runs the portable kernels: generic for a shape no
+// config has, specialized for a registry shape.
+TEST(Dispatch, PortableRowLastAndPickedWithoutSimd) {
+    for (int type : {BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {
+        const bitnet_lut_isa_impl *last = nullptr;
+        for (size_t i = 0; i < bitnet_lut_n_isa_impls; i++) {
+            if (bitnet_lut_isa_impls[i].type == type) last = &bitnet_lut_isa_impls[i];
+        }
+        ASSERT_NE(last, nullptr) << type_tag(type);
+        EXPECT_STREQ(last->isa, "portable") << type_tag(type);
+    }
+    const char *old = std::getenv("BITNET_ISA");
+    const std::string saved = old ? old : "";
+    setenv("BITNET_ISA", "scalar", 1);
+    bitnet_error err{};
+    bitnet_lut_impl sel{};
+    for (int type : {BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {
+        const bitnet_lut_shape sh = type == BITNET_TYPE_TL1 ? bitnet_lut_shape_make(type, 96, 512, {32, 8, 32})
+                                                            : bitnet_lut_shape_make(type, 64, 352, {64, 96, 32});
+        ASSERT_EQ(bitnet_lut_select(type, &sh, &sel, &err), BITNET_OK) << err.msg;
+        EXPECT_FALSE(sel.specialized);
+        EXPECT_EQ(std::string(sel.name), std::string("bitnet_") + type_tag(type) + "_qgemm_generic__portable");
+        EXPECT_EQ(sel.ctor, isa_impl(type, "portable")->ctor);
+    }
+    for (size_t i = 0; i < bitnet_lut_n_kernels; i++) {
+        const bitnet_lut_kernel &k = bitnet_lut_kernels[i];
+        const bitnet_lut_shape sh = bitnet_lut_shape_make(k.type, k.M, k.K, k.tiles);
+        ASSERT_EQ(bitnet_lut_select(k.type, &sh, &sel, &err), BITNET_OK) << err.msg;
+        EXPECT_TRUE(sel.specialized) << k.name;
+        EXPECT_NE(std::strstr(sel.name, "__portable"), nullptr) << sel.name;
+    }
+    if (old) {
+        setenv("BITNET_ISA", saved.c_str(), 1);
+    } else {
+        unsetenv("BITNET_ISA");
+    }
 }
 
 TEST(Dispatch, FindTableAndTilesFor) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* plain C: every CPU */
 static bool check_scalar(void) { return true; }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,14 +31,17 @@ static bool check_neon(void) { return true; } /* Advanced SIMD is mandatory on A
 static bool check_neon(void) { return false; }
 #endif
 
-/* rank: the BITNET_ISA order (scalar < avx2 < avx512; neon is AArch64's only SIMD level and ranks
- * with avx2). check: whether this CPU runs the ISA, BITNET_ISA aside. */
+/* rank: the BITNET_ISA order (scalar = portable < avx2 < avx512; neon is AArch64's only SIMD level and
+ * ranks with avx2). "portable" is the plain C11 code of the generated kernels and of i2s_portable.c: it
+ * compiles and runs everywhere, so BITNET_ISA=scalar (or portable) still allows it. check: whether this
+ * CPU runs the ISA, BITNET_ISA aside. */
 static const struct {
     const char *name;
     int rank;
     bool (*check)(void);
 } isas[] = {
     {"scalar", 0, check_scalar},
+    {"portable", 0, check_scalar},
     {"avx2", 1, check_avx2},
     {"neon", 1, check_neon},
     {"avx512", 2, check_avx512},

@@ -307,7 +307,7 @@ static const char *bitnet_host_i2s_impl_name(void) {
     if (strcmp(isa, "avx512") == 0) return "i2s_gemm__avx512";
     if (strcmp(isa, "avx2") == 0) return "i2s_gemm__avx2";
     if (strcmp(isa, "neon") == 0) return "i2s_gemm__neon";
-    return "i2s_gemm__scalar";
+    return "i2s_gemm__portable";
 }
 
 /* Decode t's stored layout, check it, repack (or alias) into `target`, choose the kernel and attach

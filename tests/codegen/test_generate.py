@@ -12,7 +12,7 @@ from .helpers import CONFIGS, REPO, run_cli, stub_template_dir, tempdir, write
 
 from codegen import config as cfg
 from codegen import render
-from codegen.targets import PAIRS
+from codegen.targets import PAIRS, targets_of
 
 OUTPUTS = sorted(["bitnet-lut-kernels.h", "bitnet-lut-registry.c", "kernels.cmake"] +
                  [t.output for t in PAIRS])
@@ -78,8 +78,10 @@ class StubGenerate(unittest.TestCase):
         kernels = render.collect_kernels(configs)
         keys = [(k.target.scheme.name, k.target.isa.name, k.m, k.k, k.block_m, k.block_k, k.simd_m) for k in kernels]
         self.assertEqual(len(keys), len(set(keys)))
-        n_entries = sum(len(t.kernels) for c in configs for t in c.all_tables())
-        self.assertLess(len(kernels), n_entries)
+        # per (scheme, ISA) pair fewer kernels than its scheme's table entries: shared shapes are one kernel
+        for t in PAIRS:
+            n_entries = sum(len(tb.kernels) for c in configs for tb in c.all_tables() if tb.target == t.scheme.name)
+            self.assertLess(len([k for k in kernels if k.target == t]), n_entries, t.key)
         large = [k for k in kernels if k.name == "bitnet_tl1_qgemm_m1536_k1536_bm128_bk64_sm64__neon"][0]
         self.assertEqual(large.origins, ["bitnet_b1_58-large/default", "bitnet_b1_58-large/pretuned"])
         self.assertEqual(large.derived["n_tiles"], 12)
@@ -91,12 +93,18 @@ class StubGenerate(unittest.TestCase):
         configs = cfg.load_all(CONFIGS)
         kernels = render.collect_kernels(configs)
         reg = self.read(out, "bitnet-lut-registry.c")
-        # every kernel once, inside its pair's ISA guard; one ISA impl row per pair; every table unguarded
-        for t in PAIRS:
-            block = reg.split("const bitnet_lut_kernel bitnet_lut_kernels[] = {")[1].split("};")[0]
-            guarded = block.split(f"#if {t.isa.guard}\n")[1].split("#endif")[0]
+        # every kernel once, inside its pair's ISA guard (one guarded block per pair with kernels, in PAIRS
+        # order; two pairs may share a guard); one ISA impl row per pair; every table unguarded
+        block = reg.split("const bitnet_lut_kernel bitnet_lut_kernels[] = {")[1].split("};")[0]
+        guarded = re.findall(r"^#if ([^\n]*)\n(.*?)^#endif\n", block, re.M | re.S)
+        with_kernels = [t for t in PAIRS if any(k.target == t for k in kernels)]
+        self.assertEqual(len(guarded), len(with_kernels))
+        for t, (guard, body) in zip(with_kernels, guarded):
             mine = [k for k in kernels if k.target == t]
-            self.assertEqual(guarded.count("\n"), len(mine))
+            self.assertEqual(guard, t.isa.guard, t.key)
+            self.assertEqual(body.count("\n"), len(mine), t.key)
+            self.assertEqual(body.count(f'"{t.isa.name}"'), len(mine), t.key)
+        for t in PAIRS:
             self.assertIn(f"{{{t.scheme.type_macro}, \"{t.isa.name}\", {t.ctor_name}, {t.generic_name}, \"{t.generic_name}\"}},",
                           reg)
         self.assertIn('    {"bitnet_tl2_qgemm_m1536_k1536_bm128_bk192_sm32__avx2", BITNET_TYPE_TL2, "avx2", 1536, 1536, '
@@ -119,8 +127,12 @@ class StubGenerate(unittest.TestCase):
         cm = self.read(out, "kernels.cmake")
         self.assertIn('set(BITNET_GENERATED_SOURCES\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-neon.c"\n'
+                      '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-portable.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"\n'
+                      '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-portable.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-registry.c"\n)', cm)
+        # the portable C files get no flags anywhere
+        self.assertNotIn("set_source_files_properties(\"${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-portable.c", cm)
         self.assertIn('if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")\n'
                       '    set_source_files_properties("${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"\n'
                       '                                PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")\nendif()', cm)
@@ -204,7 +216,8 @@ class StubGenerate(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         reg = self.read(out, "bitnet-lut-registry.c")
         self.assertEqual(len(re.findall(r'^    \{"bitnetcpp-tiny", "default"', reg, re.M)), 2)
-        self.assertEqual(len(re.findall(r'^    \{"bitnet_tl1_qgemm', reg, re.M)), 3)
+        # its three TL1 shapes, one kernel per TL1 pair
+        self.assertEqual(len(re.findall(r'^    \{"bitnet_tl1_qgemm', reg, re.M)), 3 * len(targets_of("tl1")))
         self.assertIn(" *   configs/bitnetcpp-tiny.yaml\n * with", reg)
 
 

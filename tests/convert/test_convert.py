@@ -285,7 +285,7 @@ class BuiltinVocabulary(unittest.TestCase):
                 self.assertEqual(greedy_ids(i2s, "tl1"), want)
                 self.assertEqual(greedy_ids(i2s, "tl2"), want)
                 self.assertEqual(greedy_ids(self.converted(arch, "tl1"), "tl1"), want)
-                if not CROSS:  # TL2 under qemu is the scalar LUT kernel: slow and already covered above
+                if not CROSS:  # TL2 under qemu is the portable C kernel: slow and already covered above
                     self.assertEqual(greedy_ids(self.converted(arch, "tl2"), "auto"), want)
 
     def test_tiles_the_kernels_were_not_built_for_are_refused(self):

@@ -217,6 +217,11 @@ class PackageList(unittest.TestCase):
         self.assertTrue(all(re.fullmatch(r"[a-z0-9][a-z0-9.+-]*(:arm64)?", p) for p in pkgs), pkgs)
         r = subprocess.run([self.INSTALL, "--list", "build"], capture_output=True, text=True)
         self.assertNotIn("googletest", r.stdout.split())  # quickstart.sh installs only what it needs
+        # the microcontroller cross compilers (ctest cross_compile_portable_*) and the mcu stage's emulator
+        r = subprocess.run([self.INSTALL, "--list", "mcu"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "gcc-xtensa-lx106",
+                                            "picolibc-xtensa-lx106-elf", "qemu-system-arm"])
 
     def test_bad_group_or_flag_exits_2(self):
         for args, needle in ((["nope"], "no group 'nope'"), (["--bogus", "build"], "unknown flag '--bogus'"),

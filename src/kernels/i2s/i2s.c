@@ -1,7 +1,7 @@
 /* i2s.c — the I2_S × int8 product's dispatch (bitnet_i2s_gemm: the best version the CPU runs, capped
  * by BITNET_ISA through bitnet_cpu_supports), Σ q (bitnet_i2s_qsum) and the activation quantizer with
  * its Σ q (bitnet_i2s_quantize_act); contract in i2s.h. The versions live one file per ISA:
- * i2s_scalar.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c (declared in i2s_internal.h). */
+ * i2s_portable.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c (declared in i2s_internal.h). */
 #include "kernels/i2s/i2s.h"
 
 #include <stdatomic.h>
@@ -24,7 +24,7 @@ typedef struct bitnet_i2s_version {
     bitnet_i2s_gemm_fn fn;
 } bitnet_i2s_version;
 
-/* Best first; "scalar" is last and always runs. */
+/* Best first; "portable" (plain C) is last and always runs. */
 static const bitnet_i2s_version bitnet_i2s_versions[] = {
 #ifdef BITNET_I2S_HAVE_AVX2
     {"avx512", bitnet_i2s_gemm__avx512},
@@ -33,7 +33,7 @@ static const bitnet_i2s_version bitnet_i2s_versions[] = {
 #ifdef BITNET_I2S_HAVE_NEON
     {"neon", bitnet_i2s_gemm__neon},
 #endif
-    {"scalar", bitnet_i2s_gemm__scalar},
+    {"portable", bitnet_i2s_gemm__portable},
 };
 #define BITNET_I2S_N_VERSIONS (sizeof(bitnet_i2s_versions) / sizeof(bitnet_i2s_versions[0]))
 

@@ -1,8 +1,9 @@
 /* i2s.h — I2_S × int8 products for the I2_S reference path of the matmul host (src/kernels/i2s/: the
- * dispatch in i2s.c, one file per version: i2s_scalar.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c):
+ * dispatch in i2s.c, one file per version: i2s_portable.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c):
  * exact int32 sums Σ_k w[m][k]·q[n][k] read straight from the I2_S layout (docs/LAYOUTS.md §2,
- * formats.md "I2_S"), in a scalar, an AVX2, an AVX-512 VNNI and a NEON version chosen at run time
- * (best the CPU runs; BITNET_ISA=scalar|avx2|avx512 caps the choice, see bitnet_cpu_supports in lut.h).
+ * formats.md "I2_S"), in a portable C (for 32-bit cores and every CPU), an AVX2, an AVX-512 VNNI and a
+ * NEON version chosen at run time (best the CPU runs; BITNET_ISA=scalar|avx2|avx512 caps the choice,
+ * see bitnet_cpu_supports in kernels/isa.h).
  * The AVX-512 version (AVX-512 F/BW/VL/VNNI) multiplies unsigned codes 0..2 by the int8 activations
  * with vpdpbusd and subtracts Σ q: for 1 to 3 columns straight from the packed bytes (masks instead of
  * shifts, 256-bit), for 16 or more after decoding 4 rows × up to 16384 weights to one byte per code on
@@ -13,7 +14,7 @@
  * repacking: the kernels walk the tensor by flat index j = m·K + k. A 128-weight block holds four
  * runs of 32 consecutive weights (run r = bits 7-2r .. 6-2r of the block's 32 bytes), so when
  * K % 32 == 0 every row is a whole number of such runs and the SIMD kernels process one run (or one
- * aligned block of four runs) per step; for other K the scalar kernel is used. */
+ * aligned block of four runs) per step; for other K the portable kernel is used. */
 #ifndef BITNET_I2S_H
 #define BITNET_I2S_H
 
@@ -36,16 +37,16 @@ typedef void (*bitnet_i2s_gemm_fn)(const uint8_t *w, int64_t M, int64_t K, const
                                    size_t acc_stride);
 
 /* The best version this CPU runs (AVX-512 on x86 when bitnet_cpu_supports("avx512"), else AVX2 when
- * bitnet_cpu_supports("avx2"), NEON on AArch64, else scalar); the choice is made on the first call
+ * bitnet_cpu_supports("avx2"), NEON on AArch64, else portable C); the choice is made on the first call
  * (reading BITNET_ISA then) and cached. */
 void bitnet_i2s_gemm(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                      const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride);
 
-/* One version by ISA name ("scalar", "avx2", "avx512", "neon"); NULL when it is not compiled into this
- * build or the CPU does not run it (or BITNET_ISA caps it away). */
+/* One version by ISA name ("portable", "avx2", "avx512", "neon"); NULL when it is not compiled into this
+ * build or the CPU does not run it (or BITNET_ISA caps it away), and for other names. */
 bitnet_i2s_gemm_fn bitnet_i2s_gemm_for_isa(const char *isa);
 
-/* ISA name of the version bitnet_i2s_gemm uses: "avx512", "avx2", "neon" or "scalar". */
+/* ISA name of the version bitnet_i2s_gemm uses: "avx512", "avx2", "neon" or "portable". */
 const char *bitnet_i2s_isa(void);
 
 /* Σ_k q[k] over K int8 values (exact). */

@@ -22,7 +22,7 @@ __attribute__((target("avx2,fma"))) void
 bitnet_i2s_gemm__avx2(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                       const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride) {
     if (K % 32 != 0) {
-        bitnet_i2s_gemm__scalar(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
+        bitnet_i2s_gemm__portable(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
         return;
     }
     const __m256i mask = _mm256_set1_epi8(3);

@@ -1,5 +1,5 @@
 /* i2s_internal.h — private to src/kernels/i2s/: the per-ISA versions of bitnet_i2s_gemm (one file each:
- * i2s_scalar.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c), which i2s.c lists and chooses from. Each has the
+ * i2s_portable.c, i2s_avx2.c, i2s_avx512.c, i2s_neon.c), which i2s.c lists and chooses from. Each has the
  * contract of bitnet_i2s_gemm_fn (i2s.h). The x86 versions carry function target attributes (their files
  * are compiled without -mavx2) and may only be called after bitnet_cpu_supports said yes for their ISA. */
 #ifndef BITNET_I2S_INTERNAL_H
@@ -18,10 +18,12 @@
  * used for up to this many activation columns. */
 #define BITNET_I2S_COL_TILE 4
 
-/* Any K (K % 32 != 0 walks weight by weight); the fallback of the SIMD versions. */
-void bitnet_i2s_gemm__scalar(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
-                            const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
-                            size_t acc_stride);
+/* Plain C11 for every CPU (32-bit indices, byte loads; whole 128-weight blocks a byte at a time, partial
+ * runs where rows straddle blocks): any K; the last version of i2s.c's table and the fallback of the SIMD
+ * versions for K % 32 != 0. */
+void bitnet_i2s_gemm__portable(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
+                               const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
+                               size_t acc_stride);
 
 #ifdef BITNET_I2S_HAVE_AVX2
 #include <immintrin.h>
@@ -34,7 +36,7 @@ __attribute__((target("avx2,fma"))) static inline int32_t bitnet_i2s_hsum_avx2(_
     return _mm_cvtsi128_si32(s);
 }
 
-/* AVX2 (+FMA): K % 32 == 0 in SIMD, other K via the scalar version. */
+/* AVX2 (+FMA): K % 32 == 0 in SIMD, other K via the portable version. */
 void bitnet_i2s_gemm__avx2(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                             const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
                             size_t acc_stride);
@@ -49,7 +51,7 @@ float bitnet_i2s_quantize_act__avx2(const float *x, int64_t K, int8_t *q, int32_
 #endif
 
 #ifdef BITNET_I2S_HAVE_NEON
-/* NEON (base AArch64, no dot-product extension): K % 32 == 0 in SIMD, other K via the scalar version. */
+/* NEON (base AArch64, no dot-product extension): K % 32 == 0 in SIMD, other K via the portable version. */
 void bitnet_i2s_gemm__neon(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                             const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
                             size_t acc_stride);

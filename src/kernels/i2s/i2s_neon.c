@@ -29,7 +29,7 @@ void bitnet_i2s_gemm__neon(const uint8_t *w, int64_t M, int64_t K, const int8_t 
                                   const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
                                   size_t acc_stride) {
     if (K % 32 != 0) {
-        bitnet_i2s_gemm__scalar(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
+        bitnet_i2s_gemm__portable(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
         return;
     }
     const uint8x16_t mask = vdupq_n_u8(3), one = vdupq_n_u8(1);

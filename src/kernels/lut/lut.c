@@ -1,7 +1,8 @@
 /* lut.c — dispatch around the LUT kernels: qlut sizes, the choice of kernel for one weight
- * (specialized > generic SIMD > scalar, docs/ARCHITECTURE.md "Runtime rules"; the SIMD candidates are
- * the generated registry's (type, ISA) rows, the CPU check is kernels/isa.h), the choice of tile table
- * for a model, and the tile rule for shapes no config covers (the same rule as codegen/derive.py). */
+ * (specialized > generic of the best ISA the CPU runs > scalar, docs/ARCHITECTURE.md "Runtime rules";
+ * the candidates are the generated registry's (type, ISA) rows — SIMD, then portable C —, the CPU check
+ * is kernels/isa.h), the choice of tile table for a model, and the tile rule for shapes no config covers
+ * (the same rule as codegen/derive.py). */
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
 

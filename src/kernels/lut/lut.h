@@ -1,10 +1,11 @@
 /* lut.h — the LUT kernels' contract (docs/LAYOUTS.md §5-6): function types, the plain scalar
  * reference every kernel is tested against, the generated kernel registry, and the choice of
- * implementation for one weight (specialized kernel > generic SIMD kernel > scalar LUT kernel).
+ * implementation for one weight (of the best ISA the CPU runs — SIMD, else portable C —: specialized
+ * kernel > generic kernel; the scalar LUT kernel when no registry row runs).
  * The CPU feature checks (bitnet_cpu_supports) live in kernels/isa.h, included here.
  *
  * Implemented in src/kernels/lut/lut_ref.c (scalar reference and scalar LUT path), src/kernels/lut/lut.c (dispatch) and the
- * generated files in generated/ (SIMD kernels and the registry). */
+ * generated files in generated/ (SIMD and portable C kernels and the registry). */
 #ifndef BITNET_LUT_H
 #define BITNET_LUT_H
 
@@ -44,8 +45,9 @@ void bitnet_ref_gemm_rows(int type, const uint8_t *packed, const bitnet_lut_shap
  * LAYOUTS.md §2-4. Codes no ternary weight produces are not checked (the unpackers reject them). */
 int bitnet_ref_weight(int type, const uint8_t *packed, const bitnet_lut_shape *sh, int64_t m, int64_t k);
 
-/* Scalar LUT constructors and LUT kernels (runtime tiles). They are the fallback on CPUs without the
- * SIMD ISA and the definition the SIMD constructors must match byte for byte. */
+/* Scalar LUT constructors and LUT kernels (runtime tiles). They are the definition the SIMD and portable
+ * constructors must match byte for byte, and the fallback when no registry (type, ISA) row runs (every
+ * build from codegen has the portable rows, so none does in practice). */
 void bitnet_tl1_lut_ctor__scalar(const float *x, int64_t K, int64_t three_k, int8_t *qlut, float *lut_scale);
 void bitnet_tl2_lut_ctor__scalar(const float *x, int64_t K, int64_t three_k, int8_t *qlut, float *lut_scale);
 void bitnet_tl1_qgemm_generic__scalar(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w,
@@ -59,7 +61,7 @@ void bitnet_tl2_qgemm_generic__scalar(const bitnet_lut_shape *sh, int32_t *acc, 
 typedef struct bitnet_lut_kernel {
     const char *name;      /* computed by codegen/targets.py: bitnet_tl2_qgemm_m.._k.._bm.._bk.._sm..__avx2 */
     int type;              /* BITNET_TYPE_TL1 or BITNET_TYPE_TL2 */
-    const char *isa;       /* "neon", "avx2" */
+    const char *isa;       /* "neon", "avx2", "portable" */
     int64_t M, K;
     bitnet_tiles tiles;
     bitnet_qgemm_fn qgemm;
@@ -69,7 +71,7 @@ typedef struct bitnet_lut_kernel {
  * pair of codegen/targets.py PAIRS whose ISA guard holds, a type's best ISA first. */
 typedef struct bitnet_lut_isa_impl {
     int type;                  /* BITNET_TYPE_TL1 or BITNET_TYPE_TL2 (the scheme) */
-    const char *isa;           /* "neon", "avx2": the name bitnet_cpu_supports checks */
+    const char *isa;           /* "neon", "avx2", "portable": the name bitnet_cpu_supports checks */
     bitnet_lut_ctor_fn ctor;
     bitnet_qgemm_fn generic;
     const char *generic_name;  /* symbol name of generic, e.g. "bitnet_tl2_qgemm_generic__avx2" */

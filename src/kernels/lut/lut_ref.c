@@ -6,7 +6,8 @@
  *     constructors must produce the same bytes.
  *  3. bitnet_tl{1,2}_qgemm_generic__scalar: LUT kernels that read the packed bytes and the qlut in the
  *     same order as the SIMD kernels (int16 partial sums per BK block), with runtime tiles. They are
- *     the fallback on CPUs without the SIMD ISA and make both layouts testable on every machine.
+ *     the fallback when no registry row runs (the generated portable C kernels normally do) and a
+ *     second definition the tests compare the others with.
  */
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"

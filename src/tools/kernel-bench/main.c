@@ -172,7 +172,7 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
                    BITNET_ARG_SECTION, NULL),
         BITNET_OPT("--target", "T",
                    "tl2, tl1, native (default: tl2 on x86-64, tl1 on AArch64) or all.\n"
-                   "TL1 on x86 and TL2 on ARM run the scalar LUT kernel (not representative).",
+                   "TL1 on x86 and TL2 on ARM run the portable C kernels (not representative).",
                    BITNET_ARG_WORD, &target, .choices = "tl2|tl1|native|all"),
         BITNET_OPT("--config", "NAME", "only the tables of configs/NAME.yaml", BITNET_ARG_STRING, &o->config),
         BITNET_OPT("--table", "NAME", "only tables named NAME (default or pretuned)", BITNET_ARG_WORD, &o->table,

@@ -249,9 +249,10 @@ static void kb_report_footer(const kb_session *s) {
     const kb_job *jobs = s->jobs;
     const double t_start = s->t_start;
     const double *load1 = s->load1;
-    printf("\n# columns: kern = spec (specialized generated kernel), gen (generic SIMD kernel, runtime tiles), scal\n"
-           "# (scalar LUT kernel); MiB = weight bytes read per call; in-cache = one copy (only when it fits in\n"
-           "# half the LLC); %%roof = weight GB/s / read GB/s at the same thread count.\n");
+    printf("\n# columns: kern = spec (specialized generated kernel), gen (generic kernel, runtime tiles), scal\n"
+           "# (scalar LUT kernel), of the best ISA this CPU runs: SIMD, else portable C (the JSON names the kernel);\n"
+           "# MiB = weight bytes read per call; in-cache = one copy (only when it fits in half the LLC); %%roof =\n"
+           "# weight GB/s / read GB/s at the same thread count.\n");
     int n_cache_bust = 0;
     for (int i = 0; i < n_done; ++i) n_cache_bust += done[i].lut.n_copies > 1;
     printf("# %d of %d measured weights were smaller than %gx LLC and rotated among copies (cache-busting).\n",
