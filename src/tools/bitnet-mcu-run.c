@@ -73,13 +73,14 @@ static void print_ids(const char *what, const int32_t *ids, int32_t n) {
     printf("\n");
 }
 
-/* Evaluate tokens [0, n) at the node's position, in chunks of n_batch keeping every position's logits;
+/* Evaluate tokens [0, n) at the node's position, in chunks of the node's n_batch keeping every position's logits;
  * hash each position into *all (and print it with --logit-hashes); the last position's argmax in *next. */
 static int eval_hashed(bitnet_mcu *rt, const options *o, const int32_t *tokens, int32_t n, int32_t pos0,
                        uint64_t *all, int32_t *next) {
     const int32_t n_vocab = bitnet_model_hparams(rt->model)->n_vocab;
-    for (int32_t start = 0; start < n; start += o->n_batch) {
-        const int32_t c = n - start < o->n_batch ? n - start : o->n_batch;
+    const int32_t nb = rt->params.n_batch;
+    for (int32_t start = 0; start < n; start += nb) {
+        const int32_t c = n - start < nb ? n - start : nb;
         bitnet_error err;
         if (bitnet_mcu_eval(rt, tokens + start, c, true, &err) != BITNET_OK)
             return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
@@ -123,7 +124,8 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
            (int)hp->n_embd, (int)hp->n_ff, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->n_vocab,
            bitnet_kernel_path_name(bitnet_model_path(rt.model)), bitnet_model_kernel_summary(rt.model));
     const int32_t n_ctx = o->n_ctx ? o->n_ctx : n_prompt + o->n_predict;
-    const bitnet_mcu_params p = {n_ctx, o->n_batch, o->n_batch};
+    const int32_t n_batch = o->n_batch < n_ctx ? o->n_batch : n_ctx;
+    const bitnet_mcu_params p = {n_ctx, n_batch, n_batch};
     bitnet_mcu_budget b;
     if (bitnet_mcu_arena_bytes(&rt, &p, &b, &err) != BITNET_OK) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
@@ -133,7 +135,7 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
            "attention %llu, logits %llu, other %llu) = %llu bytes of %llu usable; n_ctx %d, n_batch %d\n",
            (unsigned long long)b.model, (unsigned long long)b.context.total, (unsigned long long)b.context.kv_cache, (unsigned long long)b.context.activations, (unsigned long long)b.context.lut_workspace,
            (unsigned long long)b.context.rope_tables, (unsigned long long)b.context.attention, (unsigned long long)b.context.logits, (unsigned long long)b.context.other, (unsigned long long)b.total, (unsigned long long)rt.arena.size,
-           (int)n_ctx, (int)o->n_batch);
+           (int)n_ctx, (int)n_batch);
     if (bitnet_mcu_start(&rt, &p, &err) != BITNET_OK) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
         goto done_node;
@@ -168,7 +170,7 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
         printf("instructions: prompt %llu (%llu per token, %d tokens, n_batch %d), generation %llu (%llu per token, "
                "%d tokens)\n",
                (unsigned long long)(i1 - i0), (unsigned long long)((i1 - i0) / (uint64_t)n_prompt), (int)n_prompt,
-               (int)o->n_batch, (unsigned long long)(i2 - i1),
+               (int)rt.params.n_batch, (unsigned long long)(i2 - i1),
                (unsigned long long)(n_gen_evals ? (i2 - i1) / (uint64_t)n_gen_evals : 0), (int)n_gen_evals);
     }
 done_node:
