@@ -5,7 +5,9 @@
  * on random weights and activations and on the int16 worst case (every weight +1, every activation
  * +127). The host suite (tests/test_lut_kernels.cc, tests/test_i2s.cc) tests the same C code on x86 and
  * AArch64; this shows that arm-none-eabi-gcc's build of it computes the same.
- * Output: one line per kernel and a summary; exit status 0 when everything matched. */
+ * Output: one line per kernel with the instructions one product with one activation column takes on the
+ * core (LUT constructor or activation quantization included; printed, not asserted: docs/MCU.md) and a
+ * summary; exit status 0 when everything matched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
+#include "mcu/board.h"
 
 /* Largest packed weight of a registry kernel the test runs: 160 KiB (up to 768 x 768), which keeps the
  * emulated run near 10 s; the host suite runs every shape (tests/test_lut_kernels.cc). */
@@ -22,6 +25,16 @@
 #define N_COLS 3
 
 static int g_failed, g_checked;
+static uint64_t g_cost_instr; /* instructions of the last one-column product measured */
+
+/* " (N instructions per GEMV, X per weight)" for a one-column product of M x K that took n instructions
+ * (nothing when the board counts none). */
+static void print_cost_of(uint64_t n, int64_t M, int64_t K) {
+    uint64_t probe;
+    if (bitnet_board_instructions(&probe))
+        printf("  (%llu instructions per GEMV, %.2f per weight)", (unsigned long long)n, (double)n / (double)(M * K));
+    printf("\n");
+}
 
 typedef struct tcase {
     int64_t M, K;
@@ -83,6 +96,16 @@ static void check_lut(const char *name, int type, int64_t M, int64_t K, bitnet_t
         int8_t *qlut = malloc(stride * N_COLS);
         int32_t *acc = malloc((size_t)(N_COLS * sh.BM) * sizeof(int32_t));
         int bad = 0;
+        uint64_t i0 = 0;
+        if (qlut && acc && worst == 0) { /* the cost of one column: constructor, then every tile */
+            float s;
+            bitnet_board_instructions(&i0);
+            ctor(c.x, K, sh.three_k, qlut, &s);
+            for (int64_t t = 0; t < M / sh.BM; t++) qgemm(&sh, acc, packed, qlut, stride, t, 1);
+        }
+        uint64_t i_end = 0;
+        bitnet_board_instructions(&i_end);
+        if (worst == 0) g_cost_instr = i_end - i0;
         if (qlut && acc) {
             for (int n = 0; n < N_COLS; n++) {
                 float s;
@@ -114,8 +137,9 @@ static void check_lut(const char *name, int type, int64_t M, int64_t K, bitnet_t
         g_checked++;
         if (bad) return;
     }
-    printf("ok   %s %lldx%lld tiles %d/%d/%d\n", name, (long long)M, (long long)K, (int)tiles.BM, (int)tiles.BK,
+    printf("ok   %s %lldx%lld tiles %d/%d/%d", name, (long long)M, (long long)K, (int)tiles.BM, (int)tiles.BK,
            (int)tiles.bm);
+    print_cost_of(g_cost_instr, M, K);
 }
 
 static void check_i2s(int64_t M, int64_t K) {
@@ -127,6 +151,15 @@ static void check_i2s(int64_t M, int64_t K) {
         int32_t *acc = malloc((size_t)(N_COLS * M) * sizeof(int32_t));
         int32_t qsum[N_COLS];
         if (acc && make_case(&c, BITNET_TYPE_I2_S, none, worst, 77u + (uint64_t)K, &packed)) {
+            if (worst == 0) { /* the cost of one column: quantization with its sum, then every row */
+                uint64_t i0 = 0, i1 = 0;
+                bitnet_board_instructions(&i0);
+                int32_t s0;
+                bitnet_i2s_quantize_act(c.x, K, c.q, &s0);
+                bitnet_i2s_gemm(packed, M, K, c.q, (size_t)K, &s0, 1, 0, M, acc, (size_t)M);
+                bitnet_board_instructions(&i1);
+                g_cost_instr = i1 - i0;
+            }
             for (int n = 0; n < N_COLS; n++) qsum[n] = bitnet_i2s_qsum(c.q + n * K, K);
             bitnet_i2s_gemm(packed, M, K, c.q, (size_t)K, qsum, N_COLS, 0, M, acc, (size_t)M);
             for (int64_t i = 0; i < N_COLS * M && !bad; i++) {
@@ -145,7 +178,8 @@ static void check_i2s(int64_t M, int64_t K) {
         g_checked++;
         if (bad) return;
     }
-    printf("ok   i2s_gemm (%s) %lldx%lld\n", bitnet_i2s_isa(), (long long)M, (long long)K);
+    printf("ok   i2s_gemm (%s) %lldx%lld", bitnet_i2s_isa(), (long long)M, (long long)K);
+    print_cost_of(g_cost_instr, M, K);
 }
 
 int main(void) {
