@@ -10,9 +10,10 @@ set(CMAKE_C_COMPILER arm-none-eabi-gcc)
 set(CMAKE_CXX_COMPILER arm-none-eabi-g++)
 set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY) # no board to link a test program against yet
 
-# Cortex-M4 with its single-precision FPU (FPv4-SP-D16), hard-float calling convention; one section per
-# function and object so that the linker drops what a firmware does not use.
-set(BITNET_MCU_CPU_FLAGS "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16")
+# Cortex-M4 with its single-precision FPU (FPv4-SP-D16), hard-float calling convention, IEEE binary16 for
+# __fp16 (the FPU's VCVTB half-precision conversions: kernels/dense/dense.h); one section per function and
+# object so that the linker drops what a firmware does not use.
+set(BITNET_MCU_CPU_FLAGS "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 -mfp16-format=ieee")
 set(CMAKE_C_FLAGS_INIT "${BITNET_MCU_CPU_FLAGS} -ffunction-sections -fdata-sections")
 set(CMAKE_CXX_FLAGS_INIT "${BITNET_MCU_CPU_FLAGS} -ffunction-sections -fdata-sections")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "${BITNET_MCU_CPU_FLAGS}")

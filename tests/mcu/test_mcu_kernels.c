@@ -14,6 +14,7 @@
 
 #include "base/quants.h"
 #include "base/rng.h"
+#include "kernels/dense/dense.h"
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
@@ -214,6 +215,21 @@ int main(void) {
         else
             check_lut("bitnet_tl2_qgemm_generic__scalar", BITNET_TYPE_TL2, odd[j].M, odd[j].K, odd[j].tiles,
                       bitnet_tl2_lut_ctor__scalar, bitnet_tl2_qgemm_generic__scalar);
+    }
+    /* binary16 → float as the dense kernels read it on this core, against the portable definition */
+    {
+        bitnet_dense_init();
+        int bad = 0;
+        for (uint32_t h = 0; h < 65536u && !bad; h++) {
+            const float a = bitnet_dense_f16((uint16_t)h), b = bitnet_fp16_to_fp32((uint16_t)h);
+            if (memcmp(&a, &b, sizeof a) != 0) {
+                printf("FAIL bitnet_dense_f16(0x%04lx) differs from bitnet_fp16_to_fp32\n", (unsigned long)h);
+                bad = 1;
+            }
+        }
+        g_failed += bad;
+        g_checked++;
+        if (!bad) printf("ok   bitnet_dense_f16: all 65536 codes as bitnet_fp16_to_fp32\n");
     }
     /* I2_S: K a multiple of 128, of 32 only, and rows straddling 128-weight blocks */
     check_i2s(64, 256);

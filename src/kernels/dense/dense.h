@@ -7,6 +7,8 @@
 #ifndef BITNET_DENSE_H
 #define BITNET_DENSE_H
 
+#include <string.h>
+
 #include "base/quants.h"
 
 #ifdef __cplusplus
@@ -19,7 +21,16 @@ extern "C" {
  * build); call it before any other function of this header. */
 void bitnet_dense_init(void);
 
-#ifdef BITNET_BARE_METAL
+#if defined(BITNET_BARE_METAL) && defined(__ARM_FP16_FORMAT_IEEE)
+/* The binary16 value h as a float by the FPU's half-precision conversion (VCVTB.F32.F16 of FPv4-SP: exact,
+ * NaNs made quiet with their payload, as bitnet_fp16_to_fp32 does; tests/mcu/test_mcu_kernels.c compares all
+ * 65536 codes). The bare-metal build has no room for the 256 KiB table. */
+static inline float bitnet_dense_f16(uint16_t h) {
+    __fp16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v;
+}
+#elif defined(BITNET_BARE_METAL)
 /* The binary16 value h as a float, computed (bitnet_fp16_to_fp32, exact): the bare-metal build has no
  * room for the 256 KiB table, and both give the same float for every h. */
 static inline float bitnet_dense_f16(uint16_t h) { return bitnet_fp16_to_fp32(h); }
