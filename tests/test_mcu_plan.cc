@@ -314,6 +314,18 @@ TEST(PlanPartition, GreedyEqualsBruteForce) {
         } else {
             EXPECT_GE(part.bad_piece, 0);
             EXPECT_NE(std::string(part.reason).find("cannot split a tensor"), std::string::npos) << part.reason;
+            int alone = 0; // pieces that fit no board alone; the first is bad_piece
+            for (int p = L + 1; p >= 0; p--) {
+                uint64_t flash, arena;
+                bitnet_plan_range(&pc, p, p + 1, &flash, &arena);
+                bitnet_plan_fit f;
+                if (!bitnet_plan_place(&h.b, flash, arena, &f)) {
+                    alone++;
+                    EXPECT_LE(part.bad_piece, p);
+                    if (p == part.bad_piece) alone += 1000;
+                }
+            }
+            EXPECT_EQ(alone, 1000 + part.n_bad_pieces) << part.reason;
             impossible++;
         }
         bitnet_plan_partition_free(&part);

@@ -143,6 +143,59 @@ static void piece_name(const bitnet_plan_pieces *pc, int32_t p, char *out, size_
     else snprintf(out, cap, "layer %d", (int)(p - 1));
 }
 
+/* The pieces that fit no board alone, as "token_embd.weight, layers 0-29, ..." (runs of layers joined). */
+static int32_t list_bad_pieces(const bitnet_plan_board *b, const bitnet_plan_pieces *pc, char *out, size_t cap) {
+    const int32_t n_pieces = pc->n_layer + 2;
+    int32_t n_bad = 0, run_start = -1;
+    out[0] = '\0';
+    for (int32_t p = 0; p <= n_pieces; p++) {
+        bool bad = false;
+        if (p < n_pieces) {
+            uint64_t flash, arena;
+            bitnet_plan_range(pc, p, p + 1, &flash, &arena);
+            bitnet_plan_fit f;
+            bad = !bitnet_plan_place(b, flash, arena, &f);
+            n_bad += bad;
+        }
+        const bool layer = p >= 1 && p <= pc->n_layer;
+        if (run_start >= 0 && !(bad && layer)) { /* close a run of layers */
+            const int32_t first = run_start - 1, last = p - 2;
+            if (first == last) cat(out, cap, "%slayer %d", out[0] ? ", " : "", (int)first);
+            else cat(out, cap, "%slayers %d-%d", out[0] ? ", " : "", (int)first, (int)last);
+            run_start = -1;
+        }
+        if (bad && layer && run_start < 0) run_start = p;
+        if (bad && !layer) {
+            char name[128];
+            piece_name(pc, p, name, sizeof name);
+            cat(out, cap, "%s%s", out[0] ? ", " : "", name);
+        }
+    }
+    return n_bad;
+}
+
+/* The partition is impossible: piece a fits no empty board (it needs flash and arena; why: the placement's
+ * reason). The reason also lists every other piece that fits no board alone. */
+static void impossible(const bitnet_plan_board *b, const bitnet_plan_pieces *pc, int32_t a, uint64_t flash,
+                       uint64_t arena, const char *why, bitnet_plan_partition *out) {
+    char name[128], bad[384];
+    piece_name(pc, a, name, sizeof name);
+    out->possible = false;
+    out->bad_piece = a;
+    out->n_bad_pieces = list_bad_pieces(b, pc, bad, sizeof bad);
+    snprintf(out->reason, sizeof out->reason,
+             "no number of %s boards holds this model: %s alone needs %llu bytes of weights and an arena of %llu bytes "
+             "on a board, and %s",
+             b->name, name, (unsigned long long)flash, (unsigned long long)arena, why);
+    if (out->n_bad_pieces > 1)
+        cat(out->reason, sizeof out->reason, ". %d of the %d pieces fit no board alone: %s", (int)out->n_bad_pieces,
+            (int)(pc->n_layer + 2), bad);
+    cat(out->reason, sizeof out->reason, ". A partition into layer ranges cannot split a tensor");
+    free(out->nodes);
+    out->nodes = NULL;
+    out->n_boards = 0;
+}
+
 bitnet_status bitnet_plan_partition_make(const bitnet_plan_board *b, const bitnet_plan_pieces *pc,
                                          bitnet_plan_partition *out, bitnet_error *err) {
     if (!b || !pc || !out || pc->n_layer < 0 || (pc->n_layer > 0 && (!pc->layer_flash || !pc->layer_kv)))
@@ -162,17 +215,7 @@ bitnet_status bitnet_plan_partition_make(const bitnet_plan_board *b, const bitne
             bitnet_plan_fit fit;
             if (!bitnet_plan_place(b, flash, arena, &fit)) {
                 if (e == a + 1) {
-                    char name[128];
-                    piece_name(pc, a, name, sizeof name);
-                    out->possible = false;
-                    out->bad_piece = a;
-                    snprintf(out->reason, sizeof out->reason,
-                             "no number of %s boards holds this model: %s alone needs %llu bytes of weights and an "
-                             "arena of %llu bytes on a board, and %s. A partition into layer ranges cannot split a tensor",
-                             b->name, name, (unsigned long long)flash, (unsigned long long)arena, fit.reason);
-                    free(out->nodes);
-                    out->nodes = NULL;
-                    out->n_boards = 0;
+                    impossible(b, pc, a, flash, arena, fit.reason, out);
                     return BITNET_OK;
                 }
                 break;
@@ -658,6 +701,7 @@ static json_object *jplan(const bitnet_mcu_plan *p, const bitnet_plan_board *b) 
     json_object_object_add(part, "possible", json_object_new_boolean(pt->possible));
     json_object_object_add(part, "boards", pt->possible ? json_object_new_int(pt->n_boards) : NULL);
     json_object_object_add(part, "reason", jstr(pt->reason));
+    json_object_object_add(part, "pieces_too_big", json_object_new_int(pt->possible ? 0 : pt->n_bad_pieces));
     for (int32_t i = 0; i < pt->n_boards; i++) {
         const bitnet_plan_node *nd = &pt->nodes[i];
         json_object *no = json_object_new_object();

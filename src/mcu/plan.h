@@ -154,7 +154,8 @@ typedef struct bitnet_plan_partition {
     bool possible;       /* false: one piece does not fit a board alone, so no number of boards holds it */
     int32_t n_boards;    /* the minimum, when possible */
     bitnet_plan_node *nodes; /* [n_boards] (heap) */
-    int32_t bad_piece;   /* when !possible: the piece that fits no board */
+    int32_t bad_piece;   /* when !possible: the first piece that fits no board alone */
+    int32_t n_bad_pieces; /* when !possible: how many pieces fit no board alone (all listed in reason) */
     char reason[1024];
 } bitnet_plan_partition;
 
@@ -164,7 +165,7 @@ typedef struct bitnet_plan_partition {
  * bitnet_plan_place is monotone), so by induction the k-th greedy board ends no earlier than the k-th board
  * of any valid partition, and greedy needs no more boards than the best one. When a single piece does not
  * fit an otherwise empty board, no partition exists (a partition cannot split a tensor): possible = false,
- * the reason names the piece and its bytes. Errors: BITNET_ERR_INVALID_ARG (bad pieces), BITNET_ERR_NOMEM.
+ * the reason names the first such piece with its bytes and lists every piece that fits no board alone. Errors: BITNET_ERR_INVALID_ARG (bad pieces), BITNET_ERR_NOMEM.
  * Free with bitnet_plan_partition_free. */
 bitnet_status bitnet_plan_partition_make(const bitnet_plan_board *b, const bitnet_plan_pieces *pc,
                                          bitnet_plan_partition *out, bitnet_error *err);

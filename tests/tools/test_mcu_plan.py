@@ -212,6 +212,9 @@ class McuPlanTool(unittest.TestCase):
         self.assertEqual(plan["fixed"]["token_embd"]["bytes"], 256 * 29000 * 2)
         self.assertFalse(plan["partition"]["possible"])
         self.assertIsNone(plan["partition"]["boards"])
+        # token_embd and the tied head (token_embd again) each fit no board; the one layer does
+        self.assertEqual(plan["partition"]["pieces_too_big"], 2)
+        self.assertIn("2 of the 3 pieces fit no board alone: token_embd.weight, output_norm.weight + the head", out)
         self.assertIsNone(brute_force_boards(plan))
         # the same model fits the Cortex-M4F: image and arena in its 16 MiB PSRAM
         out, plan = self.plan(model, "cortex-m4f", "--ctx", "64")
