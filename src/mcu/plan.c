@@ -300,7 +300,7 @@ static bitnet_status open_node(bitnet_mcu *rt, const uint8_t *image, size_t size
             return BITNET_OK;
         }
         free(buf);
-        if (st != BITNET_ERR_NOMEM || bytes > ((size_t)1 << 40)) return bitnet_fail(err, st, "%s", sub.msg);
+        if (st != BITNET_ERR_NOMEM || bytes > SIZE_MAX / 4) return bitnet_fail(err, st, "%s", sub.msg);
     }
 }
 

@@ -3,7 +3,9 @@
  * layer-independent parts, totals, where the weights and the arena go, whether the model fits one board and
  * otherwise the fewest boards of this kind in contiguous layer ranges — and with --json FILE the same data as
  * JSON for the cluster planner (fields: boards/README.md). */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/types.h"
@@ -107,9 +109,12 @@ static void print_fixed(const bitnet_mcu_plan *p) {
         if (t->type == BITNET_TYPE_I2_S)
             printf("  (It sizes LUT tables; this node's I2_S product keeps only the int8 activations, K bytes per column,\n"
                    "  and the column scales and sums, each region rounded up to 64.)\n");
-        else
+        else if (t->type == BITNET_TYPE_TL1)
             printf("  (Its TL1 term allots 15 bytes per activation where its kernel writes 16: design.md section 3; the\n"
                    "  runtime's size covers every byte its kernels write.)\n");
+        else
+            printf("  (The runtime sizes the TL2 tables from the tiles the file records, the three_k/two_k split of\n"
+                   "  LAYOUTS.md, covering every byte its kernels write: design.md section 3.)\n");
     } else {
         printf("  LUT workspace: none (no ternary weight runs through the LUT host: dense float weights)\n");
     }
@@ -172,13 +177,35 @@ static void print_partition(const bitnet_mcu_plan *p, const bitnet_plan_board *b
            (unsigned long long)p->pieces.node_flash, (unsigned long long)p->pieces.node_arena);
 }
 
-/* A board name (boards/<name>.yaml of this source tree) or a path. */
-static void board_path(const char *arg, char *out, size_t cap) {
+/* A board name (boards/<name>.yaml of this source tree) or a path; true for a name. */
+static bool board_path(const char *arg, char *out, size_t cap) {
     const size_t n = strlen(arg);
     const bool is_file = strchr(arg, '/') != NULL || (n > 5 && strcmp(arg + n - 5, ".yaml") == 0) ||
                          (n > 4 && strcmp(arg + n - 4, ".yml") == 0);
     if (is_file) snprintf(out, cap, "%s", arg);
     else snprintf(out, cap, "%s/%s.yaml", BITNET_BOARDS_DIR, arg);
+    return !is_file;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* The board names of BITNET_BOARDS_DIR ("cortex-m4f, esp32s3"), sorted. */
+static void board_names(char *out, size_t cap) {
+    char names[32][64];
+    int n = 0;
+    DIR *d = opendir(BITNET_BOARDS_DIR);
+    for (struct dirent *e = d ? readdir(d) : NULL; e && n < 32; e = readdir(d)) {
+        const size_t len = strlen(e->d_name);
+        if (len > 5 && len < 64 + 5 && strcmp(e->d_name + len - 5, ".yaml") == 0)
+            snprintf(names[n++], sizeof names[0], "%.*s", (int)(len - 5), e->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_name);
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -209,10 +236,17 @@ int main(int argc, char **argv) {
     if (!o.board) return bitnet_args_fail(&args, "--board NAME|FILE is required (esp32s3, cortex-m4f or a .yaml file)");
 
     char path[1024];
-    board_path(o.board, path, sizeof path);
+    const bool by_name = board_path(o.board, path, sizeof path);
     bitnet_error err;
     bitnet_plan_board *b = NULL;
-    if (bitnet_plan_board_load(path, &b, &err) != BITNET_OK) return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
+    const bitnet_status st = bitnet_plan_board_load(path, &b, &err);
+    if (st == BITNET_ERR_IO && by_name) {
+        char names[512];
+        board_names(names, sizeof names);
+        return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "no board named '%s' (%s); the boards are %s, or give a board file",
+                                 o.board, err.msg, names[0] ? names : "(none found)");
+    }
+    if (st != BITNET_OK) return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
     bitnet_mcu_plan *p = NULL;
     const bitnet_mcu_plan_params pp = {o.n_ctx, o.n_batch};
     if (bitnet_mcu_plan_make(o.model, b, &pp, &p, &err) != BITNET_OK) {

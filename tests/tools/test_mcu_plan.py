@@ -243,6 +243,7 @@ class McuPlanTool(unittest.TestCase):
         p = run(["bitnet-mcu-plan", "-m", TINY, "--board", "no-such-board"])
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn(os.path.join("boards", "no-such-board.yaml"), p.stderr)
+        self.assertIn("the boards are cortex-m4f, esp32s3", p.stderr)
         p = run(["bitnet-mcu-plan", "-m", TINY])
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--board", p.stderr)
