@@ -123,7 +123,10 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
            (int)hp->n_embd, (int)hp->n_ff, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->n_vocab,
            bitnet_kernel_path_name(bitnet_model_path(rt.model)), bitnet_model_kernel_summary(rt.model));
     const int32_t n_ctx = o->n_ctx ? o->n_ctx : n_prompt + o->n_predict;
-    const bitnet_mcu_params p = {n_ctx, o->n_batch, o->n_batch};
+    /* the context clamps n_batch to n_ctx; the rows of logits (one per position of a batch) must be clamped
+     * too, or a short run (-n 2 after 3 prompt ids: n_ctx 5) with the default n_batch 16 is refused */
+    const int32_t n_batch = o->n_batch < n_ctx ? o->n_batch : n_ctx;
+    const bitnet_mcu_params p = {n_ctx, n_batch, n_batch};
     bitnet_mcu_budget b;
     if (bitnet_mcu_arena_bytes(&rt, &p, &b, &err) != BITNET_OK) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
@@ -133,7 +136,7 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
            "attention %llu, logits %llu, other %llu) = %llu bytes of %llu usable; n_ctx %d, n_batch %d\n",
            (unsigned long long)b.model, (unsigned long long)b.context.total, (unsigned long long)b.context.kv_cache, (unsigned long long)b.context.activations, (unsigned long long)b.context.lut_workspace,
            (unsigned long long)b.context.rope_tables, (unsigned long long)b.context.attention, (unsigned long long)b.context.logits, (unsigned long long)b.context.other, (unsigned long long)b.total, (unsigned long long)rt.arena.size,
-           (int)n_ctx, (int)o->n_batch);
+           (int)n_ctx, (int)n_batch);
     if (bitnet_mcu_start(&rt, &p, &err) != BITNET_OK) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
         goto done_node;
