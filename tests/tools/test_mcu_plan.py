@@ -129,7 +129,7 @@ class McuPlanTool(unittest.TestCase):
     def test_tiny_fits_both_boards_with_the_runners_arena(self):
         size = os.path.getsize(TINY)
         for board in ("esp32s3", "cortex-m4f"):
-            for n_ctx, n_batch in ((256, 1), (64, 8)):
+            for n_ctx, n_batch in ((256, 1), (64, 8), (16, 32)):  # n_batch > n_ctx: both clamp it
                 with self.subTest(board=board, n_ctx=n_ctx, n_batch=n_batch):
                     out, plan = self.plan(TINY, board, "--ctx", str(n_ctx), "--batch", str(n_batch))
                     model, total = self.runner_arena(TINY, n_ctx, n_batch)
@@ -146,7 +146,8 @@ class McuPlanTool(unittest.TestCase):
                     self.assertTrue(plan["one_board"]["fits"])
                     self.assertEqual(plan["partition"]["boards"], 1)
                     self.assertEqual(len(plan["layers"]), 2)
-                    self.assertEqual(plan["params"], {"n_ctx": n_ctx, "n_batch": n_batch, "n_logits": n_batch})
+                    rows = min(n_batch, n_ctx)
+                    self.assertEqual(plan["params"], {"n_ctx": n_ctx, "n_batch": rows, "n_logits": rows})
                     self.assertEqual(plan["board"]["name"], board)
                     self.assertEqual(sum(l["kv_cache_bytes"] for l in plan["layers"]),
                                      plan["arena"]["context"]["kv_cache"])
