@@ -51,7 +51,7 @@ static void row(const char *what, uint64_t bytes, const char *where) {
 }
 
 static void print_layers(const bitnet_mcu_plan *p) {
-    printf("\nper layer (the tensors blk.<l>.* as stored; the K and V cache of the layer)\n");
+    printf("\nper layer (the tensors blk.<l>.* as stored, shapes in GGUF order ne0 x ne1; the layer's K and V cache)\n");
     printf("  %-8s %16s %16s %8s\n", "layer", "weights (flash)", "KV cache (arena)", "tensors");
     uint64_t w = 0, kv = 0;
     for (int32_t l = 0; l < p->hp.n_layer; l++) {
@@ -62,6 +62,25 @@ static void print_layers(const bitnet_mcu_plan *p) {
         kv += L->kv_cache_bytes;
     }
     printf("  %-8s %16llu %16llu\n", "all", (unsigned long long)w, (unsigned long long)kv);
+    /* what a layer holds, for the first one (the layers of these architectures have the same tensors) */
+    if (p->hp.n_layer > 0) {
+        printf("  layer 0:");
+        int col = 10;
+        for (int32_t i = 0; i < p->n_tensors; i++) {
+            const bitnet_plan_tensor *t = &p->tensors[i];
+            if (t->layer != 0) continue;
+            char item[160], sh[64];
+            snprintf(item, sizeof item, " %s (%s) %llu;", t->name + 6 /* past "blk.0." */, shape(t, sh, sizeof sh),
+                     (unsigned long long)t->bytes);
+            if (col + (int)strlen(item) > 110) {
+                printf("\n          ");
+                col = 10;
+            }
+            printf("%s", item);
+            col += (int)strlen(item);
+        }
+        printf("\n");
+    }
     printf("  (weights include the alignment padding after each tensor in the image; the node metadata is not split\n"
            "  by layer: it is counted once, below)\n");
 }
