@@ -222,8 +222,9 @@ static void board_names(char *out, size_t cap) {
     qsort(names, (size_t)n, sizeof names[0], cmp_name);
     out[0] = '\0';
     for (int i = 0; i < n; i++) {
-        const size_t len = strlen(out);
-        snprintf(out + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+        if (strlen(out) + strlen(names[i]) + 3 > cap) break;
+        if (i) strcat(out, ", ");
+        strcat(out, names[i]);
     }
 }
 
