@@ -124,6 +124,8 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
            (int)hp->n_embd, (int)hp->n_ff, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->n_vocab,
            bitnet_kernel_path_name(bitnet_model_path(rt.model)), bitnet_model_kernel_summary(rt.model));
     const int32_t n_ctx = o->n_ctx ? o->n_ctx : n_prompt + o->n_predict;
+    /* the context clamps n_batch to n_ctx; the rows of logits (one per position of a batch) must be clamped
+     * too, or a short run (-n 2 after 3 prompt ids: n_ctx 5) with the default n_batch 16 is refused */
     const int32_t n_batch = o->n_batch < n_ctx ? o->n_batch : n_ctx;
     const bitnet_mcu_params p = {n_ctx, n_batch, n_batch};
     bitnet_mcu_budget b;

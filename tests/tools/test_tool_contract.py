@@ -45,6 +45,7 @@ OPTIONS = {
                            "--min-time --max-time --budget --quick --bw-mib --no-bw --llc-mib --bust-factor "
                            "--no-cache-bust --no-cache --no-i2s --no-lut --pool-run --seed --json -q --quiet -h --help",
     "bitnet-mcu-run": "-m --model --tokens -n --n-predict -c --ctx-size -b --batch-size --arena --logit-hashes -h --help",
+    "bitnet-mcu-plan": "-m --model --board -c --ctx --ctx-size -b --batch --batch-size --json -h --help",
 }
 
 
@@ -91,6 +92,7 @@ class ToolContract(unittest.TestCase):
             "bitnet-vocab": [self.dir, "--out", self.path("v.gguf"), "--n-vocab", "0"],
             "bitnet-kernel-bench": ["--reps", "0"],
             "bitnet-mcu-run": ["-m", TINY, "--batch-size", "0"],
+            "bitnet-mcu-plan": ["-m", TINY, "--board", "esp32s3", "--ctx", "0"],
         }
         for tool, args in cases.items():
             with self.subTest(tool=tool):
@@ -118,6 +120,7 @@ class ToolContract(unittest.TestCase):
             "bitnet-kernel-bench": (["-q", "--quick", "--shape", "256x256", "--threads", "1", "--no-bw", "--no-i2s",
                                      "--json", self.path("no-dir/k.json")], self.path("no-dir/k.json")),
             "bitnet-mcu-run": (["-m", missing, "-n", "1"], missing),
+            "bitnet-mcu-plan": (["-m", missing, "--board", "esp32s3"], missing),
         }
         for tool, (args, path) in cases.items():
             with self.subTest(tool=tool):
@@ -172,6 +175,10 @@ class ToolContract(unittest.TestCase):
             ("bitnet-kernel-bench", ["--list", "--target", "all"], ["--list", "--target=all"], (), 0),
             ("bitnet-mcu-run", ["-m", TINY, "--tokens", "1,2,3", "-n", "2"], ["-m", TINY, "--tokens=1,2,3", "--n-predict=2"], (),
              0),
+            ("bitnet-mcu-plan", ["-m", TINY, "--board", "cortex-m4f", "--ctx", "64", "--batch", "4"],
+             ["-m", TINY, "--board=cortex-m4f", "--ctx=64", "--batch=4"], (), 0),
+            ("bitnet-mcu-plan", ["-m", TINY, "--board", "esp32s3", "--json", self.path("p.json")],
+             ["-m", TINY, "--board", "esp32s3", "--json=" + self.path("p.json")], (self.path("p.json"),), 0),
         ]
         for tool, spaced, joined, files, rc in cases:
             with self.subTest(tool=tool, args=joined):
