@@ -444,6 +444,18 @@ TEST(PlanModel, TinyFitsBothBoardsWithTheNodesArena) {
             EXPECT_EQ(p->lut_buffer_bytes, N * K + 2 * r4);
             EXPECT_EQ(p->budget.context.lut_workspace, 2 * p->lut_buffer_bytes);
             EXPECT_EQ(p->seed_tl1_bytes, bitnet_plan_seed_wsize(BITNET_TYPE_TL1, 768, n_batch));
+            // per generated token: 14 I2_S projections (4 of 256x256, 3 of 256x768: M*K/4 + 32 bytes each) and 8
+            // F32 norms, the whole tied F16 head (512 x 256 x 2), one of its rows, output_norm; KV: 2 layers of
+            // K and V, 256 F16 values per position
+            const uint64_t proj = 2 * (4 * (256 * 256 / 4 + 32) + 3 * (256 * 768 / 4 + 32));
+            const uint64_t norms = 2 * 4 * (256 + 256 + 256 + 768);
+            EXPECT_EQ(p->token_layer_bytes, proj + norms);
+            EXPECT_EQ(p->token_head_bytes, 512u * 256 * 2);
+            EXPECT_EQ(p->token_embd_row_bytes, 256u * 2);
+            EXPECT_EQ(p->token_flash_bytes, proj + norms + 512u * 256 * 2 + 256 * 2 + 256 * 4);
+            EXPECT_EQ(p->token_kv_write_bytes, 2u * 2 * 256 * 2);
+            EXPECT_EQ(p->token_kv_full_bytes, p->token_kv_write_bytes * (uint64_t)sz.first);
+            EXPECT_EQ(p->token_kv_mid_bytes, p->token_kv_write_bytes * (uint64_t)(sz.first / 2 + 1));
             const std::string json = g_dir + "/tiny-" + board + ".json";
             EXPECT_EQ(bitnet_mcu_plan_write_json(p, b, json.c_str(), &err), BITNET_OK) << err.msg;
             bitnet_mcu_plan_free(p);

@@ -481,6 +481,17 @@ static bitnet_status plan_node(bitnet_mcu_plan *p, bitnet_mcu *rt, const uint8_t
     p->kv_bytes_per_layer = 2 * (uint64_t)p->params.n_ctx * kv_dim * 2;
     for (int32_t l = 0; l < L; l++) p->layers[l].kv_cache_bytes = p->kv_bytes_per_layer;
     lut_product(p);
+    /* per generated token (plan.h) */
+    for (int32_t l = 0; l < L; l++) p->token_layer_bytes += p->layers[l].tensor_bytes;
+    const bitnet_plan_tensor *embd = p->token_embd >= 0 ? &p->tensors[p->token_embd] : NULL;
+    p->token_embd_row_bytes = embd && p->hp.n_vocab > 0 ? embd->bytes / (uint64_t)p->hp.n_vocab : 0;
+    p->token_head_bytes = p->output >= 0 ? p->tensors[p->output].bytes : embd ? embd->bytes : 0;
+    p->token_flash_bytes = p->token_layer_bytes + p->token_head_bytes + p->token_embd_row_bytes +
+                           (p->output_norm >= 0 ? p->tensors[p->output_norm].bytes : 0);
+    const uint64_t kv_pos = 2 * (uint64_t)L * kv_dim * 2; /* K and V of one position in every layer (F16) */
+    p->token_kv_mid_bytes = kv_pos * ((uint64_t)p->params.n_ctx / 2 + 1);
+    p->token_kv_full_bytes = kv_pos * (uint64_t)p->params.n_ctx;
+    p->token_kv_write_bytes = kv_pos;
     if ((st = make_pieces(p, err)) != BITNET_OK) return st;
     bitnet_plan_place(b, p->image_bytes, p->budget.total, &p->one);
     return bitnet_plan_partition_make(b, &p->pieces, &p->partition, err);
@@ -648,6 +659,15 @@ static json_object *jplan(const bitnet_mcu_plan *p, const bitnet_plan_board *b) 
     json_object_object_add(ctx, "total", ju64(c->total));
     json_object_object_add(arena, "context", ctx);
     json_object_object_add(arena, "kv_cache_bytes_per_layer", ju64(p->kv_bytes_per_layer));
+    json_object *tok = json_object_new_object();
+    json_object_object_add(tok, "layer_tensor_bytes", ju64(p->token_layer_bytes));
+    json_object_object_add(tok, "head_bytes", ju64(p->token_head_bytes));
+    json_object_object_add(tok, "token_embd_row_bytes", ju64(p->token_embd_row_bytes));
+    json_object_object_add(tok, "weights_memory_bytes", ju64(p->token_flash_bytes));
+    json_object_object_add(tok, "kv_read_bytes_mid_context", ju64(p->token_kv_mid_bytes));
+    json_object_object_add(tok, "kv_read_bytes_full_context", ju64(p->token_kv_full_bytes));
+    json_object_object_add(tok, "kv_write_bytes", ju64(p->token_kv_write_bytes));
+    json_object_object_add(root, "token_traffic", tok);
     json_object_object_add(arena, "exact_for",
                            jstr(sizeof(void *) == 8 ? "64-bit struct sizes (this host); an upper bound for a 32-bit board"
                                                     : "32-bit struct sizes (this host)"));

@@ -228,6 +228,19 @@ typedef struct bitnet_mcu_plan {
     int32_t lut_tensor;      /* the ternary weight with the largest workspace (largest K), -1: none */
     uint64_t seed_tl1_bytes, seed_tl2_bytes; /* bitnet_plan_seed_wsize over the same product */
 
+    /* bytes one generated token reads (a token at position pos attends over pos + 1 cached positions):
+     * from the weights memory every layer tensor once, output_norm, one row of token_embd and the whole
+     * head; from the arena memory the K and V cache of every layer. The activations, LUT tables and
+     * scratch (a few KiB, read once per tile) are not counted: on a real board they stay in SRAM or the
+     * cache; flash and PSRAM are what stream through a small cache. */
+    uint64_t token_layer_bytes;   /* Σ layers' tensor_bytes */
+    uint64_t token_head_bytes;    /* output.weight, or token_embd when tied */
+    uint64_t token_embd_row_bytes;/* one row of token_embd */
+    uint64_t token_flash_bytes;   /* the three above and output_norm */
+    uint64_t token_kv_mid_bytes;  /* K and V read at pos = n_ctx / 2 */
+    uint64_t token_kv_full_bytes; /* K and V read at pos = n_ctx - 1 */
+    uint64_t token_kv_write_bytes;/* K and V of the new position */
+
     /* on one board, and the partition over boards of the same kind */
     bitnet_plan_fit one;
     uint64_t *piece_arrays;  /* storage of pieces.layer_flash / layer_kv */

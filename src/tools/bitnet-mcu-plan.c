@@ -139,6 +139,26 @@ static void print_fixed(const bitnet_mcu_plan *p) {
     }
 }
 
+/* What one generated token reads from each memory, and the time that takes at the board's streaming
+ * bandwidths (a lower bound: it assumes the core never waits for anything else). */
+static void print_traffic(const bitnet_mcu_plan *p, const bitnet_plan_board *b) {
+    printf("\nper generated token (reads; activations, LUT tables and scratch stay in SRAM or the cache)\n");
+    printf("  weights memory: %llu bytes = layer tensors %llu + head %llu%s + token_embd row %llu + output_norm\n",
+           (unsigned long long)p->token_flash_bytes, (unsigned long long)p->token_layer_bytes,
+           (unsigned long long)p->token_head_bytes, p->output >= 0 ? "" : " (token_embd, tied: every row)",
+           (unsigned long long)p->token_embd_row_bytes);
+    printf("  arena memory:   KV cache %llu bytes at position n_ctx/2, %llu at the last position; %llu written\n",
+           (unsigned long long)p->token_kv_mid_bytes, (unsigned long long)p->token_kv_full_bytes,
+           (unsigned long long)p->token_kv_write_bytes);
+    if (!p->one.fits) return;
+    const bitnet_plan_memory *w = &b->memories[p->one.weights_memory], *a = &b->memories[p->one.arena_memory];
+    const double tw = (double)p->token_flash_bytes / (w->stream_mb_s * 1e6);
+    const double ta = (double)p->token_kv_mid_bytes / (a->stream_mb_s * 1e6);
+    printf("  at the board's streaming bandwidths (%s %.0f MB/s, %s %.0f MB/s): %.2f ms + %.2f ms per token at\n"
+           "  mid context, at most %.1f tokens/s from memory alone (compute comes on top: docs/MCU.md)\n",
+           w->name, w->stream_mb_s, a->name, a->stream_mb_s, 1e3 * tw, 1e3 * ta, 1.0 / (tw + ta));
+}
+
 static void print_placement(const bitnet_mcu_plan *p, const bitnet_plan_board *b) {
     char h1[32], h2[32];
     printf("\ntotals\n");
@@ -284,6 +304,7 @@ int main(int argc, char **argv) {
     print_layers(p);
     print_fixed(p);
     print_placement(p, b);
+    print_traffic(p, b);
     print_partition(p, b);
 
     rc = BITNET_EXIT_OK;
