@@ -185,9 +185,9 @@ TEST(McuNode, EveryStoredLayoutRunsInPlaceWithTheRegularLogits) {
         bitnet_mcu rt;
         bitnet_error err;
         ASSERT_EQ(bitnet_mcu_open(&rt, img->p, img->n, path.c_str(), arena.p, arena.n, &err), BITNET_OK) << err.msg;
-        // nothing repacked: every ternary weight's data is the image's own
-        const size_t model_bytes = rt.arena.used;
-        EXPECT_LT(model_bytes, (size_t)64 << 10) << "the node copied weights into its arena";
+        // nothing repacked or converted: the node's arena after open holds less than the smallest weight of
+        // the file (16416 bytes: a 256 x 256 I2_S, TL1 or TL2 tensor), so not one weight was copied
+        EXPECT_LT(rt.arena.used, (size_t)16416) << "the node copied a weight into its arena";
         const bitnet_mcu_params p = {32, 4, 10};
         ASSERT_EQ(bitnet_mcu_start(&rt, &p, &err), BITNET_OK) << err.msg;
         const NodeRun node = run_node(&rt, prompt, 6);
@@ -226,14 +226,41 @@ TEST(McuNode, BadInputGivesErrorsThatNameTheNumbers) {
     EXPECT_NE(std::string(err.msg).find("exceeds the context size n_ctx (8)"), std::string::npos) << err.msg;
     EXPECT_EQ(rt.n_past, 8);
     bitnet_mcu_close(&rt);
-    // a heap model alive in the process: its LUT-host table cannot hold the node's extras
+    // F16 projection weights would be converted into a float copy: refused on the host too (as on the board)
+    auto f16 = image_of(dummy(BITNET_DUMMY_F16));
+    EXPECT_EQ(bitnet_mcu_open(&rt, f16->p, f16->n, "f16", arena.p, arena.n, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("F16 projection weights are converted to an M x K float copy"),
+              std::string::npos) << err.msg;
+}
+
+// The LUT host's table of weight extras is process-wide: models from the heap and from a node's arena
+// cannot share it, in either order, and freeing works in either order.
+TEST(McuNode, HeapModelsAndNodesDoNotShareTheLutHost) {
+    auto img = image_of(kTinyI2S);
+    Buffer arena(4 << 20);
+    bitnet_mcu rt;
+    bitnet_error err;
     bitnet_model *m = nullptr;
+    // a heap model first: the node is refused
     ASSERT_EQ(bitnet_model_load(kTinyI2S.c_str(), nullptr, &m, &err), BITNET_OK) << err.msg;
     ASSERT_GT(bitnet_lut_n_extras(), 0u);
     EXPECT_EQ(bitnet_mcu_open(&rt, img->p, img->n, "tiny", arena.p, arena.n, &err), BITNET_ERR_INVALID_ARG);
-    EXPECT_NE(std::string(err.msg).find("process-wide table"), std::string::npos) << err.msg;
+    EXPECT_NE(std::string(err.msg).find("memory comes from the heap; a model whose memory comes from an arena cannot "
+                                        "be loaded beside them"),
+              std::string::npos) << err.msg;
     bitnet_model_free(m);
     EXPECT_EQ(bitnet_lut_n_extras(), 0u);
+    // a node first: the heap model is refused; after the node is closed it loads
+    ASSERT_EQ(bitnet_mcu_open(&rt, img->p, img->n, "tiny", arena.p, arena.n, &err), BITNET_OK) << err.msg;
+    m = nullptr;
+    EXPECT_EQ(bitnet_model_load(kTinyI2S.c_str(), nullptr, &m, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("memory comes from an arena; a model whose memory comes from the heap"),
+              std::string::npos) << err.msg;
+    EXPECT_EQ(m, nullptr);
+    bitnet_mcu_close(&rt);
+    EXPECT_EQ(bitnet_lut_n_extras(), 0u);
+    ASSERT_EQ(bitnet_model_load(kTinyI2S.c_str(), nullptr, &m, &err), BITNET_OK) << err.msg;
+    bitnet_model_free(m);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
  * (bitnet_context_arena_bytes), then the arena is sealed. */
 #include "mcu/mcu.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/lut_host.h"
@@ -26,14 +27,9 @@ bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_by
                            "%s: the image starts at %p, not on a %d-byte boundary: its tensors are used in place",
                            name, image, BITNET_WEIGHT_ALIGN);
     }
-    if (bitnet_lut_n_extras() != 0) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "%s: other models of this process hold LUT-host weights; a node's arena cannot share the "
-                           "process-wide table (free them first)",
-                           name);
-    }
+    snprintf(rt->name, sizeof rt->name, "%s", name);
     bitnet_arena_init(&rt->arena, arena, arena_bytes);
-    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL};
+    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL, true};
     bitnet_error sub;
     sub.msg[0] = '\0';
     const arena_scope s = enter(rt);
@@ -45,7 +41,8 @@ bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_by
         return bitnet_fail(err, BITNET_ERR_NOMEM,
                            "%s: an arena of %llu usable bytes is too small to open the model: a request of %llu bytes "
                            "was refused with %llu in use (%s)",
-                           name, (unsigned long long)rt->arena.size, (unsigned long long)rt->arena.refused_bytes, (unsigned long long)rt->arena.used, sub.msg);
+                           name, (unsigned long long)rt->arena.size, (unsigned long long)rt->arena.refused_bytes,
+                           (unsigned long long)rt->arena.refused_used, sub.msg);
     }
     return bitnet_fail(err, st, "%s", sub.msg);
 }
@@ -70,10 +67,12 @@ bitnet_status bitnet_mcu_start(bitnet_mcu *rt, const bitnet_mcu_params *p, bitne
     if (st != BITNET_OK) return st;
     if (b.total > rt->arena.size) {
         return bitnet_fail(err, BITNET_ERR_NOMEM,
-                           "arena of %llu usable bytes is too small: the model takes %llu and a context of n_ctx %d, "
+                           "%s: arena of %llu usable bytes is too small: the model takes %llu and a context of n_ctx %d, "
                            "n_batch %d, %d rows of logits needs %llu more (KV cache %llu, LUT workspaces %llu): %llu in all",
-                           (unsigned long long)rt->arena.size, (unsigned long long)b.model, (int)p->n_ctx, (int)p->n_batch, (int)p->n_logits, (unsigned long long)b.context.total,
-                           (unsigned long long)b.context.kv_cache, (unsigned long long)b.context.lut_workspace, (unsigned long long)b.total);
+                           rt->name, (unsigned long long)rt->arena.size, (unsigned long long)b.model, (int)p->n_ctx,
+                           (int)p->n_batch, (int)p->n_logits, (unsigned long long)b.context.total,
+                           (unsigned long long)b.context.kv_cache, (unsigned long long)b.context.lut_workspace,
+                           (unsigned long long)b.total);
     }
     const bitnet_context_params cp = {p->n_ctx, p->n_batch, 1, p->n_logits};
     const arena_scope s = enter(rt);

@@ -41,6 +41,7 @@ typedef struct bitnet_mcu_budget {
 } bitnet_mcu_budget;
 
 typedef struct bitnet_mcu {
+    char name[128];    /* the image's name for messages (cut to 127 bytes) */
     bitnet_arena arena;
     bitnet_model *model;
     bitnet_context *ctx;

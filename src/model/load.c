@@ -104,13 +104,13 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
         w->t.nb[1] = (size_t)K * 4;
         break;
     case BITNET_TYPE_F16: {
-#ifdef BITNET_BARE_METAL
-        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                           "%s: tensor '%s' is F16: F16 projection weights are converted to an M x K float copy "
-                           "(%lld x %lld), which this bare-metal build does not make; use the model's F32, I2_S, TL1 "
-                           "or TL2 file",
-                           ld->path, name, (long long)M, (long long)K);
-#endif
+        if (ld->in_place) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                               "%s: tensor '%s' is F16: F16 projection weights are converted to an M x K float copy "
+                               "(%lld x %lld), which a node that uses its weights in place (a microcontroller, the "
+                               "bare-metal build) does not make; use the model's F32, I2_S, TL1 or TL2 file",
+                               ld->path, name, (long long)M, (long long)K);
+        }
         w->dense_owned = bitnet_malloc((size_t)M * (size_t)K * sizeof(float));
         if (!w->dense_owned) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for '%s'", ld->path, name);
         st = bitnet_row_to_f32(BITNET_TYPE_F16, ti->data, w->dense_owned, M * K, ld->err);
@@ -279,21 +279,27 @@ static void choose_head_kernel(bitnet_model *m) {
     m->head_decode = m->head_kernel->type != m->head_type;
 }
 
-/* n_vocab without a loaded vocabulary: the length of tokenizer.ggml.tokens, or -1 when there is no such array. */
-static int64_t token_count(const bitnet_gguf *g) {
+/* n_vocab without a loaded vocabulary: the length of tokenizer.ggml.tokens into *n, -1 when the file has
+ * no such key. Errors (naming the file and the key): not an array of strings, or more than MAX_VOCAB. */
+static bitnet_status token_count(loader *ld, int64_t *n) {
+    *n = -1;
+    static const char key[] = "tokenizer.ggml.tokens";
+    if (bitnet_gguf_find_kv(ld->g, key) < 0) return BITNET_OK;
     bitnet_gguf_type et;
-    uint64_t n = 0;
-    bitnet_error e;
-    if (bitnet_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL, &e) != BITNET_OK || n > (uint64_t)MAX_VOCAB)
-        return -1;
-    return (int64_t)n;
+    uint64_t len = 0;
+    bitnet_status st = bitnet_gguf_get_arr(ld->g, key, &et, &len, NULL, ld->err);
+    if (st != BITNET_OK) return st;
+    if (et != BITNET_GGUF_STRING || len == 0 || len > (uint64_t)MAX_VOCAB) {
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: key '%s' must be an array of 1 to %d strings, got %llu %s",
+                           ld->path, key, MAX_VOCAB, (unsigned long long)len, bitnet_gguf_type_name(et));
+    }
+    *n = (int64_t)len;
+    return BITNET_OK;
 }
 
-/* The model of the opened file g (owned from here on: closed with the model, or on failure). path names it
- * in messages; with_vocab loads the tokenizer vocabulary (text/), else n_vocab comes from the keys. */
 /* The params (NULL: defaults) checked, with the table name resolved; before any file is opened. */
 static bitnet_status check_params(const bitnet_model_params **params, const char **table_name, bitnet_error *err) {
-    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL};
+    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false};
     if (!*params) *params = &defaults;
     const bitnet_model_params *p = *params;
     *table_name = p->lut_table ? p->lut_table : BITNET_LUT_TABLE_DEFAULT;
@@ -313,6 +319,10 @@ static bitnet_status check_params(const bitnet_model_params **params, const char
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "head_type %d is neither 0 (as stored) nor %d (Q8_0)",
                            p->head_type, BITNET_TYPE_Q8_0);
     }
+    if (p->head_type != 0 && p->weights_in_place) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "head_type Q8_0 makes a requantized copy of the head, which weights_in_place excludes");
+    }
     return BITNET_OK;
 }
 
@@ -329,7 +339,10 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
     }
     m->gguf = g;
-    loader ld = {.path = path, .g = g, .err = err};
+    loader ld = {.path = path, .g = g, .err = err, .in_place = params->weights_in_place};
+#ifdef BITNET_BARE_METAL
+    ld.in_place = true; /* nothing else fits a microcontroller */
+#endif
     bitnet_status st;
     if ((st = bitnet_model_load_hparams(&ld, &m->hp)) != BITNET_OK) goto fail;
     bitnet_hparams *hp = &m->hp;
@@ -345,7 +358,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         n_tok = bitnet_vocab_n_tokens(m->vocab);
     }
 #endif
-    if (!m->vocab) n_tok = token_count(m->gguf);
+    if (!m->vocab && (st = token_count(&ld, &n_tok)) != BITNET_OK) goto fail;
     if ((st = bitnet_model_int_key(&ld, "vocab_size", n_tok < 0, n_tok < 0 ? 0 : n_tok, 1, MAX_VOCAB,
                                    &hp->n_vocab)) != BITNET_OK)
         goto fail;

@@ -239,6 +239,24 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
                     }
                 }
             }
+            if (ld->in_place && (stored != target || (uintptr_t)w->t.data % BITNET_WEIGHT_ALIGN != 0)) {
+                if (stored != target) {
+                    st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                                     "%s: tensor '%s' is %s, but this node uses its weights in place as %s (the layout "
+                                     "of the file's first ternary weight): a file that mixes layouts would be repacked "
+                                     "into a copy",
+                                     ld->path, w->t.name, bitnet_type_name(stored), bitnet_type_name(target));
+                } else {
+                    st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                                     "%s: tensor '%s' starts at byte %llu of the image, not on a %d-byte boundary: it "
+                                     "cannot be used in place (general.alignment %u)",
+                                     ld->path, w->t.name,
+                                     (unsigned long long)(bitnet_gguf_data_offset(ld->g) +
+                                                          bitnet_gguf_find_tensor(ld->g, w->t.name)->offset),
+                                     BITNET_WEIGHT_ALIGN, (unsigned)bitnet_gguf_alignment(ld->g));
+                }
+                break;
+            }
             if (!m->lut_used) { /* from the first transform on, this model holds host extras */
                 m->lut_used = true;
                 atomic_fetch_add(&bitnet_model_n_lut_models, 1);

@@ -133,6 +133,11 @@ typedef struct bitnet_model_params {
      * refused. Tiles given here that no built kernel has run on the generic kernel. Not used for I2_S
      * weights or for the tiles a weight is repacked to. Read during bitnet_model_load only (not kept). */
     const struct bitnet_tile_file *lut_tiles;
+    /* Use every projection weight in place, as stored (what a microcontroller node needs: src/mcu): refuse,
+     * naming the tensor, a ternary weight of another layout than the path's or not on the
+     * BITNET_WEIGHT_ALIGN boundary (either would be repacked into a copy), F16 projection weights (an M·K
+     * float copy) and head_type Q8_0 (a requantized copy of the head). Always on in the bare-metal build. */
+    bool weights_in_place;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;

@@ -93,6 +93,7 @@ typedef struct loader {
     bitnet_gguf *g;
     char arch[32];
     bitnet_error *err;
+    bool in_place;  /* bitnet_model_params.weights_in_place (or the bare-metal build) */
 } loader;
 
 /* arch.c: general.architecture → the graph facts, then every hyperparameter from the <arch>.* keys

@@ -30,9 +30,14 @@
 #include "kernels/lut/pack.h"
 #include "base/quants.h"
 
-/* int32 accumulators per thread (on the stack, 32 KiB): one call covers BM rows × floor(cap/BM)
+/* int32 accumulators per thread (on the stack, 32 KiB; 2 KiB in the bare-metal build, whose task stacks
+ * are small and which takes one column per pass anyway): one call covers BM rows × floor(cap/BM)
  * columns. Tiles with BM above the cap are refused by bitnet_lut_transform_tensor. */
+#ifdef BITNET_BARE_METAL
+#define BITNET_HOST_ACC_CAP 512
+#else
 #define BITNET_HOST_ACC_CAP 8192
+#endif
 /* Rows per work unit of the I2_S path. */
 #define BITNET_HOST_I2S_ROWS 32
 
@@ -186,7 +191,10 @@ size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *
 /* ---- extras table ----------------------------------------------------------------------------- */
 
 /* The extras table and the threshold below are process-wide, guarded by one mutex (one thread in the
- * bare-metal build: no lock). The table and the extras come from base/mem.h (the heap, or the arena). */
+ * bare-metal build: no lock). The table and the extras come from base/mem.h: from the allocator in use on
+ * the thread that made the table (the heap, or an arena: its `owner`). While the table holds extras, a
+ * transform under another allocator is refused (its extra could not be freed with the others), and
+ * bitnet_lut_free releases everything under the owner, whatever allocator the freeing thread uses. */
 #ifdef BITNET_BARE_METAL
 #define bitnet_host_lock() ((void)0)
 #define bitnet_host_unlock() ((void)0)
@@ -197,6 +205,7 @@ static pthread_mutex_t bitnet_host_mutex = PTHREAD_MUTEX_INITIALIZER;
 #define bitnet_host_unlock() pthread_mutex_unlock(&bitnet_host_mutex)
 #endif
 static bool bitnet_host_initialized = false;
+static bitnet_arena *bitnet_host_owner = NULL; /* the arena the table and extras come from; NULL: the heap */
 static bitnet_tensor_extra **bitnet_host_extras = NULL;
 static size_t bitnet_host_n_extras = 0, bitnet_host_cap_extras = 0;
 
@@ -241,9 +250,14 @@ bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {
            n_cols >= ex->i2s_min_cols;
 }
 
-/* Caller holds the mutex. */
+static void bitnet_host_free_locked(void);
+
+/* Caller holds the mutex. An empty table made under another allocator is made again under this one. */
 static void bitnet_host_init_locked(void) {
+    if (bitnet_host_initialized && bitnet_host_n_extras == 0 && bitnet_host_owner != bitnet_arena_current())
+        bitnet_host_free_locked();
     if (bitnet_host_initialized) return;
+    bitnet_host_owner = bitnet_arena_current();
     const size_t cap = 64;
     bitnet_host_extras = (bitnet_tensor_extra **)bitnet_calloc(cap, sizeof(*bitnet_host_extras));
     if (bitnet_host_extras == NULL) return; /* stays uninitialized; transform reports NOMEM */
@@ -270,13 +284,24 @@ static void bitnet_host_extra_release(bitnet_tensor_extra *ex) {
  * again). Safe to call twice or without bitnet_lut_init. */
 void bitnet_lut_free(void) {
     bitnet_host_lock();
-    for (size_t i = bitnet_host_n_extras; i-- > 0;) bitnet_host_extra_release(bitnet_host_extras[i]);
+    bitnet_host_free_locked();
+    bitnet_host_unlock();
+}
+
+/* Caller holds the mutex: every extra and the table released under their owner's allocator. */
+static void bitnet_host_free_locked(void) {
+    bitnet_arena *prev = bitnet_arena_use(bitnet_host_owner);
+    for (size_t i = 0; i < bitnet_host_n_extras; ++i) bitnet_host_extra_release(bitnet_host_extras[i]);
     bitnet_free(bitnet_host_extras);
+    bitnet_arena_use(prev);
     bitnet_host_extras = NULL;
     bitnet_host_n_extras = bitnet_host_cap_extras = 0;
     bitnet_host_initialized = false;
-    bitnet_host_unlock();
+    bitnet_host_owner = NULL;
 }
+
+/* "the heap" or "an arena" (messages). */
+static const char *bitnet_host_allocator_name(const bitnet_arena *a) { return a ? "an arena" : "the heap"; }
 
 size_t bitnet_lut_n_extras(void) {
     bitnet_host_lock();
@@ -358,6 +383,18 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
     if (t->nbytes < need)
         return bitnet_fail(err, BITNET_ERR_FORMAT, "tensor '%s': %llu bytes, but %s with M = %lld, K = %lld needs %llu",
                            name, (unsigned long long)t->nbytes, bitnet_type_name(stored), (long long)M, (long long)K, (unsigned long long)need);
+
+    /* The extras of one table share an allocator (see the table's comment). */
+    bitnet_host_lock();
+    const bool other_owner =
+        bitnet_host_initialized && bitnet_host_n_extras > 0 && bitnet_host_owner != bitnet_arena_current();
+    const char *owner_name = bitnet_host_allocator_name(bitnet_host_owner);
+    bitnet_host_unlock();
+    if (other_owner)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "tensor '%s': the LUT host holds the weights of models whose memory comes from %s; a model "
+                           "whose memory comes from %s cannot be loaded beside them (free them first)",
+                           name, owner_name, bitnet_host_allocator_name(bitnet_arena_current()));
 
     /* Kernel and tiles first (cheap, and nothing is allocated yet). */
     bitnet_tensor_extra ex;

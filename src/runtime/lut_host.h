@@ -85,13 +85,13 @@ bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, co
  * 0 when !bitnet_can_mul_mat. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);
 
-/* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers and is
- * safe to call twice or without init. */
+/* Lifecycle of the extras table. init is idempotent; free releases every extra and its buffers (under the
+ * allocator they came from: base/mem.h) and is safe to call twice or without init. The extras of the table
+ * share one allocator: while it holds any, bitnet_lut_transform_tensor under another allocator (a model in
+ * an arena beside models on the heap, or the reverse) is refused with BITNET_ERR_INVALID_ARG. */
 void bitnet_lut_init(void);
 void bitnet_lut_free(void);
-/* Extras in the table now (0 after bitnet_lut_free). The table and the extras come from the allocator in
- * use when they were made (base/mem.h), so an arena-backed model (src/mcu) must not share them with
- * heap-backed ones: it checks that the table is empty first. */
+/* Extras in the table now (0 after bitnet_lut_free). */
 size_t bitnet_lut_n_extras(void);
 
 /* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
@@ -102,9 +102,9 @@ size_t bitnet_lut_n_extras(void);
  * already is the target layout and BITNET_WEIGHT_ALIGN-aligned it is used in place and only checked (no
  * memory beyond the extra: what the bare-metal build relies on); otherwise it is decoded into an M·K
  * int8 matrix (freed before returning) and copied/repacked into an owned 64-byte aligned buffer. Memory
- * comes from base/mem.h. I2_S rows that
- * straddle 128-weight blocks are used as stored (src/kernels/i2s/i2s.h). TL1/TL2 tiles with BM > 8192 are refused
- * (the per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
+ * comes from base/mem.h. I2_S rows that straddle 128-weight blocks are used as stored
+ * (src/kernels/i2s/i2s.h). TL1/TL2 tiles with BM > 8192 (512 in the bare-metal build) are refused (the
+ * per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
  * tensor again attaches a new extra (the old one is released by bitnet_lut_free). */
 bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
                                           const bitnet_tiles *tiles, bitnet_error *err);
@@ -115,8 +115,9 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
  * barrier (may be NULL when nth == 1; else nth must equal the pool's thread count). Row strides: nb[1]
  * when set, else dense.
  * y[n][m] = (float)acc[n][m] / s[n] * scale (LAYOUTS.md §1). Each kernel call covers one BM tile (I2_S:
- * 32 rows) and up to floor(8192 / BM) columns (all of them for ≤ 32 columns at BM 256); the integer
- * sums do not depend on that split, so results are the same for any batch and thread count.
+ * 32 rows) and up to floor(8192 / BM) columns (all of them for ≤ 32 columns at BM 256; 512 / BM in the
+ * bare-metal build); the integer sums do not depend on that split, so results are the same for any batch
+ * and thread count.
  * A call that cannot be computed (no extra, mismatched shapes, wsize too small, misaligned wdata,
  * nth inconsistent with tp) returns on every thread without the barrier and thread 0 fills dst with
  * NaN. There is no barrier at the end: reuse of wdata inside the same task needs one first. */
