@@ -30,8 +30,9 @@ double bitnet_log_d(double x);
  * error grows with |y·ln x| (about |y·ln x| · 2^-53 beyond the exp and log errors). */
 double bitnet_pow_d(double x, double y);
 
-/* sin x and cos x. Accurate as stated for |x| < 2^26 (the reduction by π/2 is exact there); larger
- * arguments still give the same bits everywhere, with less accuracy. NaN or ±inf → NaN. */
+/* sin x and cos x. Accurate as stated for |x| < 2^26 (the reduction by π/2 is exact there); up to 2^30
+ * the same bits everywhere with less accuracy; beyond 2^30, NaN or ±inf → NaN (callers refuse such angles:
+ * the RoPE tables, model/context.c). */
 void bitnet_sincos_d(double x, double *s, double *c);
 
 /* e^x in float: (float)bitnet_exp_d(x). NaN → NaN, x > 88.7228 → +inf, x < -103.98 → +0. */

@@ -548,7 +548,6 @@ void bitnet_gguf_close(bitnet_gguf *g) {
 #ifndef BITNET_BARE_METAL
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
 #endif
-    /* the reverse order of allocation, so that an arena gets its most recent blocks back */
     bitnet_free(g->tensor_tab.slots);
     bitnet_free(g->kv_tab.slots);
     if (g->tensors) {

@@ -21,7 +21,7 @@ void bitnet_arena_init(bitnet_arena *a, void *buf, size_t bytes) {
 void bitnet_arena_reset(bitnet_arena *a) {
     a->used = a->last = a->peak = 0;
     a->sealed = false;
-    a->n_refused = a->refused_bytes = 0;
+    a->n_refused = a->refused_bytes = a->refused_used = 0;
 }
 
 void bitnet_arena_seal(bitnet_arena *a) { a->sealed = true; }
@@ -42,7 +42,10 @@ size_t bitnet_arena_cost(size_t used, size_t n, size_t align) {
 static void *arena_alloc(bitnet_arena *a, size_t n, size_t align) {
     const size_t start = (a->used + align - 1) & ~(align - 1);
     if (a->sealed || start < a->used || start > a->size || n > a->size - start) {
-        if (a->n_refused++ == 0) a->refused_bytes = n;
+        if (a->n_refused++ == 0) {
+            a->refused_bytes = n;
+            a->refused_used = a->used;
+        }
         return NULL;
     }
     a->last = start;
@@ -73,7 +76,7 @@ void *bitnet_calloc(size_t count, size_t size) {
 
 void *bitnet_aligned_alloc(size_t align, size_t n) {
     if (align < 8 || (align & (align - 1)) != 0) return NULL;
-    if (g_current) return arena_alloc(g_current, n, align);
+    if (g_current) return align <= 64 ? arena_alloc(g_current, n, align) : NULL; /* the arena's start is 64-aligned */
 #ifdef BITNET_BARE_METAL
     return NULL;
 #else

@@ -10,8 +10,9 @@
  *  - a block of n bytes with alignment a starts at the next multiple of a (a = 8 for malloc/calloc/
  *    realloc, else the requested power of two) and ends n bytes later; the buffer's start is aligned to
  *    64 at init, so offsets and addresses agree on alignment;
- *  - free releases the most recent block only (its bytes become available again); freeing an older
- *    block does nothing until bitnet_arena_reset. realloc grows the most recent block in place;
+ *  - free releases the most recent block only (its bytes become available again): a temporary buffer
+ *    allocated and freed at once costs nothing; freeing an older block does nothing until
+ *    bitnet_arena_reset. realloc grows the most recent block in place;
  *  - after bitnet_arena_seal every request fails (returns NULL) and is counted in n_refused: the runtime
  *    allocates everything at start-up and nothing afterwards;
  *  - `peak` is the highest offset ever in use: the bytes the buffer had to have.
@@ -36,6 +37,7 @@ typedef struct bitnet_arena {
     bool sealed;      /* no more allocations */
     size_t n_refused; /* requests refused (out of space or sealed) */
     size_t refused_bytes; /* size of the first refused request (for messages) */
+    size_t refused_used;  /* bytes in use when it was refused */
 } bitnet_arena;
 
 /* Arena over buf[0, bytes) (its start aligned up to 64, so up to 63 bytes are lost). */
@@ -56,7 +58,8 @@ size_t bitnet_arena_cost(size_t used, size_t n, size_t align);
 void *bitnet_malloc(size_t n);
 void *bitnet_calloc(size_t count, size_t size); /* NULL when count·size overflows */
 void *bitnet_realloc(void *p, size_t n);
-/* n bytes aligned to `align` (a power of two >= 8); unlike C11 aligned_alloc, n need not be a multiple of align. */
+/* n bytes aligned to `align` (a power of two >= 8; in an arena at most 64, the alignment of its start);
+ * unlike C11 aligned_alloc, n need not be a multiple of align. */
 void *bitnet_aligned_alloc(size_t align, size_t n);
 void bitnet_free(void *p);
 

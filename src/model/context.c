@@ -72,32 +72,43 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
     const bitnet_hparams *hp = &m->hp;
     const size_t B = (size_t)p->n_batch, D = (size_t)hp->n_embd, F = (size_t)hp->n_ff, KV = (size_t)m->kv_dim;
     const size_t QD = (size_t)m->q_dim, hd = (size_t)hp->n_embd_head, T = (size_t)p->n_threads, C = (size_t)p->n_ctx;
-    size_t cache_elems, logit_elems;
-    if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4 ||
-        !mul3((size_t)p->n_logits, (size_t)hp->n_vocab, sizeof(float), &logit_elems)) {
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers × %d positions × %llu overflows", (int)hp->n_layer,
-                           (int)p->n_ctx, (unsigned long long)KV);
+    /* the largest RoPE angle, rope_scale · (n_ctx - 1) for the first pair, must be one bitnet_sincos_d takes */
+    if ((double)hp->rope_scale * (double)(p->n_ctx - 1) >= 0x1p30) {
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "RoPE angles up to %g (position %d times the linear scale %g, 1 / rope.scaling.factor) are "
+                           "beyond the 2^30 the RoPE tables take: a smaller n_ctx or a larger factor",
+                           (double)hp->rope_scale * (double)(p->n_ctx - 1), (int)(p->n_ctx - 1), (double)hp->rope_scale);
     }
-    const size_t f = sizeof(float);
-    bytes[CB_X] = B * D * f;
-    bytes[CB_XB] = B * D * f;
-    bytes[CB_Q] = B * QD * f;
-    bytes[CB_K] = B * KV * f;
-    bytes[CB_V] = B * KV * f;
-    bytes[CB_ATT] = B * QD * f;
-    bytes[CB_PROJ] = B * D * f;
-    bytes[CB_HB] = B * F * f;
-    bytes[CB_HB2] = B * F * f;
-    bytes[CB_KCACHE] = cache_elems * sizeof(uint16_t);
-    bytes[CB_VCACHE] = cache_elems * sizeof(uint16_t);
-    bytes[CB_ROPE_COS] = C * (hd / 2) * f;
-    bytes[CB_ROPE_SIN] = C * (hd / 2) * f;
-    bytes[CB_ATT_SCORES] = T * C * f;
-    bytes[CB_ATT_P] = T * C * f;
-    bytes[CB_ATT_Q] = T * hd * f;
-    bytes[CB_HEAD_ACT] = B * m->head_kernel->act_bytes(hp->n_embd);
-    bytes[CB_HEAD_ROW] = T * D * f;
-    bytes[CB_LOGITS] = logit_elems;
+    const size_t f = sizeof(float), h = sizeof(uint16_t);
+    /* every size as a product of three factors, checked: a 32-bit core's size_t is reached early */
+    const struct {
+        int buf;
+        size_t a, b, c;
+    } dims[] = {
+        {CB_X, B, D, f},           {CB_XB, B, D, f},          {CB_Q, B, QD, f},
+        {CB_K, B, KV, f},          {CB_V, B, KV, f},          {CB_ATT, B, QD, f},
+        {CB_PROJ, B, D, f},        {CB_HB, B, F, f},          {CB_HB2, B, F, f},
+        {CB_ROPE_COS, C, hd / 2, f}, {CB_ROPE_SIN, C, hd / 2, f}, {CB_ATT_SCORES, T, C, f},
+        {CB_ATT_P, T, C, f},       {CB_ATT_Q, T, hd, f},      {CB_HEAD_ACT, B, m->head_kernel->act_bytes(hp->n_embd), 1},
+        {CB_HEAD_ROW, T, D, f},    {CB_LOGITS, (size_t)p->n_logits, (size_t)hp->n_vocab, f},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (!mul3(dims[i].a, dims[i].b, dims[i].c, &bytes[dims[i].buf]) || bytes[dims[i].buf] > SIZE_MAX / 2) {
+            return bitnet_fail(err, BITNET_ERR_NOMEM,
+                               "a context of n_ctx %d, n_batch %d, n_threads %d, %d rows of logits: buffer %d of %d "
+                               "overflows the size type (%llu x %llu x %llu)",
+                               (int)p->n_ctx, (int)p->n_batch, (int)p->n_threads, (int)p->n_logits, dims[i].buf + 1,
+                               (int)CB_COUNT, (unsigned long long)dims[i].a, (unsigned long long)dims[i].b,
+                               (unsigned long long)dims[i].c);
+        }
+    }
+    size_t cache_elems;
+    if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4) {
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers x %d positions x %llu overflows",
+                           (int)hp->n_layer, (int)p->n_ctx, (unsigned long long)KV);
+    }
+    bytes[CB_KCACHE] = cache_elems * h;
+    bytes[CB_VCACHE] = cache_elems * h;
 
     /* LUT workspace: the largest any weight needs for n_batch columns */
     *wsize = 0;
@@ -112,6 +123,12 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
                                    (long long)w->M, (long long)w->K);
             }
             const size_t ws = bitnet_mul_mat_get_wsize(&w->t, &src1, &dst);
+            if (ws == 0) {
+                return bitnet_fail(err, BITNET_ERR_NOMEM,
+                                   "tensor '%s' (M = %lld, K = %lld): the LUT workspace of %d columns overflows the size "
+                                   "type",
+                                   w->t.name, (long long)w->M, (long long)w->K, (int)p->n_batch);
+            }
             if (ws > *wsize) *wsize = ws;
         }
     }
@@ -217,7 +234,7 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
 void bitnet_context_free(bitnet_context *c) {
     if (!c) return;
     bitnet_threadpool_free(c->tp);
-    /* reverse allocation order (an arena gets its most recent block back) */
+    /* in an arena only the most recent block is given back; bitnet_mcu_open starts a node's arena afresh */
     void *bufs[CB_COUNT] = {c->x,     c->xb,       c->q,     c->k,     c->v,        c->att,      c->proj,
                             c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
                             c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1]};
