@@ -27,6 +27,10 @@ void *bitnet_board_arena(size_t want, size_t *got, char *why, size_t why_size);
 /* Give back an image or arena buffer (nothing on boards whose regions are static). */
 void bitnet_board_release(void *p);
 
+/* The most stack the program has used so far, in bytes, when the board can tell (mps2-an386: the stack
+ * region is painted at reset); false otherwise. */
+bool bitnet_board_stack_peak(size_t *bytes);
+
 /* Instructions the core executed since start-up, when the board can count them; false otherwise. On
  * mps2-an386 under `qemu-system-arm -icount shift=0` the virtual clock advances 1 ns per instruction and
  * SysTick counts it at 25 MHz, so the count is exact to 40 instructions. */

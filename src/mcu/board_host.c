@@ -26,6 +26,11 @@ void *bitnet_board_arena(size_t want, size_t *got, char *why, size_t why_size) {
 
 void bitnet_board_release(void *p) { free(p); }
 
+bool bitnet_board_stack_peak(size_t *bytes) {
+    (void)bytes;
+    return false;
+}
+
 bool bitnet_board_instructions(uint64_t *n) {
     (void)n;
     return false;

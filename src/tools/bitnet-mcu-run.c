@@ -164,7 +164,8 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
     if (rt.arena.n_refused != 0 || rt.arena.used != b.total) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE,
                                "the arena holds %llu bytes, the plan said %llu; %llu requests refused after start-up",
-                               (unsigned long long)rt.arena.used, (unsigned long long)b.total, (unsigned long long)rt.arena.n_refused);
+                               (unsigned long long)rt.arena.used, (unsigned long long)b.total,
+                               (unsigned long long)rt.arena.n_refused);
         goto done_node;
     }
     if (counted) {
@@ -175,11 +176,29 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
                (int)rt.params.n_batch, (unsigned long long)(i2 - i1),
                (unsigned long long)(n_gen_evals ? (i2 - i1) / (uint64_t)n_gen_evals : 0), (int)n_gen_evals);
     }
+    size_t stack = 0;
+    if (bitnet_board_stack_peak(&stack)) printf("stack: %llu bytes at most\n", (unsigned long long)stack);
 done_node:
     bitnet_mcu_close(&rt);
 done_buffers:
     bitnet_board_release(arena);
     bitnet_board_release(image);
+    return rc;
+}
+
+/* --tokens: comma-separated ids in [0, 2^31), at most MAX_TOKENS (bitnet_args_each_item's callback). */
+typedef struct token_list {
+    const bitnet_args *args;
+    int32_t n;
+    int32_t ids[MAX_TOKENS];
+} token_list;
+
+static int token_item(void *user, const char *text, size_t len) {
+    token_list *tl = (token_list *)user;
+    if (tl->n == MAX_TOKENS) return bitnet_args_fail(tl->args, "--tokens takes at most %d ids", MAX_TOKENS);
+    int64_t v = 0;
+    const int rc = bitnet_args_item_int64(tl->args, "--tokens", text, len, 0, INT32_MAX, &v);
+    if (rc == 0) tl->ids[tl->n++] = (int32_t)v;
     return rc;
 }
 
@@ -208,11 +227,11 @@ int main(int argc, char **argv) {
     int rc = bitnet_args_parse(&args, argc, argv);
     if (rc >= 0) return rc;
     if (!o.model) return bitnet_args_fail(&args, "-m MODEL is required");
-    static int32_t prompt[MAX_TOKENS];
-    static int64_t ids[MAX_TOKENS];
-    int n_prompt = 0;
-    if (!bitnet_args_to_int64_list(o.tokens, 0, INT32_MAX, ids, MAX_TOKENS, &n_prompt))
-        return bitnet_args_fail(&args, "--tokens expects comma-separated ids in [0, %d], got '%s'", (int)INT32_MAX, o.tokens);
-    for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)ids[i];
-    return run(&o, prompt, n_prompt);
+    if ((uint64_t)(size_t)o.arena != o.arena)
+        return bitnet_args_fail(&args, "--arena %llu is more than this machine can address", (unsigned long long)o.arena);
+    static token_list tl; /* MAX_TOKENS ids: not on the stack of a microcontroller */
+    tl.args = &args;
+    tl.n = 0;
+    if ((rc = bitnet_args_each_item(o.tokens, token_item, &tl)) != 0) return rc;
+    return run(&o, tl.ids, tl.n);
 }

@@ -18,8 +18,9 @@
 # BITNET_GENERATED_DIR: the generated files to compile (default: the repository's generated/).
 # When CC does not find <string.h> on its own but knows picolibc.specs (Debian's picolibc-* packages),
 # --specs=picolibc.specs is added.
-# Exit status: 0 every file compiled; 77 CC is not installed (ctest SKIP_RETURN_CODE); 1 a file failed
-# (named on stderr with the compiler's messages) or bad usage.
+# Exit status: 0 every file compiled; 77 CC is not installed (ctest SKIP_RETURN_CODE), or 1 then when
+# BITNET_REQUIRE_MCU_TOOLS=1 (.ci/run sets it); 1 a file failed (named on stderr with the compiler's
+# messages) or bad usage.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
@@ -30,6 +31,10 @@ fi
 CC=$1
 shift
 if ! command -v "$CC" >/dev/null 2>&1; then
+    if [ "${BITNET_REQUIRE_MCU_TOOLS:-0}" = 1 ]; then
+        echo "cross-compile-portable: $CC is not installed (deps/debian-packages, group [mcu]) and BITNET_REQUIRE_MCU_TOOLS=1" >&2
+        exit 1
+    fi
     echo "cross-compile-portable: $CC is not installed (deps/debian-packages, group [mcu]); skipped" >&2
     exit 77
 fi

@@ -56,7 +56,11 @@ static bool make_case(tcase *c, int type, bitnet_tiles tiles, bool worst, uint64
     c->q = malloc((size_t)(N_COLS * c->K));
     c->ref = malloc((size_t)(N_COLS * c->M) * sizeof(int32_t));
     *packed = malloc(bitnet_ternary_nbytes(type, c->M, c->K));
-    if (!c->w || !c->x || !c->q || !c->ref || !*packed) return false;
+    if (!c->w || !c->x || !c->q || !c->ref || !*packed) {
+        printf("FAIL out of memory for a %lldx%lld case\n", (long long)c->M, (long long)c->K);
+        g_failed++;
+        return false;
+    }
     for (size_t i = 0; i < n; i++) c->w[i] = worst ? 1 : (int8_t)(bitnet_rng_next(&rng) % 3) - 1;
     for (int64_t i = 0; i < N_COLS * c->K; i++) c->x[i] = worst ? 1.0f : (float)(bitnet_rng_uniform(&rng) * 8.0 - 4.0);
     for (int n_ = 0; n_ < N_COLS; n_++) bitnet_quantize_act(c->x + n_ * c->K, c->K, c->q + n_ * c->K);

@@ -1,8 +1,8 @@
 /* mps2_an386.c — the Arm MPS2 AN386 board (Cortex-M4F) under qemu-system-arm: the vector table, the
  * reset handler (FPU on, .data copied, .bss zeroed, the C library's semihosting streams, argv from the
  * semihosting command line, exit status through semihosting), fault handlers that report and exit
- * instead of hanging, and board.h: the model image at the start of PSRAM, the arena after it, and
- * SysTick as the instruction counter.
+ * instead of hanging, and board.h: the model image at the start of PSRAM, the arena after it, SysTick as
+ * the instruction counter, and the stack's high-water mark.
  *
  * Sources: Arm Cortex-M4 Devices Generic User Guide (DUI 0553): CPACR at 0xE000ED88 (bits 20-23 give
  * access to CP10/CP11, the FPU), SysTick CSR/RVR/CVR at 0xE000E010/14/18 (24-bit down counter), the
@@ -16,11 +16,12 @@
 #include <string.h>
 
 /* linker script symbols (mps2-an386.ld) */
-extern uint32_t __data_load, __data_start, __data_end, __bss_start__, __bss_end__, __stack_top;
+extern uint32_t __data_load, __data_start, __data_end, __bss_start__, __bss_end__, __stack_top, __stack_limit;
 extern uint8_t __psram_start, __psram_end;
 
 int main(int argc, char **argv);
 extern void initialise_monitor_handles(void); /* newlib's librdimon: stdin/stdout/stderr over semihosting */
+extern unsigned int __heap_limit;             /* newlib's librdimon: where _sbrk stops (0xcafedead: no limit) */
 
 #define REG32(a) (*(volatile uint32_t *)(a))
 #define SCB_CPACR 0xE000ED88u
@@ -71,7 +72,8 @@ bool bitnet_board_instructions(uint64_t *n) {
 /* ---- faults --------------------------------------------------------------------------------------- */
 
 /* Any fault: report the Configurable Fault Status Register and exit with status 134 (as an abort would)
- * instead of spinning, so that a test sees a failure, not a timeout. No C library calls here. */
+ * instead of spinning, so that a test sees a failure, not a timeout. Nothing that allocates or does I/O
+ * through the C library here (strstr only reads). */
 static void fault_handler(void) {
     static char msg[] = "bitnet: fault on the Cortex-M4F, CFSR = 0x00000000; stopping\n";
     static const char hex[] = "0123456789abcdef";
@@ -84,22 +86,53 @@ static void fault_handler(void) {
 
 /* ---- reset ---------------------------------------------------------------------------------------- */
 
-#define MAX_ARGS 64
-static char g_cmdline[1024];
+/* ---- stack ---------------------------------------------------------------------------------------- */
+
+#define STACK_PAINT 0x5AC4C3A5u
+
+/* Fill the stack region below the current stack pointer (minus a margin for this function) with a
+ * pattern; bitnet_board_stack_peak finds the deepest word that changed. */
+static void stack_paint(void) {
+    uint32_t *sp;
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+    for (uint32_t *p = &__stack_limit; p < sp - 16; p++) *p = STACK_PAINT;
+}
+
+bool bitnet_board_stack_peak(size_t *bytes) {
+    const uint32_t *p = &__stack_limit;
+    while (p < &__stack_top && *p == STACK_PAINT) p++;
+    *bytes = (size_t)((const uint8_t *)&__stack_top - (const uint8_t *)p);
+    return true;
+}
+
+/* ---- command line --------------------------------------------------------------------------------- */
+
+#define MAX_ARGS 256
+static char g_cmdline[4096];
 static char *g_argv[MAX_ARGS + 1];
 
-/* argv from the semihosting command line (qemu's -semihosting-config arg=... words, joined by spaces). */
+static void usage_exit(const char *msg) {
+    semihost(0x04, (void *)msg);
+    semihost_exit(2);
+}
+
+/* argv from the semihosting command line (qemu's -semihosting-config arg=... words, joined by spaces); a
+ * line that does not fit the buffer or has too many words stops the program with status 2. */
 static int command_line(void) {
     struct {
         char *buf;
         int len;
     } block = {g_cmdline, (int)sizeof g_cmdline - 1};
     int argc = 0;
-    if (semihost(0x15, &block) == 0 && block.len > 0) {
+    if (semihost(0x15, &block) != 0) {
+        usage_exit("bitnet: error: the semihosting command line is longer than 4095 bytes\n");
+    }
+    if (block.len > 0) {
         g_cmdline[block.len] = '\0';
-        for (char *p = g_cmdline; *p && argc < MAX_ARGS;) {
+        for (char *p = g_cmdline; *p;) {
             while (*p == ' ') *p++ = '\0';
             if (!*p) break;
+            if (argc == MAX_ARGS) usage_exit("bitnet: error: more than 256 words on the semihosting command line\n");
             g_argv[argc++] = p;
             while (*p && *p != ' ') p++;
         }
@@ -114,6 +147,8 @@ void bitnet_board_reset(void) {
     __asm__ volatile("dsb\n\tisb" ::: "memory");
     for (uint32_t *s = &__data_load, *d = &__data_start; d < &__data_end;) *d++ = *s++;
     for (uint32_t *d = &__bss_start__; d < &__bss_end__;) *d++ = 0;
+    stack_paint();
+    __heap_limit = (unsigned int)(uintptr_t)&__stack_limit; /* malloc never reaches the stack region */
     initialise_monitor_handles();
     systick_start();
     const int argc = command_line();
