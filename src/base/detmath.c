@@ -32,8 +32,8 @@ static double scale2(double y, int32_t m) {
 
 /* ---- exp ------------------------------------------------------------------------------------------ */
 
-/* 2^(j/32), j = 0..31, correctly rounded. */
-static const double exp_tab[32] = {
+/* 2^(j/32), j = 0..31, correctly rounded (declared in detmath.h for the SIMD versions). */
+const double bitnet_exp_tab[32] = {
     0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
     0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
     0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
@@ -43,32 +43,22 @@ static const double exp_tab[32] = {
     0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
     0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
 };
-#define EXP_INV_C 0x1.71547652b82fep+5 /* 32 / ln 2 */
-#define EXP_C_HI 0x1.62e42fee00000p-6  /* ln 2 / 32, its leading 32 bits: n · EXP_C_HI is exact for |n| < 2^21 */
-#define EXP_C_LO 0x1.a39ef35793c76p-38 /* ln 2 / 32 − EXP_C_HI */
-/* 1/n!, n = 2..6 */
-#define INV_F2 0x1.0000000000000p-1
-#define INV_F3 0x1.5555555555555p-3
-#define INV_F4 0x1.5555555555555p-5
-#define INV_F5 0x1.1111111111111p-7
-#define INV_F6 0x1.6c16c16c16c17p-10
 
-#define ROUND_SHIFT 0x1.8p52 /* t + 1.5·2^52 rounds t to an integer (half to even) in the low bits */
-
-/* The common part of both exps for |x| <= 746: e^x = (exp_tab[j]·(1 + p)) · 2^m with x = (32m + j)·ln2/32 + r.
- * Returns exp_tab[j]·(1 + p), in [0.98, 2.03], and sets *m. */
+/* The common part of both exps for |x| <= 746: e^x = (bitnet_exp_tab[j]·(1 + p)) · 2^m with x = (32m + j)·ln2/32 + r.
+ * Returns bitnet_exp_tab[j]·(1 + p), in [0.98, 2.03], and sets *m. */
 static inline double exp_core(double x, int32_t *m) {
-    const double t = x * EXP_INV_C + ROUND_SHIFT;
+    const double t = x * BITNET_EXP_INV_C + BITNET_EXP_SHIFT;
     const int32_t n = (int32_t)(uint32_t)to_bits(t); /* round(x·32/ln2): the low bits of t, two's complement */
-    const double nd = t - ROUND_SHIFT;
-    const double r = (x - nd * EXP_C_HI) - nd * EXP_C_LO; /* |r| <= ln2/64 (+ rounding) */
+    const double nd = t - BITNET_EXP_SHIFT;
+    const double r = (x - nd * BITNET_EXP_C_HI) - nd * BITNET_EXP_C_LO; /* |r| <= ln2/64 (+ rounding) */
     const int32_t j = (int32_t)((uint32_t)n & 31u);
     *m = (n - j) / 32;
     /* e^r − 1 by Taylor to r^6/6! (the next term is below 4e-18 relative on |r| <= 0.0109), as
      * r + r^2·(1/2 + r/6) + r^4·((1/24 + r/120) + r^2/720) */
     const double r2 = r * r;
-    const double p = r + r2 * (INV_F2 + r * INV_F3) + (r2 * r2) * ((INV_F4 + r * INV_F5) + r2 * INV_F6);
-    return exp_tab[j] + exp_tab[j] * p;
+    const double p = r + r2 * (BITNET_EXP_INV_F2 + r * BITNET_EXP_INV_F3) +
+                     (r2 * r2) * ((BITNET_EXP_INV_F4 + r * BITNET_EXP_INV_F5) + r2 * BITNET_EXP_INV_F6);
+    return bitnet_exp_tab[j] + bitnet_exp_tab[j] * p;
 }
 
 double bitnet_exp_d(double x) {

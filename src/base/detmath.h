@@ -38,6 +38,23 @@ void bitnet_sincos_d(double x, double *s, double *c);
 /* e^x in float: (float)bitnet_exp_d(x). NaN → NaN, x > 88.7228 → +inf, x < -103.98 → +0. */
 float bitnet_expf(float x);
 
+/* The data of the exp definition, for SIMD versions that must give the same bits (kernels/act/): for
+ * -104 <= x <= 89, bitnet_expf(x) is, in IEEE double arithmetic without contraction,
+ *   t = x·BITNET_EXP_INV_C + BITNET_EXP_SHIFT;  n = the low 32 bits of t (two's complement);
+ *   nd = t − BITNET_EXP_SHIFT;  r = (x − nd·BITNET_EXP_C_HI) − nd·BITNET_EXP_C_LO;  j = n & 31;  m = (n − j) / 32;
+ *   r2 = r·r;  p = (r + r2·(F2 + r·F3)) + (r2·r2)·((F4 + r·F5) + r2·F6)   (Fk = BITNET_EXP_INV_Fk = 1/k!);
+ *   y = bitnet_exp_tab[j] + bitnet_exp_tab[j]·p;  result = (float)(y with m added to its exponent field). */
+extern const double bitnet_exp_tab[32]; /* 2^(j/32), correctly rounded */
+#define BITNET_EXP_INV_C 0x1.71547652b82fep+5 /* 32 / ln 2 */
+#define BITNET_EXP_SHIFT 0x1.8p52             /* t + 1.5·2^52 rounds t to an integer in the low bits */
+#define BITNET_EXP_C_HI 0x1.62e42fee00000p-6  /* ln 2 / 32, its leading 32 bits */
+#define BITNET_EXP_C_LO 0x1.a39ef35793c76p-38 /* ln 2 / 32 − BITNET_EXP_C_HI */
+#define BITNET_EXP_INV_F2 0x1.0000000000000p-1
+#define BITNET_EXP_INV_F3 0x1.5555555555555p-3
+#define BITNET_EXP_INV_F4 0x1.5555555555555p-5
+#define BITNET_EXP_INV_F5 0x1.1111111111111p-7
+#define BITNET_EXP_INV_F6 0x1.6c16c16c16c17p-10
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#include "base/detmath.h"
+#include "kernels/act/act.h"
 
 /* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
  * order, then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].  x, y, w: [n]; y may alias x. */
@@ -22,9 +22,6 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
     const float scale = 1.0f / sqrtf(mean + eps);
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
-
-/* SiLU (Elfwing et al. 2018): x · sigmoid(x) = x / (1 + e^-x). */
-static inline float silu(float x) { return x / (1.0f + bitnet_expf(-x)); }
 
 /* Squared ReLU (So et al. 2021, "Primer"; BitNet b1.58 2B4T's "relu2"), as ggml's relu then sqr:
  * r = x > 0 ? x : 0, then r · r (NaN → 0). */
@@ -96,14 +93,9 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
         score[j] = bitnet_dense_dot_f16(kc + (size_t)j * KV, q16, d) * kq_scale;
         if (score[j] > max) max = score[j];
     }
+    bitnet_act_exp_sub(score, max, (int64_t)pos + 1); /* e^(score - max), the same floats on every ISA */
     double sum = 0.0;
-    for (int32_t j = 0; j <= pos; j++) {
-        /* e^z is +0 below ln(2^-150) ≈ -103.97 (exp(-104) ≈ 6.8e-46 rounds to 0): answered here
-         * without the call */
-        const float z = score[j] - max;
-        score[j] = z < -104.0f ? 0.0f : bitnet_expf(z);
-        sum += (double)score[j];
-    }
+    for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
     for (int32_t j = 0; j <= pos; j++) p16[j] = bitnet_dense_round_f16(score[j] * inv);
     for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
@@ -254,7 +246,7 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
             if (hp->ffn_act == BITNET_ACT_RELU2) {
                 for (int64_t i = 0; i < F; i++) g[i] = relu2(g[i]) * u[i];
             } else {
-                for (int64_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
+                bitnet_act_silu_mul(g, u, F); /* silu(g) ⊙ u (kernels/act: SiLU, Elfwing et al. 2018) */
             }
             if (hp->sub_norms) rmsnorm(g, g, L->ffn_sub_norm, F, hp->rms_eps);
         }
