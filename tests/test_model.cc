@@ -57,7 +57,7 @@ using ModelPtr = std::unique_ptr<bitnet_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<bitnet_context, ContextDeleter>;
 
 ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO) {
-    bitnet_model_params p = {kp, nullptr, 0, nullptr, false};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -67,7 +67,7 @@ ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO)
 
 // Load expecting failure; returns the message.
 std::string LoadError(const std::string &path, bitnet_kernel_path kp, bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr, 0, nullptr, false};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -654,7 +654,7 @@ TEST_F(Golden, AllPathsGiveTheGoldenIds) {
 // ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------
 
 ModelPtr LoadHead(const std::string &path, bitnet_kernel_path kp, int head_type) {
-    bitnet_model_params p = {kp, nullptr, head_type, nullptr, false};
+    bitnet_model_params p = {kp, nullptr, head_type, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -788,7 +788,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
     ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
     ModelPtr ok = LoadHead(path, BITNET_PATH_AUTO, 0);
     ASSERT_TRUE(ok);
-    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0, nullptr, false};
+    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     EXPECT_EQ(bitnet_model_load(path.c_str(), &mp, &m, &err), BITNET_ERR_UNSUPPORTED);
     EXPECT_EQ(m, nullptr);
@@ -798,7 +798,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
 }
 
 TEST_F(Golden, BadHeadTypeIsRefused) {
-    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16, nullptr, false};
+    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG);
@@ -908,7 +908,7 @@ TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
 
 // The preferred tile table: "pretuned" falls back to the config's only table; anything else is refused.
 TEST_F(Golden, LutTableChoice) {
-    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0, nullptr, false};
+    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0, nullptr, false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     ASSERT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1415,7 +1415,7 @@ std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::
 
 ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std::string &tiles) {
     TileFilePtr t = LoadTiles(tiles);
-    bitnet_model_params p = {kp, nullptr, 0, t.get(), false};
+    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1425,7 +1425,7 @@ ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std
 std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const std::string &tiles,
                                bitnet_status want) {
     TileFilePtr t = LoadTiles(tiles);
-    bitnet_model_params p = {kp, nullptr, 0, t.get(), false};
+    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;

@@ -29,7 +29,7 @@ bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_by
     }
     snprintf(rt->name, sizeof rt->name, "%s", name);
     bitnet_arena_init(&rt->arena, arena, arena_bytes);
-    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL, true};
+    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL, true, 0, 0, false};
     bitnet_error sub;
     sub.msg[0] = '\0';
     const arena_scope s = enter(rt);

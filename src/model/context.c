@@ -103,16 +103,16 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         }
     }
     size_t cache_elems;
-    if (!mul3((size_t)hp->n_layer, C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4) {
+    if (!mul3((size_t)(m->l_end - m->l_begin), C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4) {
         return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers x %d positions x %llu overflows",
-                           (int)hp->n_layer, (int)p->n_ctx, (unsigned long long)KV);
+                           (int)(m->l_end - m->l_begin), (int)p->n_ctx, (unsigned long long)KV);
     }
     bytes[CB_KCACHE] = cache_elems * h;
     bytes[CB_VCACHE] = cache_elems * h;
 
     /* LUT workspace: the largest any weight needs for n_batch columns */
     *wsize = 0;
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = m->l_begin; l < m->l_end; l++) {
         for (int pi = 0; pi < N_PROJ; pi++) {
             const weight *w = layer_proj(&m->layers[l], pi);
             if (!w->lut) continue;
@@ -245,19 +245,39 @@ void bitnet_context_free(bitnet_context *c) {
 int32_t bitnet_context_n_ctx(const bitnet_context *c) { return c->n_ctx; }
 int32_t bitnet_context_n_threads(const bitnet_context *c) { return c->n_threads; }
 
-bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
-                            bool all_logits, bitnet_error *err) {
-    if (!c) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode: NULL context");
-    if (n_tokens < 1 || !tokens) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode: n_tokens = %d, need at least one token",
-                           (int)n_tokens);
+/* The checks every decode call shares: n_tokens, n_past within the context. */
+static bitnet_status check_span(const bitnet_context *c, const char *fn, int32_t n_tokens, int32_t n_past,
+                                bitnet_error *err) {
+    if (n_tokens < 1) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: n_tokens = %d, need at least one token", fn, (int)n_tokens);
     }
     if (n_past < 0 || (int64_t)n_past + n_tokens > c->n_ctx) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "bitnet_decode: n_past (%d) + n_tokens (%d) = %lld exceeds the context size n_ctx (%d)",
-                           (int)n_past, (int)n_tokens, (long long)n_past + n_tokens, (int)c->n_ctx);
+                           "%s: n_past (%d) + n_tokens (%d) = %lld exceeds the context size n_ctx (%d)", fn, (int)n_past,
+                           (int)n_tokens, (long long)n_past + n_tokens, (int)c->n_ctx);
     }
-    const int32_t n_vocab = c->m->hp.n_vocab;
+    return BITNET_OK;
+}
+
+void bitnet_context_set_link(bitnet_context *c, const bitnet_stage_link *link) {
+    if (c) c->link = link;
+}
+
+bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
+                            bool all_logits, bitnet_error *err) {
+    if (!c) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode: NULL context");
+    bitnet_status st = check_span(c, "bitnet_decode", tokens ? n_tokens : 0, n_past, err);
+    if (st != BITNET_OK) return st;
+    const bitnet_model *m = c->m;
+    const bool whole = m->l_begin == 0 && m->l_end == m->hp.n_layer;
+    if (!m->io || (!whole && !c->link)) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "bitnet_decode: this model is a pipeline stage (layers %d .. %d of %d%s): %s", (int)m->l_begin,
+                           (int)m->l_end - 1, (int)m->hp.n_layer, m->io ? ", the embedding and the head" : "",
+                           m->io ? "it needs the link to the other stages (bitnet_context_set_link)"
+                                 : "its hidden states go through bitnet_decode_hidden");
+    }
+    const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab) {
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
@@ -273,22 +293,56 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
         c->logits = nl;
         c->logits_cap = rows;
     }
-    for (int32_t start = 0; start < n_tokens; start += c->n_batch) {
-        const int32_t n = n_tokens - start < c->n_batch ? n_tokens - start : c->n_batch;
-        const bool last = start + n == n_tokens;
-        fwd_job job = {
-            .c = c,
-            .tokens = tokens + start,
-            .n = n,
-            .pos0 = n_past + start,
-            .out_first = all_logits ? 0 : n - 1,
-            .n_out = all_logits ? n : (last ? 1 : 0),
-            .logits = c->logits + (all_logits ? (size_t)start * n_vocab : 0),
-        };
-        bitnet_threadpool_run(c->tp, bitnet_model_forward_task, &job);
+    c->n_last = 0; /* no logits until the call succeeds */
+    const bool piped = c->link != NULL;
+    /* with a link: every batch embedded, through this stage's layers and sent on (pass 0), then each
+     * received back after the last stage and through the head (pass 1); without: one pass does all */
+    for (int pass = 0; pass < (piped ? 2 : 1); pass++) {
+        for (int32_t start = 0; start < n_tokens; start += c->n_batch) {
+            const int32_t n = n_tokens - start < c->n_batch ? n_tokens - start : c->n_batch;
+            const bool last = start + n == n_tokens;
+            const bool head = !piped || pass == 1;
+            fwd_job job = {
+                .c = c,
+                .tokens = pass == 0 ? tokens + start : NULL,
+                .n = n,
+                .pos0 = n_past + start,
+                .out_first = all_logits ? 0 : n - 1,
+                .n_out = !head ? 0 : all_logits ? n : (last ? 1 : 0),
+                .logits = c->logits + (all_logits ? (size_t)start * n_vocab : 0),
+                .layers = pass == 0,
+                .head = head,
+            };
+            if (pass == 1) {
+                if ((st = c->link->recv(c->link->user, c->x, n, n_past + start, err)) != BITNET_OK) return st;
+                if (job.n_out == 0) continue; /* a batch without wanted logits: nothing left to compute */
+            }
+            bitnet_threadpool_run(c->tp, bitnet_model_forward_task, &job);
+            if (piped && pass == 0 && (st = c->link->send(c->link->user, c->x, n, n_past + start, err)) != BITNET_OK)
+                return st;
+        }
     }
     c->n_last = n_tokens;
     c->all_last = all_logits;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens, int32_t n_past, bitnet_error *err) {
+    if (!c || !x) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode_hidden: NULL context or x");
+    bitnet_status st = check_span(c, "bitnet_decode_hidden", n_tokens, n_past, err);
+    if (st != BITNET_OK) return st;
+    if (c->m->io) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "bitnet_decode_hidden: this model holds the embedding (stage 0): use bitnet_decode");
+    }
+    const size_t D = (size_t)c->m->hp.n_embd;
+    for (int32_t start = 0; start < n_tokens; start += c->n_batch) {
+        const int32_t n = n_tokens - start < c->n_batch ? n_tokens - start : c->n_batch;
+        memcpy(c->x, x + (size_t)start * D, (size_t)n * D * sizeof(float));
+        fwd_job job = {.c = c, .tokens = NULL, .n = n, .pos0 = n_past + start, .layers = true, .head = false};
+        bitnet_threadpool_run(c->tp, bitnet_model_forward_task, &job);
+        memcpy(x + (size_t)start * D, c->x, (size_t)n * D * sizeof(float));
+    }
     return BITNET_OK;
 }
 

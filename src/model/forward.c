@@ -84,8 +84,9 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (pos+1) */
     float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
     float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
-    const uint16_t *kc = c->kcache + (size_t)l * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
-    const uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
+    const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
+    const uint16_t *kc = c->kcache + lc * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
+    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
 
     for (int32_t i = 0; i < d; i++) q16[i] = bitnet_dense_round_f16(q[i]);
     float max = -INFINITY;
@@ -111,8 +112,9 @@ static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_
         float *k = c->k + t * KV + g * hd;
         const float *v = c->v + t * KV + g * hd;
         rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
-        uint16_t *kc = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
-        uint16_t *vc = c->vcache + ((size_t)l * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
+        const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
+        uint16_t *kc = c->kcache + (lc * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
+        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
         for (int64_t i = 0; i < hd; i++) {
             kc[i] = bitnet_fp32_to_fp16(k[i]);
             vc[(size_t)i * c->n_ctx] = bitnet_fp32_to_fp16(v[i]);
@@ -142,6 +144,19 @@ static void head_logits(bitnet_context *c, const fwd_job *J, int ith, int nth) {
     }
 }
 
+/* After the last layer: token t's final norm, xb[j] = rmsnorm(x[t]) · output_norm for output row
+ * j = t - out_first (when t is an output token), in the head's input format (F16 head: rounded to F16;
+ * Q8_0 head: Q8_0 blocks). */
+static void final_norm(bitnet_context *c, const fwd_job *J, int64_t t) {
+    const bitnet_model *m = c->m;
+    const int64_t D = m->hp.n_embd;
+    if (t < J->out_first || t >= J->out_first + J->n_out) return;
+    const int64_t j = t - J->out_first;
+    float *xo = c->xb + j * D;
+    rmsnorm(xo, c->x + t * D, m->output_norm, D, m->hp.rms_eps);
+    m->head_kernel->prepare(xo, c->head_act + (size_t)j * c->head_act_bytes, D);
+}
+
 /* Barriers. Every step reads only what earlier steps finished before a barrier, and every output
  * element is written by one thread with the arithmetic it always had, so removing a barrier never
  * changes a float. Per layer (the bitnet graphs; 16 barriers, 21 before issue #4):
@@ -168,15 +183,23 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
     /* attention split by kv head (no RoPE barrier) unless that leaves threads idle */
     const bool attn_by_kv_head = hp->n_head_kv % nth == 0 || hp->n_head_kv >= 4 * nth;
 
-    /* token embeddings: x[t] = token_embd row tokens[t]; attention norm of layer 0    x, xb (n, D) */
+    /* token embeddings: x[t] = token_embd row tokens[t] (or x as a pipeline stage received it); the
+     * attention norm of the stage's first layer, or with no layers to run the final norm   x, xb (n, D) */
+    const int32_t l_first = J->layers ? m->l_begin : 0, l_end = J->layers ? m->l_end : 0;
     for (int64_t t = t0; t < t1; t++) {
-        const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
-        bitnet_row_to_f32(m->embd->type, row, c->x + t * D, D, NULL); /* type checked at load */
-        rmsnorm(c->xb + t * D, c->x + t * D, m->layers[0].attn_norm, D, hp->rms_eps);
+        if (J->tokens) {
+            const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
+            bitnet_row_to_f32(m->embd->type, row, c->x + t * D, D, NULL); /* type checked at load */
+        }
+        if (l_end > l_first) {
+            rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l_first].attn_norm, D, hp->rms_eps);
+        } else if (J->head) {
+            final_norm(c, J, t);
+        }
     }
     sync_threads(c);
 
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = l_first; l < l_end; l++) {
         const layer *L = &m->layers[l];
 
         /* projections of xb = rmsnorm(x) · attn_norm: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
@@ -257,20 +280,17 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
          * the final norm of the tokens whose logits are wanted, xb[j] = rmsnorm(x[out_first+j]) ·
          * output_norm, in the head's input format (F16 head: rounded to F16; Q8_0 head: Q8_0) */
         matmul(c, &L->w_down, c->hb, c->proj, n, ith, nth, 0, true);
-        const bool last = l + 1 == hp->n_layer;
+        const bool last = l + 1 == l_end;
         for (int64_t t = t0; t < t1; t++) {
             for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
             if (!last) {
                 rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l + 1].attn_norm, D, hp->rms_eps);
-            } else if (t >= J->out_first && t < J->out_first + J->n_out) {
-                const int64_t j = t - J->out_first;
-                float *xo = c->xb + j * D;
-                rmsnorm(xo, c->x + t * D, m->output_norm, D, hp->rms_eps);
-                m->head_kernel->prepare(xo, c->head_act + (size_t)j * c->head_act_bytes, D);
+            } else if (J->head) {
+                final_norm(c, J, t);
             }
         }
         sync_threads(c);
     }
 
-    head_logits(c, J, ith, nth);
+    if (J->head) head_logits(c, J, ith, nth);
 }

@@ -59,6 +59,10 @@ static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, 
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
                            ld->path, name, bitnet_type_name(ti->type), ti->type);
     }
+    if (ld->check_only) {
+        *out = NULL;
+        return BITNET_OK;
+    }
     if (ti->type == BITNET_TYPE_F32 && (uintptr_t)ti->data % _Alignof(float) == 0) {
         *out = (const float *)ti->data;
         return BITNET_OK;
@@ -72,7 +76,8 @@ static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, 
 
 /* A projection weight `name` with K inputs and M outputs (ne = [K, M]) and its optional
  * "<name without .weight>.scale" [1] tensor. Ternary types are only described here; they are
- * handed to the LUT host by prepare_lut_weights once all shapes are known. */
+ * handed to the LUT host by prepare_lut_weights once all shapes are known. With ld->check_only only the
+ * shapes and types are checked and *w stays zero (a layer of another pipeline stage). */
 static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_t M, weight *w) {
     const bitnet_gguf_tensor_info *ti;
     bitnet_status st = find_tensor(ld, name, 2, K, M, true, &ti);
@@ -104,6 +109,7 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
         w->t.nb[1] = (size_t)K * 4;
         break;
     case BITNET_TYPE_F16: {
+        if (ld->check_only) break;
         if (ld->in_place) {
             return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
                                "%s: tensor '%s' is F16: F16 projection weights are converted to an M x K float copy "
@@ -124,6 +130,20 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
                            "%s: tensor '%s' has type %s (id %d); projection weights must be I2_S, TL1, TL2, F32 or F16",
                            ld->path, name, bitnet_type_name(ti->type), ti->type);
+    }
+    if (ld->check_only) {
+        memset(w, 0, sizeof *w);
+        char sname[128];
+        size_t base = strlen(name);
+        if (base > 7 && strcmp(name + base - 7, ".weight") == 0) base -= 7;
+        snprintf(sname, sizeof sname, "%.*s.scale", (int)base, name);
+        const bitnet_gguf_tensor_info *si;
+        if ((st = find_tensor(ld, sname, 1, 1, 1, false, &si)) != BITNET_OK) return st;
+        if (si && si->type != BITNET_TYPE_F32 && si->type != BITNET_TYPE_F16) {
+            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
+                               ld->path, sname, bitnet_type_name(si->type), si->type);
+        }
+        return BITNET_OK;
     }
     w->t.nb[2] = w->t.nb[3] = w->t.nb[1] * (size_t)M;
 
@@ -153,7 +173,7 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
  * stored type of the first ternary projection weight (any path when there is none). */
 static bitnet_kernel_path resolve_path(bitnet_kernel_path p, const bitnet_model *m) {
     if (p == BITNET_PATH_STORED) {
-        for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        for (int32_t l = m->l_begin; l < m->l_end; l++) {
             for (int i = 0; i < N_PROJ; i++) {
                 const weight *w = layer_proj(&m->layers[l], i);
                 if (!w->lut) continue;
@@ -217,6 +237,14 @@ static bool tensor_known(const char *name, const bitnet_hparams *hp) {
             return true;
     }
     return false;
+}
+
+/* The N of a "blk.N." tensor name, -1 for a name without one (token_embd, output, output_norm). */
+static int32_t tensor_layer(const char *name) {
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    long l = 0;
+    for (const char *p = name + 4; *p >= '0' && *p <= '9' && l < MAX_LAYERS; p++) l = l * 10 + (*p - '0');
+    return (int32_t)l;
 }
 
 static bitnet_status check_all_tensors_known(loader *ld, const bitnet_hparams *hp) {
@@ -299,7 +327,7 @@ static bitnet_status token_count(loader *ld, int64_t *n) {
 
 /* The params (NULL: defaults) checked, with the table name resolved; before any file is opened. */
 static bitnet_status check_params(const bitnet_model_params **params, const char **table_name, bitnet_error *err) {
-    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false};
+    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false, 0, 0, false};
     if (!*params) *params = &defaults;
     const bitnet_model_params *p = *params;
     *table_name = p->lut_table ? p->lut_table : BITNET_LUT_TABLE_DEFAULT;
@@ -318,6 +346,15 @@ static bitnet_status check_params(const bitnet_model_params **params, const char
     if (p->head_type != 0 && p->head_type != BITNET_TYPE_Q8_0) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "head_type %d is neither 0 (as stored) nor %d (Q8_0)",
                            p->head_type, BITNET_TYPE_Q8_0);
+    }
+    if (p->first_layer < 0 || p->n_layers < 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "stage layers: first_layer %d and n_layers %d must be >= 0",
+                           (int)p->first_layer, (int)p->n_layers);
+    }
+    if (!p->skip_embd_head && p->first_layer > 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "stage layers: the stage with the embedding and the head starts at layer 0, not %d",
+                           (int)p->first_layer);
     }
     if (p->head_type != 0 && p->weights_in_place) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
@@ -348,6 +385,14 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     bitnet_hparams *hp = &m->hp;
     m->q_dim = hp->n_head * hp->n_embd_head;
     m->kv_dim = hp->n_head_kv * hp->n_embd_head;
+    m->l_begin = params->first_layer;
+    m->l_end = params->n_layers ? params->first_layer + params->n_layers : hp->n_layer;
+    m->io = !params->skip_embd_head;
+    if (m->l_begin >= hp->n_layer || m->l_end > hp->n_layer || m->l_end <= m->l_begin) {
+        st = bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: stage layers %d .. %d are not within the model's %d layers",
+                         path, (int)m->l_begin, (int)m->l_end - 1, (int)hp->n_layer);
+        goto fail;
+    }
 
     int64_t n_tok = -1;
 #ifdef BITNET_BARE_METAL
@@ -394,7 +439,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     }
     m->head_type = m->head->type;
     m->head_data = (const uint8_t *)m->head->data;
-    if (params->head_type == BITNET_TYPE_Q8_0 && m->head->type != BITNET_TYPE_Q8_0 &&
+    if (m->io && params->head_type == BITNET_TYPE_Q8_0 && m->head->type != BITNET_TYPE_Q8_0 &&
         (st = requantize_head_q8_0(&ld, m)) != BITNET_OK)
         goto fail;
     choose_head_kernel(m);
@@ -404,9 +449,11 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, (int)hp->n_layer);
         goto fail;
     }
+    ld.check_only = !m->io;
     if ((st = load_vector(&ld, m, "output_norm.weight", hp->n_embd, &m->output_norm)) != BITNET_OK) goto fail;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         layer *L = &m->layers[l];
+        ld.check_only = l < m->l_begin || l >= m->l_end;
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)l), name)
         if ((st = load_vector(&ld, m, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm)) != BITNET_OK) goto fail;
@@ -430,6 +477,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
 #undef NAME
     }
 
+    ld.check_only = false;
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
     m->path = resolve_path(params->path, m);
     if ((st = bitnet_model_prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
@@ -443,6 +491,8 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(m->gguf, i);
         m->n_params += (uint64_t)(ti->ne[0] * ti->ne[1] * ti->ne[2] * ti->ne[3]);
         m->size_bytes += ti->nbytes;
+        const int32_t tl = tensor_layer(ti->name);
+        if (tl < 0 ? m->io : tl >= m->l_begin && tl < m->l_end) m->stage_bytes += ti->nbytes;
     }
     *out = m;
     return BITNET_OK;
@@ -505,6 +555,12 @@ bitnet_kernel_path bitnet_model_path(const bitnet_model *m) { return m->path; }
 uint64_t bitnet_model_n_params(const bitnet_model *m) { return m->n_params; }
 uint64_t bitnet_model_size_bytes(const bitnet_model *m) { return m->size_bytes; }
 const char *bitnet_model_kernel_summary(const bitnet_model *m) { return m->summary; }
+uint64_t bitnet_model_stage_bytes(const bitnet_model *m) { return m->stage_bytes; }
+void bitnet_model_stage(const bitnet_model *m, int32_t *first, int32_t *end, bool *embd_head) {
+    if (first) *first = m->l_begin;
+    if (end) *end = m->l_end;
+    if (embd_head) *embd_head = m->io;
+}
 int bitnet_model_head_type(const bitnet_model *m) { return m->head_type; }
 bool bitnet_model_head_requantized(const bitnet_model *m) { return m->head_owned != NULL; }
 const char *bitnet_kernel_path_name(bitnet_kernel_path p) {

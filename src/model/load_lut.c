@@ -49,7 +49,7 @@ static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *ti
 /* Distinct (M, K) of the model's LUT weights. shapes: room for n_layer·N_PROJ entries. */
 static size_t lut_shapes(const bitnet_model *m, int64_t (*shapes)[2]) {
     size_t n = 0;
-    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+    for (int32_t l = m->l_begin; l < m->l_end; l++) {
         for (int p = 0; p < N_PROJ; p++) {
             const weight *w = layer_proj(&m->layers[l], p);
             if (!w->lut) continue;
@@ -195,7 +195,7 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
 
     bitnet_status st = BITNET_OK;
     tiles_origin origin = {false, NULL};
-    for (int32_t l = 0; l < m->hp.n_layer && st == BITNET_OK; l++) {
+    for (int32_t l = m->l_begin; l < m->l_end && st == BITNET_OK; l++) {
         for (int p = 0; p < N_PROJ && st == BITNET_OK; p++) {
             weight *w = layer_proj(&m->layers[l], p);
             if (!w->lut) continue;
@@ -281,7 +281,7 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
     int64_t batch_min_cols = 0;
     const char *isas[8];
     int n_spec[8] = {0}, n_gen[8] = {0}, n_isa = 0;
-    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+    for (int32_t l = m->l_begin; l < m->l_end; l++) {
         for (int p = 0; p < N_PROJ; p++) {
             const weight *w = layer_proj(&m->layers[l], p);
             if (!w->lut) {

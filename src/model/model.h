@@ -138,6 +138,16 @@ typedef struct bitnet_model_params {
      * BITNET_WEIGHT_ALIGN boundary (either would be repacked into a copy), F16 projection weights (an M·K
      * float copy) and head_type Q8_0 (a requantized copy of the head). Always on in the bare-metal build. */
     bool weights_in_place;
+    /* A pipeline stage (docs/CLUSTER.md, src/cluster): run only layers [first_layer, first_layer +
+     * n_layers) (n_layers 0: through the last layer), and with skip_embd_head neither the token embedding
+     * nor output_norm and the head. Tensors of other layers are checked for shape and type but their
+     * data is not read, converted or repacked, so a stage's memory is about its share of the file. The
+     * stage holding the embedding (skip_embd_head false) must start at layer 0. Zero: the whole model.
+     * Errors: a range outside [0, block_count) or empty, or skip_embd_head false with first_layer > 0 →
+     * BITNET_ERR_INVALID_ARG naming the values and the layer count. */
+    int32_t first_layer;
+    int32_t n_layers;
+    bool skip_embd_head;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;
@@ -199,6 +209,11 @@ const char *bitnet_model_kernel_summary(const bitnet_model *m);
 int bitnet_model_head_type(const bitnet_model *m);
 /* true when the head was requantized at load (bitnet_model_params.head_type), false when stored data is used. */
 bool bitnet_model_head_requantized(const bitnet_model *m);
+/* The layers a pipeline stage runs, [*first, *end), and whether it holds the embedding and the head. */
+void bitnet_model_stage(const bitnet_model *m, int32_t *first, int32_t *end, bool *embd_head);
+/* Bytes of the file's tensors this model uses: every tensor for a whole model; a stage's layers (and
+ * token_embd, output_norm, output.weight when it holds them). */
+uint64_t bitnet_model_stage_bytes(const bitnet_model *m);
 /* "auto", "I2_S", "TL1", "TL2", "stored". */
 const char *bitnet_kernel_path_name(bitnet_kernel_path p);
 
@@ -258,6 +273,31 @@ int32_t bitnet_context_n_threads(const bitnet_context *c);
  * (names id and index), n_past < 0 or n_past + n_tokens > n_ctx (names all three). */
 bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
                             bool all_logits, bitnet_error *err);
+/* Pipeline stages (src/cluster: one model split into contiguous layer ranges, hidden states passed
+ * along a ring). The stage that holds the embedding and the head (stage 0) runs bitnet_decode as usual
+ * once a link is set: per batch of n_batch tokens it embeds the tokens, runs its layers and hands the
+ * hidden states to link->send; when every batch is sent it takes each batch back from link->recv, in
+ * order, after the last stage's layers, and applies output_norm and the head. Sends are not waited for,
+ * so later stages work on one batch while this one computes the next. The logits are bit-identical to
+ * one process running the whole model: the hidden states cross the link as the same floats. */
+typedef struct bitnet_stage_link {
+    void *user;
+    /* x (n_tokens, n_embd): hidden states of tokens at positions pos0 .. pos0+n_tokens-1 after this stage's
+     * layers; the callee copies them before returning. */
+    bitnet_status (*send)(void *user, const float *x, int32_t n_tokens, int32_t pos0, bitnet_error *err);
+    /* The oldest batch not yet received, after the last stage: x (n_tokens, n_embd). */
+    bitnet_status (*recv)(void *user, float *x, int32_t n_tokens, int32_t pos0, bitnet_error *err);
+} bitnet_stage_link;
+
+/* Set (or with NULL clear) the link of a stage-0 context; the link must outlive the context's decodes. */
+void bitnet_context_set_link(bitnet_context *c, const bitnet_stage_link *link);
+
+/* A stage without the embedding: x (n_tokens, n_embd), the hidden states of tokens at positions n_past ..
+ * n_past+n_tokens-1, in place through this model's layers (their K and V stored in the context's cache),
+ * in batches of n_batch. Errors (BITNET_ERR_INVALID_ARG, nothing run): the model holds the embedding (use
+ * bitnet_decode), n_tokens < 1, n_past < 0 or n_past + n_tokens > n_ctx. */
+bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens, int32_t n_past, bitnet_error *err);
+
 /* [n_vocab] logits of the last token of the last bitnet_decode call; NULL before the first call. */
 const float *bitnet_get_logits(const bitnet_context *c);
 /* [n_vocab] logits of the i-th token of the last call (negative i counts from the end); NULL when

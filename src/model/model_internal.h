@@ -69,7 +69,10 @@ struct bitnet_model {
     const uint8_t *head_data;               /* [n_vocab] rows: the file's data or head_owned */
     bitnet_block_q8_0 *head_owned;          /* head requantized to Q8_0 at load, or NULL */
     const float *output_norm;               /* [n_embd] */
-    layer *layers;                          /* [n_layer] */
+    layer *layers;                          /* [n_layer]; only [l_begin, l_end) loaded, the others zero */
+    int32_t l_begin, l_end;                 /* the layers this model runs (a pipeline stage: model.h) */
+    bool io;                                /* token_embd, output_norm and the head are used (stage 0) */
+    uint64_t stage_bytes;                   /* bytes of the file's tensors this model uses */
     float **vec_owned;                      /* [4·n_layer + 1]: the float copies of F16 norm weights */
     int32_t n_vec_owned;
     uint64_t n_params, size_bytes;
@@ -94,6 +97,7 @@ typedef struct loader {
     char arch[32];
     bitnet_error *err;
     bool in_place;  /* bitnet_model_params.weights_in_place (or the bare-metal build) */
+    bool check_only; /* a tensor of another pipeline stage: shape and type checked, data not touched */
 } loader;
 
 /* arch.c: general.architecture → the graph facts, then every hyperparameter from the <arch>.* keys
@@ -145,6 +149,7 @@ struct bitnet_context {
     int32_t logits_cap;   /* rows allocated */
     int32_t n_last;       /* tokens in the last bitnet_decode call */
     bool all_last;        /* the last call kept every token's logits */
+    const bitnet_stage_link *link; /* stage 0 of a pipeline: where the hidden states go and come back */
 };
 
 
@@ -170,12 +175,14 @@ static inline bitnet_tensor act_tensor(float *data, int64_t ne0, int64_t ne1) {
 /* One batch of the forward pass (bitnet_decode splits its tokens into batches of n_batch). */
 typedef struct fwd_job {
     bitnet_context *c;
-    const int32_t *tokens; /* (n) */
+    const int32_t *tokens; /* (n) token ids to embed; NULL: c->x already holds the batch's hidden states */
     int32_t n;             /* tokens in this batch */
     int32_t pos0;          /* position of tokens[0] */
     int32_t out_first;     /* logits for tokens out_first .. out_first+n_out-1 of the batch */
     int32_t n_out;
     float *logits;         /* (n_out, n_vocab) */
+    bool layers;           /* run the model's layers [l_begin, l_end) */
+    bool head;             /* then output_norm and the head for the n_out tokens (else x is the result) */
 } fwd_job;
 
 

@@ -655,7 +655,7 @@ int main(int argc, char **argv) {
             bitnet_error err = {{0}};
             bitnet_model *model = NULL;
             const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
-                                            tiles, false};
+                                            tiles, false, 0, 0, false};
             const uint64_t t0 = bitnet_tool_now_ns();
             if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],

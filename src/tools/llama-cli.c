@@ -667,7 +667,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
