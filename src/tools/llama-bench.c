@@ -26,6 +26,7 @@
 #include "base/rng.h"
 #include "tilefile/tile_file.h"
 #include "tools/common/args.h"
+#include "tools/common/cluster_opt.h"
 #include "tools/common/bench_util.h"
 
 #include <limits.h>
@@ -68,6 +69,8 @@ typedef struct options {
     uint64_t seed;
     bool warmup;
     bool progress;
+    const char *plan;  /* --plan FILE: one stage of a cluster plan under mpirun */
+    bool link_emulate; /* --link-emulate */
 } options;
 
 #define fail(...) bitnet_tool_error("llama-bench", BITNET_EXIT_FAILURE, __VA_ARGS__)
@@ -209,6 +212,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
                    BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT_PLAN(&o->plan, &o->link_emulate),
         BITNET_OPT("--head-type", "H",
                    "stored|q8_0, LIST: output head as stored (default) or requantized to\n"
                    "Q8_0 at load; q8_0 rows say so in the kernel column (\"+q8_0 head\")",
@@ -492,6 +496,7 @@ static int run_once(bitnet_context *ctx, const int32_t *tokens, long n_prompt, l
 
 typedef struct bench_env {
     const options *o;
+    bitnet_tool_cluster *cluster; /* --plan: contexts on every rank */
     const table_layout *layout;
     const char *cpu;
     int n_rows;
@@ -538,7 +543,8 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
     bitnet_rng_seed(&rng, (uint64_t)o->seed);
     for (long i = 0; i < n_ctx; i++) tokens[i] = (int32_t)(bitnet_rng_next(&rng) % (uint64_t)hp->n_vocab);
 
-    if (bitnet_context_create(model, (int32_t)n_ctx, (int32_t)n_batch, (int32_t)n_threads, &ctx, &err) != BITNET_OK) {
+    const bitnet_context_params cp = {(int32_t)n_ctx, (int32_t)(n_batch < n_ctx ? n_batch : n_ctx), (int32_t)n_threads, 1};
+    if (bitnet_tool_cluster_context(env->cluster, model, &cp, &ctx, &err) != BITNET_OK) {
         fail("test %s: cannot create the context (n_ctx %ld, n_batch %ld, threads %ld): %s", r.test, n_ctx, n_batch,
              n_threads, err.msg);
         goto done;
@@ -596,6 +602,8 @@ int main(int argc, char **argv) {
     int rc = 1;
     model_info *mis = NULL;
     bitnet_tile_file *tiles = NULL; /* --lut-tiles, read once for every load */
+    bitnet_tool_cluster *cluster = NULL; /* --plan */
+    bitnet_model *staged = NULL;         /* --plan: this rank's stage of the one model */
     if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.batch, 2048) ||
         push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO) ||
         push_long(&o.heads, 0)) {
@@ -613,6 +621,34 @@ int main(int argc, char **argv) {
             fail("--lut-tiles: %s", err.msg);
             goto out;
         }
+    }
+    if (o.plan) { /* one stage of a pipeline: one model loaded once, with this rank's layers */
+        if (o.models.n != 1 || o.kernels.n != 1 || o.heads.n != 1) {
+            rc = bitnet_tool_error("llama-bench", BITNET_EXIT_USAGE,
+                                   "--plan runs one model with one kernel and one head type (got %zu, %zu, %zu)",
+                                   o.models.n, o.kernels.n, o.heads.n);
+            goto out;
+        }
+        bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[0], o.lut_table, (int)o.heads.v[0], tiles, false, 0, 0,
+                                  false};
+        if ((rc = bitnet_tool_cluster_begin("llama-bench", o.plan, o.link_emulate, o.models.v[0], &argc, &argv, &mp,
+                                            &cluster)) >= 0)
+            goto out;
+        bitnet_error err = {{0}};
+        const bitnet_status st = bitnet_model_load(o.models.v[0], &mp, &staged, &err);
+        long most = 1, batch = 1, threads = 1; /* the largest context of any test, checked against the plan */
+        for (size_t i = 0; i < o.n_prompt.n; i++) most = o.n_prompt.v[i] > most ? o.n_prompt.v[i] : most;
+        for (size_t i = 0; i < o.n_gen.n; i++) most = o.n_gen.v[i] > most ? o.n_gen.v[i] : most;
+        for (size_t i = 0; i < o.n_pg; i++) most = o.pg[i].n_prompt + o.pg[i].n_gen > most ? o.pg[i].n_prompt + o.pg[i].n_gen : most;
+        for (size_t i = 0; i < o.batch.n; i++) batch = o.batch.v[i] > batch ? o.batch.v[i] : batch;
+        for (size_t i = 0; i < o.threads.n; i++) threads = o.threads.v[i] > threads ? o.threads.v[i] : threads;
+        const bitnet_context_params cp = {(int32_t)(most < MAX_TOKENS ? most : MAX_TOKENS),
+                                          (int32_t)(batch < most ? batch : most), (int32_t)threads, 1};
+        if ((rc = bitnet_tool_cluster_loaded(cluster, st, &err, &staged, &cp)) >= 0) {
+            cluster = NULL;
+            goto out;
+        }
+        rc = 1;
     }
     mis = calloc(o.models.n, sizeof *mis);
     if (!mis) {
@@ -643,7 +679,7 @@ int main(int argc, char **argv) {
     cpu_info(cpu, sizeof cpu);
     fprintf(stderr, "llama-bench: cpu: %s, %ld online CPUs, load average %.2f\n", cpu, online, load_avg_1m());
 
-    bench_env env = {.o = &o, .layout = &L, .cpu = cpu};
+    bench_env env = {.o = &o, .cluster = cluster, .layout = &L, .cpu = cpu};
     if (strcmp(o.format, "md") == 0) md_header(&L);
     else if (strcmp(o.format, "csv") == 0) csv_header();
     else printf("[\n");
@@ -657,7 +693,9 @@ int main(int argc, char **argv) {
             const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
                                             tiles, false, 0, 0, false};
             const uint64_t t0 = bitnet_tool_now_ns();
-            if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
+            if (staged) {
+                model = staged; /* --plan: loaded above */
+            } else if (bitnet_model_load(o.models.v[mi], &mp, &model, &err) != BITNET_OK) {
                 fail("cannot load model '%s' (kernel %s): %s", o.models.v[mi],
                      bitnet_kernel_path_name((bitnet_kernel_path)o.kernels.v[ki]), err.msg);
                 goto out;
@@ -687,7 +725,7 @@ int main(int argc, char **argv) {
                     }
                 }
             }
-            bitnet_model_free(model);
+            if (!staged) bitnet_model_free(model);
             if (bad) goto out;
         }
     }
@@ -697,6 +735,8 @@ int main(int argc, char **argv) {
     rc = 0;
 
 out:
+    rc = bitnet_tool_cluster_end(cluster, staged, rc);
+    bitnet_model_free(staged);
     bitnet_tile_file_free(tiles);
     free(mis);
     free_options(&o);

@@ -133,6 +133,18 @@ class Cluster(unittest.TestCase):
                 with open(out, "rb") as fp:
                     self.assertEqual(fp.read(), ref)
 
+    def test_llama_bench_runs_as_a_pipeline(self):
+        r = mpirun(3, ["llama-bench", "-m", self.model, "-p", "16", "-n", "8", "-r", "1", "-t", "1", "--plan",
+                       self.plan("bench.yaml", [2, 2, 2])])
+        self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+        rows = [l for l in r.stdout.decode().splitlines() if "| pp16 |" in l or "| tg8 |" in l]
+        self.assertEqual(len(rows), 2, r.stdout.decode())
+        self.assertIn("rank 2 (node host2, layers 4 .. 5)", r.stderr.decode())
+        r = mpirun(2, ["llama-bench", "-m", self.model, "-m", self.model, "-p", "16", "--plan",
+                       self.plan("bench2.yaml", [3, 3])])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--plan runs one model", r.stderr.decode())
+
     def test_link_emulation_paces_messages(self):
         # 10 generated tokens over 2 links of 100 ms latency each: at least 2 s more than unpaced
         link = {"kind": "uart", "bandwidth_bytes_s": 46080, "latency_s": 0.1, "frame_payload_bytes": 256,
