@@ -137,7 +137,7 @@ class Cluster(unittest.TestCase):
         r = mpirun(3, ["llama-bench", "-m", self.model, "-p", "16", "-n", "8", "-r", "1", "-t", "1", "--plan",
                        self.plan("bench.yaml", [2, 2, 2])])
         self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
-        rows = [l for l in r.stdout.decode().splitlines() if "| pp16 |" in l or "| tg8 |" in l]
+        rows = [l for l in r.stdout.decode().splitlines() if "| pp16 |" in l or "|  tg8 |" in l]
         self.assertEqual(len(rows), 2, r.stdout.decode())
         self.assertIn("rank 2 (node host2, layers 4 .. 5)", r.stderr.decode())
         r = mpirun(2, ["llama-bench", "-m", self.model, "-m", self.model, "-p", "16", "--plan",
