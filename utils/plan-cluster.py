@@ -572,11 +572,14 @@ def explain_infeasible(m):
     if not s["fits"]:
         out.append(f"node {m.nodes[0]['name']} (stage 0, {m.nodes[0]['board']}) cannot hold token_embd, "
                    f"output_norm, the head and layer 0: {s['reason']}")
+    stuck = {}  # reason -> nodes that cannot hold even one layer for it (said once for all of them)
     for i in range(1, n):
         fits = [m.stage(i, a, a + 1) for a in range(i, L - (n - 1 - i))]
         if not any(x["fits"] for x in fits):
-            out.append(f"node {m.nodes[i]['name']} (stage {i}, {m.nodes[i]['board']}) cannot hold even one "
-                       f"layer: {fits[0]['reason']}")
+            stuck.setdefault((m.nodes[i]["board"], fits[0]["reason"]), []).append(f"{m.nodes[i]['name']} (stage {i})")
+    for (board, reason), names in stuck.items():
+        what = f"node {names[0]}" if len(names) == 1 else "nodes " + ", ".join(names)
+        out.append(f"{what}, {board}, cannot hold even one layer: {reason}")
     final = bool(out)
     if m.nodes[-1] is not m.nodes[0] and not final:
         if not any(m.stage(n - 1, a, a + 1)["fits"] for a in range(1, L)):
