@@ -41,7 +41,6 @@ struct bitnet_cluster {
     bitnet_context *ctx;       /* a serving rank's context */
     int32_t decodes_in_flight; /* rank 0: batches sent and not yet received back */
     bitnet_stage_link link;
-    bitnet_error *link_err;
     bool serving;              /* every rank passed bitnet_cluster_check_model: the others serve the ring */
 };
 
@@ -301,20 +300,13 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
                              "--link-emulate paces with one clock: rank %d runs on %s, rank 0 on %s", cl->rank, host, host0);
     }
     if (st == BITNET_OK) st = bitnet_cluster_plan_check_file(cl->plan, model_path, err);
-    /* the plan could not be read on some rank: agree without node names */
-    bitnet_cluster_plan *keep = cl->plan;
-    int have_plan = keep != NULL, all_have = 0;
-    MPI_Allreduce(&have_plan, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_have) cl->plan = NULL;
-    st = bitnet_cluster_agree(cl, st, err);
-    cl->plan = keep;
+    st = bitnet_cluster_agree(cl, st, err); /* a rank without a plan names no node */
     if (st != BITNET_OK) {
         bitnet_cluster_plan_free(cl->plan);
         free(cl);
         MPI_Finalize();
         return st;
     }
-    cl->link_err = NULL;
     *out = cl;
     return BITNET_OK;
 }

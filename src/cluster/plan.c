@@ -191,8 +191,8 @@ bitnet_status bitnet_cluster_plan_check_file(const bitnet_cluster_plan *p, const
     const int fd = open(model_path, O_RDONLY);
     if (fd < 0) return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open: %s", model_path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != p->model_bytes) {
-        const long long have = fstat(fd, &sb) == 0 ? (long long)sb.st_size : -1;
+    const long long have = fstat(fd, &sb) == 0 ? (long long)sb.st_size : -1;
+    if (have < 0 || (uint64_t)have != p->model_bytes) {
         close(fd);
         return bitnet_fail(err, BITNET_ERR_FORMAT,
                            "%s: the plan %s is for a model of %llu bytes (%s), this file has %lld: plan it for this model "

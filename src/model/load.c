@@ -131,20 +131,6 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
                            "%s: tensor '%s' has type %s (id %d); projection weights must be I2_S, TL1, TL2, F32 or F16",
                            ld->path, name, bitnet_type_name(ti->type), ti->type);
     }
-    if (ld->check_only) {
-        memset(w, 0, sizeof *w);
-        char sname[128];
-        size_t base = strlen(name);
-        if (base > 7 && strcmp(name + base - 7, ".weight") == 0) base -= 7;
-        snprintf(sname, sizeof sname, "%.*s.scale", (int)base, name);
-        const bitnet_gguf_tensor_info *si;
-        if ((st = find_tensor(ld, sname, 1, 1, 1, false, &si)) != BITNET_OK) return st;
-        if (si && si->type != BITNET_TYPE_F32 && si->type != BITNET_TYPE_F16) {
-            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
-                               ld->path, sname, bitnet_type_name(si->type), si->type);
-        }
-        return BITNET_OK;
-    }
     w->t.nb[2] = w->t.nb[3] = w->t.nb[1] * (size_t)M;
 
     /* optional per-projection output scale, e.g. blk.0.attn_q.scale */
@@ -154,11 +140,15 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
     snprintf(sname, sizeof sname, "%.*s.scale", (int)base, name);
     const bitnet_gguf_tensor_info *si;
     if ((st = find_tensor(ld, sname, 1, 1, 1, false, &si)) != BITNET_OK) return st;
+    if (si && si->type != BITNET_TYPE_F32 && si->type != BITNET_TYPE_F16) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
+                           ld->path, sname, bitnet_type_name(si->type), si->type);
+    }
+    if (ld->check_only) { /* another stage's weight: checked, not used */
+        memset(w, 0, sizeof *w);
+        return BITNET_OK;
+    }
     if (si) {
-        if (si->type != BITNET_TYPE_F32 && si->type != BITNET_TYPE_F16) {
-            return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
-                               ld->path, sname, bitnet_type_name(si->type), si->type);
-        }
         if ((st = bitnet_row_to_f32(si->type, si->data, &w->out_scale, 1, ld->err)) != BITNET_OK) return st;
         if (!isfinite(w->out_scale)) {
             return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s' holds %g, not a finite scale", ld->path,

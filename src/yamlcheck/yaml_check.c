@@ -198,15 +198,25 @@ bool bitnet_yc_int(bitnet_yc *c, const yaml_node_t *v, const char *path, int64_t
 }
 
 /* A finite number > 0 (decimal, optionally with a fraction or exponent). */
-bool bitnet_yc_positive(bitnet_yc *c, const yaml_node_t *v, const char *path, double *out) {
-    char buf[64] = "", text[80];
-    if (!bitnet_yc_scalar_copy(c, v, path, "a positive number", buf, sizeof buf)) return false;
-    bitnet_yc_value_text(v, text, sizeof text);
+/* The scalar's text as a finite decimal number (digits, a fraction or an exponent, an optional minus). */
+static bool parse_number(bitnet_yc *c, const yaml_node_t *v, const char *path, const char *expected, double *out) {
+    char buf[64] = "";
+    if (!bitnet_yc_scalar_copy(c, v, path, expected, buf, sizeof buf)) return false;
     char *end = NULL;
     errno = 0;
-    const double d = (buf[0] >= '0' && buf[0] <= '9') || buf[0] == '.' ? strtod(buf, &end) : -1.0;
-    if (!end || *end || errno || !isfinite(d) || !(d > 0))
+    const bool starts = (buf[0] >= '0' && buf[0] <= '9') || buf[0] == '.' || buf[0] == '-';
+    *out = starts ? strtod(buf, &end) : 0.0;
+    return end && !*end && !errno && isfinite(*out);
+}
+
+bool bitnet_yc_positive(bitnet_yc *c, const yaml_node_t *v, const char *path, double *out) {
+    double d = 0.0;
+    if (!parse_number(c, v, path, "a positive number", &d) || !(d > 0)) {
+        if (c->status != BITNET_OK) return false;
+        char text[80];
+        bitnet_yc_value_text(v, text, sizeof text);
         return bitnet_yc_fail(c, BITNET_ERR_FORMAT, "%s: %s is not a positive number (line %d)", path, text, bitnet_yc_line(v));
+    }
     *out = d;
     return true;
 }
@@ -264,16 +274,14 @@ bool bitnet_yc_uint64(bitnet_yc *c, const yaml_node_t *v, const char *path, uint
 }
 
 bool bitnet_yc_number(bitnet_yc *c, const yaml_node_t *v, const char *path, double lo, double *out) {
-    char buf[64] = "", text[80];
-    if (!bitnet_yc_scalar_copy(c, v, path, "a number", buf, sizeof buf)) return false;
-    bitnet_yc_value_text(v, text, sizeof text);
-    char *end = NULL;
-    errno = 0;
-    const bool starts = (buf[0] >= '0' && buf[0] <= '9') || buf[0] == '.' || buf[0] == '-';
-    const double d = starts ? strtod(buf, &end) : 0.0;
-    if (!end || *end || errno || !isfinite(d) || d < lo)
+    double d = 0.0;
+    if (!parse_number(c, v, path, "a number", &d) || d < lo) {
+        if (c->status != BITNET_OK) return false;
+        char text[80];
+        bitnet_yc_value_text(v, text, sizeof text);
         return bitnet_yc_fail(c, BITNET_ERR_FORMAT, "%s: %s is not a number >= %g (line %d)", path, text, lo,
                               bitnet_yc_line(v));
+    }
     *out = d;
     return true;
 }

@@ -15,16 +15,11 @@ import itertools
 import json
 import os
 import re
-import shlex
 import subprocess
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("BITNET_BUILD_DIR", os.path.join(ROOT, "build"))
-BIN = os.path.join(BUILD, "bin")
-PREFIX = shlex.split(os.environ.get("BITNET_RUN_PREFIX", ""))
-TINY = os.path.join(ROOT, "tests", "data", "bitnetcpp-tiny", "ggml-model-i2_s.gguf")
+from tests.tools.paths import BIN, PREFIX, ROOT, TINY
 BOARDS = os.path.join(ROOT, "boards")
 
 

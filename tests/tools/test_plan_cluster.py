@@ -22,7 +22,6 @@ import json
 import math
 import os
 import random
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -31,11 +30,7 @@ from fractions import Fraction
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("BITNET_BUILD_DIR", os.path.join(ROOT, "build"))
-BIN = os.path.join(BUILD, "bin")
-PREFIX = shlex.split(os.environ.get("BITNET_RUN_PREFIX", ""))
-TINY = os.path.join(ROOT, "tests", "data", "bitnetcpp-tiny", "ggml-model-i2_s.gguf")
+from tests.tools.paths import BIN, BUILD, PREFIX, ROOT, TINY
 PLANNER = os.path.join(ROOT, "utils", "plan-cluster.py")
 CLUSTERS = os.path.join(ROOT, "clusters")
 

@@ -12,16 +12,11 @@ Environment: BITNET_BUILD_DIR (default build/), BITNET_RUN_PREFIX (the emulator 
 """
 import hashlib
 import os
-import shlex
 import subprocess
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("BITNET_BUILD_DIR", os.path.join(ROOT, "build"))
-BIN = os.path.join(BUILD, "bin")
-PREFIX = shlex.split(os.environ.get("BITNET_RUN_PREFIX", ""))
-TINY = os.path.join(ROOT, "tests", "data", "bitnetcpp-tiny", "ggml-model-i2_s.gguf")
+from tests.tools.paths import BIN, PREFIX, TINY
 EXIT_LINE = "Exit status: 0 success, 1 runtime/model/file error, 2 bad command line."
 
 # Every spelling each tool accepts (the option tables of src/tools/*.c, kernel-bench/main.c).
