@@ -688,6 +688,7 @@ def make_plan(args):
             "first_layer": j, "n_layers": c, "token_embd": i == 0, "head": i == 0,
             "weights_capacity_bytes": s["weights_memory"]["usable_bytes"],
             "arena_capacity_bytes": s["arena_memory"]["usable_bytes"],
+            "shared_memory": s["weights_memory"]["name"] == s["arena_memory"]["name"],
             "link_to_next": None if link is None else {
                 "kind": link["kind"], "bandwidth_bytes_s": link["bandwidth_bytes_s"],
                 "latency_s": link["latency_s"], "frame_payload_bytes": link["frame_payload_bytes"],

@@ -50,8 +50,9 @@ static bool read_stage(bitnet_yc *c, bitnet_cluster_plan *p, const yaml_node_t *
                            {"first_layer", true, NULL},  {"n_layers", true, NULL},
                            {"token_embd", true, NULL},   {"head", true, NULL},
                            {"weights_capacity_bytes", true, NULL}, {"arena_capacity_bytes", true, NULL},
-                           {"link_to_next", true, NULL}, {"predicted", false, NULL}};
-    if (!bitnet_yc_match(c, v, where, f, 10)) return false;
+                           {"link_to_next", true, NULL}, {"predicted", false, NULL},
+                           {"shared_memory", false, NULL}};
+    if (!bitnet_yc_match(c, v, where, f, 11)) return false;
     bitnet_cluster_stage *s = &p->stages[i];
     memset(s, 0, sizeof *s);
     s->board = "";
@@ -60,8 +61,15 @@ static bool read_stage(bitnet_yc *c, bitnet_cluster_plan *p, const yaml_node_t *
         !bitnet_yc_int(c, f[2].val, KP(2), 0, 1 << 20, &s->first_layer) ||
         !bitnet_yc_int(c, f[3].val, KP(3), 1, 1 << 20, &s->n_layers) || !bitnet_yc_bool(c, f[4].val, KP(4), &s->token_embd) ||
         !bitnet_yc_bool(c, f[5].val, KP(5), &s->head) || !bitnet_yc_uint64(c, f[6].val, KP(6), &s->weights_capacity_bytes) ||
-        !bitnet_yc_uint64(c, f[7].val, KP(7), &s->arena_capacity_bytes) || !read_link(c, f[8].val, KP(8), &s->link))
+        !bitnet_yc_uint64(c, f[7].val, KP(7), &s->arena_capacity_bytes) || !read_link(c, f[8].val, KP(8), &s->link) ||
+        (f[10].val && !bitnet_yc_bool(c, f[10].val, KP(10), &s->shared_memory)))
         return false;
+    if (s->shared_memory && s->weights_capacity_bytes != s->arena_capacity_bytes)
+        return bitnet_yc_fail(c, BITNET_ERR_FORMAT,
+                              "%s: shared_memory is true but weights_capacity_bytes %llu and arena_capacity_bytes %llu "
+                              "differ (one memory has one capacity)",
+                              where, (unsigned long long)s->weights_capacity_bytes,
+                              (unsigned long long)s->arena_capacity_bytes);
 #undef KP
     return true;
 }
@@ -278,6 +286,13 @@ bitnet_status bitnet_cluster_plan_check_model(const bitnet_cluster_plan *p, int 
                            p->path, stage, s->node, (int)s->first_layer, (int)(s->first_layer + s->n_layers - 1),
                            (unsigned long long)b.kv_cache, (unsigned long long)b.total, (int)cp->n_ctx,
                            (unsigned long long)s->arena_capacity_bytes);
+    if (s->shared_memory && w + b.total > s->weights_capacity_bytes)
+        return bitnet_fail(err, BITNET_ERR_NOMEM,
+                           "%s: stage %d (node %s, layers %d .. %d): its tensors (%llu bytes) and its context (%llu bytes "
+                           "at n_ctx %d) share one memory (shared_memory) and together exceed its %llu bytes",
+                           p->path, stage, s->node, (int)s->first_layer, (int)(s->first_layer + s->n_layers - 1),
+                           (unsigned long long)w, (unsigned long long)b.total, (int)cp->n_ctx,
+                           (unsigned long long)s->weights_capacity_bytes);
     return BITNET_OK;
 }
 

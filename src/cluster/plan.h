@@ -33,6 +33,7 @@ typedef struct bitnet_cluster_stage {
     bool token_embd, head;
     uint64_t weights_capacity_bytes; /* usable bytes of the memory that holds the stage's tensors */
     uint64_t arena_capacity_bytes;   /* usable bytes of the memory that holds its KV cache and scratch */
+    bool shared_memory;              /* one memory holds both: tensors and context must fit it together */
     bitnet_cluster_link link;        /* to stage (i + 1) mod N */
 } bitnet_cluster_stage;
 
@@ -70,8 +71,9 @@ void bitnet_cluster_plan_stage_params(const bitnet_cluster_plan *p, int stage, b
 
 /* The loaded stage model against the plan: architecture, block count, n_embd, n_vocab (BITNET_ERR_FORMAT
  * naming the key and both values); n_ctx above the plan's (BITNET_ERR_INVALID_ARG); the stage's tensors
- * (bitnet_model_stage_bytes) above weights_capacity_bytes or its context (bitnet_context_arena_bytes of
- * cp) above arena_capacity_bytes (BITNET_ERR_NOMEM naming the node, the memory rule and both numbers). */
+ * (bitnet_model_stage_bytes) above weights_capacity_bytes, its context (bitnet_context_arena_bytes of cp)
+ * above arena_capacity_bytes, or with shared_memory the two together above it (BITNET_ERR_NOMEM naming
+ * the node, the memory rule and the numbers). */
 bitnet_status bitnet_cluster_plan_check_model(const bitnet_cluster_plan *p, int stage, const bitnet_model *m,
                                               const bitnet_context_params *cp, bitnet_error *err);
 

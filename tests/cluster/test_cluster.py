@@ -10,6 +10,7 @@ own plans are tested in tests/tools/test_plan_cluster.py. Needs BITNET_BUILD_DIR
 mpirun (deps/install.sh cluster)."""
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,7 +31,7 @@ def mpirun(np, args, timeout=120, **kw):
 
 
 def write_plan(path, model, cuts, n_embd=256, n_vocab=512, n_ctx=512, arch="bitnet", sha=None, size=None,
-               first_layers=None, weights_cap=10**9, arena_cap=10**9, n_layer=None, link=None):
+               first_layers=None, weights_cap=10**9, arena_cap=10**9, n_layer=None, link=None, shared=False):
     """A plan file (docs/CLUSTER.md format) for `model` cut into len(cuts) stages of cuts[i] layers."""
     with open(model, "rb") as fp:
         data = fp.read()
@@ -45,6 +46,8 @@ def write_plan(path, model, cuts, n_embd=256, n_vocab=512, n_ctx=512, arch="bitn
         lines += [f"  - node: host{i}", f"    first_layer: {f}", f"    n_layers: {c}",
                   f"    token_embd: {'true' if i == 0 else 'false'}", f"    head: {'true' if i == 0 else 'false'}",
                   f"    weights_capacity_bytes: {weights_cap}", f"    arena_capacity_bytes: {arena_cap}"]
+        if shared:
+            lines.append("    shared_memory: true")
         if len(cuts) == 1:
             lines.append("    link_to_next: null")
         else:
@@ -187,6 +190,13 @@ class Cluster(unittest.TestCase):
         err = self.refused(2, self.plan("small.yaml", [3, 3], weights_cap=300000), "weights_capacity_bytes")
         self.assertIn("node host0", err)
         self.refused(2, self.plan("arena.yaml", [3, 3], arena_cap=1000), "arena_capacity_bytes")
+        # one memory for both: each fits it alone, not the two together
+        m = re.search(r"its tensors take (\d+) bytes", self.refused(2, self.plan("w1.yaml", [3, 3], weights_cap=1)))
+        cap = int(m.group(1)) + 1000
+        self.refused(2, self.plan("shared.yaml", [3, 3], weights_cap=cap, arena_cap=cap, shared=True),
+                     "share one memory (shared_memory) and together exceed")
+        self.refused(2, self.plan("shared2.yaml", [3, 3], weights_cap=cap, arena_cap=cap + 1, shared=True),
+                     "shared_memory is true but weights_capacity_bytes")
         self.refused(2, self.plan("ctx.yaml", [3, 3], n_ctx=32), "n_ctx 64 is larger than the plan's 32")
         with open(os.path.join(self.tmp, "typo.yaml"), "w") as fp:
             with open(self.plan("ok.yaml", [3, 3])) as ok:

@@ -207,6 +207,7 @@ class PlanClusterTest(unittest.TestCase):
         self.assertEqual(pm["last_arena_bytes"], 8 * 512 * 4)  # n_batch rows of 512 float logits
         self.assertEqual((s0["predicted"]["weights_memory"], s0["predicted"]["arena_memory"]), ("flash", "sram"))
         self.assertEqual((s0["weights_capacity_bytes"], s0["arena_capacity_bytes"]), (14548992, 311296))
+        self.assertIs(s0["shared_memory"], False)  # flash and SRAM
         # time, stage 1: 219360 layer bytes / 9885739 B/s + 219360 / 20e6 (flash) + KV at position 32:
         # 2 x 256 x 33 positions x 2 bytes = 33792 bytes / 960e6 (sram); memory_time add
         t1 = 219360 / 9885739 + 219360 / 20e6 + 33792 / 960e6
@@ -266,6 +267,7 @@ class PlanClusterTest(unittest.TestCase):
             self.assertGreater(ln["bandwidth_bytes_s"], 0)
             self.assertLessEqual(s["predicted"]["weights_bytes"] + s["predicted"]["arena_bytes"],
                                  s["weights_capacity_bytes"])  # one RAM holds both on this board
+            self.assertIs(s["shared_memory"], True)
         self.assertEqual(nxt, 8)
         self.assertGreater(pl["predicted"]["generation_tokens_s"], 0)
         # one node: no link, the whole model on host0
