@@ -270,7 +270,9 @@ int32_t bitnet_context_n_threads(const bitnet_context *c);
  * with all_logits, every position's logits are kept (bitnet_get_logits_ith). A token's logits do not
  * depend on the batch split or the thread count (bit-identical).
  * Errors (BITNET_ERR_INVALID_ARG, state unchanged): n_tokens < 1, a token id out of [0, n_vocab)
- * (names id and index), n_past < 0 or n_past + n_tokens > n_ctx (names all three). */
+ * (names id and index), n_past < 0 or n_past + n_tokens > n_ctx (names all three), a pipeline-stage model
+ * that is not stage 0 or has no link ("Pipeline stages" below). With a link, its send/recv errors are
+ * returned as they are; the logits are then unavailable until the next successful call. */
 bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
                             bool all_logits, bitnet_error *err);
 /* Pipeline stages (src/cluster: one model split into contiguous layer ranges, hidden states passed
