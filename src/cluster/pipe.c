@@ -278,7 +278,15 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
     cl->pace = pace_links;
     cl->timeout_s = 300.0;
     const char *to = getenv("BITNET_CLUSTER_TIMEOUT");
-    if (to && atof(to) > 0) cl->timeout_s = atof(to);
+    bitnet_status st = BITNET_OK;
+    if (to) {
+        char *end = NULL;
+        const double t = strtod(to, &end);
+        if (end == to || *end || !(t > 0) || t > 1e6)
+            st = bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                             "BITNET_CLUSTER_TIMEOUT='%.40s' is not a number of seconds in (0, 1e6]", to);
+        else cl->timeout_s = t;
+    }
     g_rank = cl->rank;
     snprintf(g_tool, sizeof g_tool, "%s", tool);
     struct sigaction sa;
@@ -286,7 +294,7 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
     sa.sa_handler = on_abort_signal;
     sigaction(SIGTERM, &sa, NULL);
 
-    bitnet_status st = bitnet_cluster_plan_load(plan_path, &cl->plan, err);
+    if (st == BITNET_OK) st = bitnet_cluster_plan_load(plan_path, &cl->plan, err);
     if (st == BITNET_OK) st = bitnet_cluster_plan_check_ranks(cl->plan, cl->size, err);
     if (st == BITNET_OK && pace_links) {
         /* pacing compares CLOCK_MONOTONIC between ranks: one machine only */

@@ -204,6 +204,11 @@ class Cluster(unittest.TestCase):
         self.refused(2, os.path.join(self.tmp, "typo.yaml"), "stages[0]: unknown key 'n_layer_count'")
         self.refused(2, os.path.join(self.tmp, "missing.yaml"), "missing.yaml: cannot open")
         self.refused(2, self.plan("lg.yaml", [3, 3], model=self.other), "SHA-256", tool="bitnet-logits")
+        os.environ["BITNET_CLUSTER_TIMEOUT"] = "soon"
+        try:
+            self.refused(2, self.plan("ok2.yaml", [3, 3]), "BITNET_CLUSTER_TIMEOUT='soon' is not a number of seconds")
+        finally:
+            del os.environ["BITNET_CLUSTER_TIMEOUT"]
 
     def test_a_killed_rank_stops_every_rank(self):
         out = os.path.join(self.tmp, "killed.f32")
