@@ -258,8 +258,9 @@ bitnet_status bitnet_cluster_agree(bitnet_cluster *cl, bitnet_status local, bitn
 }
 
 bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, const char *model_path, bool pace_links,
-                                   int *argc, char ***argv, bitnet_cluster **out, bitnet_error *err) {
+                                   int *argc, char ***argv, bitnet_cluster **out, bool *is_root, bitnet_error *err) {
     *out = NULL;
+    *is_root = true;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
@@ -273,6 +274,7 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
     cl->tool = tool;
     MPI_Comm_rank(MPI_COMM_WORLD, &cl->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &cl->size);
+    *is_root = cl->rank == 0;
     cl->next = (cl->rank + 1) % cl->size;
     cl->prev = (cl->rank + cl->size - 1) % cl->size;
     cl->pace = pace_links;

@@ -29,10 +29,11 @@ extern "C" {
 typedef struct bitnet_cluster bitnet_cluster;
 
 /* MPI_Init, then on every rank: the plan read and checked against the rank count and the model file
- * (plan.h). Every rank learns whether all succeeded: on failure each returns an error, rank 0's names the
- * first failing rank's message. `tool` names the program in messages. */
+ * (plan.h). Every rank learns whether all succeeded: on failure each returns the same error, naming the
+ * first failing rank, with *is_root true on rank 0 only (the one that should print it); MPI is finalized.
+ * `tool` names the program in messages. */
 bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, const char *model_path, bool pace_links,
-                                   int *argc, char ***argv, bitnet_cluster **out, bitnet_error *err);
+                                   int *argc, char ***argv, bitnet_cluster **out, bool *is_root, bitnet_error *err);
 int bitnet_cluster_rank(const bitnet_cluster *cl);
 int bitnet_cluster_size(const bitnet_cluster *cl);
 const bitnet_cluster_plan *bitnet_cluster_get_plan(const bitnet_cluster *cl);

@@ -113,7 +113,8 @@ static bool read_plan(bitnet_yc *c, const yaml_node_t *root, void *user) {
     int32_t version = 0;
     if (!bitnet_yc_int(c, f[1].val, "version", 1, 1, &version) || !read_model(c, p, f[2].val)) return false;
     bitnet_yc_field pf[] = {{"n_ctx", true, NULL}, {"n_batch", false, NULL}, {"objective", false, NULL}};
-    if (!bitnet_yc_match(c, f[3].val, "params", pf, 3) || !bitnet_yc_int(c, pf[0].val, "params.n_ctx", 1, 1 << 24, &p->n_ctx))
+    if (!bitnet_yc_match(c, f[3].val, "params", pf, 3) || !bitnet_yc_int(c, pf[0].val, "params.n_ctx", 1, 1 << 24, &p->n_ctx) ||
+        (pf[1].val && !bitnet_yc_int(c, pf[1].val, "params.n_batch", 1, 1 << 24, &p->n_batch)))
         return false;
     if (f[4].val) {
         bitnet_yc_field cf[] = {{"file", false, NULL}, {"name", false, NULL}};

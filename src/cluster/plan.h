@@ -45,6 +45,7 @@ typedef struct bitnet_cluster_plan {
     const char *arch;
     int32_t n_layer, n_embd, n_vocab;
     int32_t n_ctx;          /* the context the memory figures assume: a larger -c is refused */
+    int32_t n_batch;        /* the prompt micro-batch the prediction assumes (0: not given): the tools' default -b */
     int32_t n_stages;
     bitnet_cluster_stage stages[BITNET_CLUSTER_MAX_STAGES];
     void *strings;

@@ -203,7 +203,7 @@ static int parse_args(int argc, char **argv, options *o) {
                    BITNET_ARG_CALL, &o->n_gen, .lo = 0, .hi = MAX_TOKENS, .fn = on_list),
         BITNET_OPT("-pg", "N,M", "also a test of N prompt then M generated tokens (repeatable)", BITNET_ARG_CALL, o,
                    .fn = on_pg),
-        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass, LIST (default 2048)", BITNET_ARG_CALL,
+        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass, LIST (default 2048;\nwith --plan the plan's micro-batch)", BITNET_ARG_CALL,
                    &o->batch, .lo = 1, .hi = MAX_TOKENS, .fn = on_list),
         BITNET_OPT("-t, --threads", "N", "threads, LIST (default: the number of online CPUs)", BITNET_ARG_CALL,
                    &o->threads, .lo = 1, .hi = 1024, .fn = on_list),
@@ -634,6 +634,11 @@ int main(int argc, char **argv) {
         if ((rc = bitnet_tool_cluster_begin("llama-bench", o.plan, o.link_emulate, o.models.v[0], &argc, &argv, &mp,
                                             &cluster)) >= 0)
             goto out;
+        const int32_t plan_batch = bitnet_tool_cluster_n_batch(cluster);
+        if (!o.batch.given && plan_batch > 0) {
+            o.batch.v[0] = plan_batch; /* the prompt flows through the stages in the plan's micro-batches */
+            o.batch.given = 1;        /* and the table shows it */
+        }
         bitnet_error err = {{0}};
         const bitnet_status st = bitnet_model_load(o.models.v[0], &mp, &staged, &err);
         long most = 1, batch = 1, threads = 1; /* the largest context of any test, checked against the plan */

@@ -99,7 +99,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("-t, --threads", "N", "threads (default: the number of online CPUs)", BITNET_ARG_LONG, &o->n_threads, .lo = 1, .hi = 1024),
         BITNET_OPT("-c, --ctx-size", "N", "context size in tokens (default 0 = min(model context, 4096))", BITNET_ARG_LONG,
          &o->n_ctx, .lo = 0, .hi = 1 << 24),
-        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass (default 512)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
+        BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass (default 512; with --plan\nthe plan's micro-batch)", BITNET_ARG_LONG, &o->n_batch, .lo = 1, .hi = 1 << 24),
         BITNET_OPT("--temp", "T", "temperature (default 0.8; 0 = greedy)", BITNET_ARG_FLOAT, &o->temp, .flo = 0.0, .fhi = 1e6),
         BITNET_OPT("--top-k", "N", "keep the N most likely tokens (default 40; 0 = all)", BITNET_ARG_LONG, &o->top_k, .lo = 0, .hi = INT_MAX),
         BITNET_OPT("--top-p", "P", "nucleus sampling threshold (default 0.95; 1 = off)", BITNET_ARG_FLOAT, &o->top_p, .flo = 0.0, .fhi = 1.0),
@@ -633,7 +633,7 @@ int main(int argc, char **argv) {
         .n_predict = 128,
         .n_threads = 0,
         .n_ctx = 0,
-        .n_batch = 512,
+        .n_batch = 0, /* not given: 512, or the plan's micro-batch */
         .temp = 0.8f,
         .top_k = 40,
         .top_p = 0.95f,
@@ -690,6 +690,8 @@ int main(int argc, char **argv) {
         if (o.n_ctx == 0) o.n_ctx = h->n_ctx_train < 4096 ? h->n_ctx_train : 4096;
         const int32_t plan_ctx = bitnet_tool_cluster_n_ctx(cluster); /* --plan without -c: at most the plan's */
         if (plan_ctx > 0 && o.n_ctx > plan_ctx && !ctx_given) o.n_ctx = plan_ctx;
+        const int32_t plan_batch = bitnet_tool_cluster_n_batch(cluster); /* --plan without -b: its micro-batch */
+        if (o.n_batch == 0) o.n_batch = plan_batch > 0 ? plan_batch : 512;
         if (o.n_batch > o.n_ctx) o.n_batch = o.n_ctx;
     }
     const bitnet_context_params cp = {(int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, 1};

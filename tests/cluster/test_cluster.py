@@ -31,7 +31,8 @@ def mpirun(np, args, timeout=120, **kw):
 
 
 def write_plan(path, model, cuts, n_embd=256, n_vocab=512, n_ctx=512, arch="bitnet", sha=None, size=None,
-               first_layers=None, weights_cap=10**9, arena_cap=10**9, n_layer=None, link=None, shared=False):
+               first_layers=None, weights_cap=10**9, arena_cap=10**9, n_layer=None, link=None, shared=False,
+               n_batch=None):
     """A plan file (docs/CLUSTER.md format) for `model` cut into len(cuts) stages of cuts[i] layers."""
     with open(model, "rb") as fp:
         data = fp.read()
@@ -39,7 +40,10 @@ def write_plan(path, model, cuts, n_embd=256, n_vocab=512, n_ctx=512, arch="bitn
     size = len(data) if size is None else size
     lines = ["format: bitnet-cluster-plan", "version: 1", "model:", f"  file: {model}", f"  bytes: {size}",
              f"  sha256: {sha}", f"  arch: {arch}", f"  n_layer: {n_layer or sum(cuts)}", f"  n_embd: {n_embd}",
-             f"  n_vocab: {n_vocab}", "params:", f"  n_ctx: {n_ctx}", "stages:"]
+             f"  n_vocab: {n_vocab}", "params:", f"  n_ctx: {n_ctx}"]
+    if n_batch:
+        lines.append(f"  n_batch: {n_batch}")
+    lines.append("stages:")
     first = 0
     for i, c in enumerate(cuts):
         f = first_layers[i] if first_layers else first
@@ -138,10 +142,12 @@ class Cluster(unittest.TestCase):
 
     def test_llama_bench_runs_as_a_pipeline(self):
         r = mpirun(3, ["llama-bench", "-m", self.model, "-p", "16", "-n", "8", "-r", "1", "-t", "1", "--plan",
-                       self.plan("bench.yaml", [2, 2, 2])])
+                       self.plan("bench.yaml", [2, 2, 2], n_batch=4)])
         self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
         rows = [l for l in r.stdout.decode().splitlines() if "| pp16 |" in l or "|  tg8 |" in l]
         self.assertEqual(len(rows), 2, r.stdout.decode())
+        for row in rows:  # without -b the prompt flows in the plan's micro-batches of 4
+            self.assertRegex(row, r"\|\s+4 \| (pp16|\s*tg8) \|")
         self.assertIn("rank 2 (node host2, layers 4 .. 5)", r.stderr.decode())
         r = mpirun(2, ["llama-bench", "-m", self.model, "-m", self.model, "-p", "16", "--plan",
                        self.plan("bench2.yaml", [3, 3])])

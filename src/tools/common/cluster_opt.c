@@ -30,8 +30,9 @@ int bitnet_tool_cluster_begin(const char *tool, const char *plan, bool pace, con
     if (!tc) return 1;
     tc->tool = tool;
     bitnet_error err = {{0}};
-    if (bitnet_cluster_start(tool, plan, model, pace, argc, argv, &tc->cl, &err) != BITNET_OK) {
-        fprintf(stderr, "%s: error: --plan: %s\n", tool, err.msg);
+    bool root = true;
+    if (bitnet_cluster_start(tool, plan, model, pace, argc, argv, &tc->cl, &root, &err) != BITNET_OK) {
+        if (root) fprintf(stderr, "%s: error: --plan: %s\n", tool, err.msg);
         free(tc);
         return 1;
     }
@@ -118,6 +119,15 @@ bool bitnet_tool_cluster_is_root(const bitnet_tool_cluster *tc) {
 int32_t bitnet_tool_cluster_n_ctx(const bitnet_tool_cluster *tc) {
 #ifdef BITNET_HAVE_CLUSTER
     return tc ? bitnet_cluster_get_plan(tc->cl)->n_ctx : 0;
+#else
+    (void)tc;
+    return 0;
+#endif
+}
+
+int32_t bitnet_tool_cluster_n_batch(const bitnet_tool_cluster *tc) {
+#ifdef BITNET_HAVE_CLUSTER
+    return tc ? bitnet_cluster_get_plan(tc->cl)->n_batch : 0;
 #else
     (void)tc;
     return 0;

@@ -47,5 +47,8 @@ int bitnet_tool_cluster_end(bitnet_tool_cluster *tc, const bitnet_model *m, int 
 bool bitnet_tool_cluster_is_root(const bitnet_tool_cluster *tc); /* true without a cluster */
 /* The plan's n_ctx (the largest context its memory figures allow); 0 without a cluster. */
 int32_t bitnet_tool_cluster_n_ctx(const bitnet_tool_cluster *tc);
+/* The plan's prompt micro-batch (params.n_batch: the tools' -b when none is given, so that the prompt's
+ * batches flow through the stages one after another); 0 without a cluster or when the plan gives none. */
+int32_t bitnet_tool_cluster_n_batch(const bitnet_tool_cluster *tc);
 
 #endif
