@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -153,6 +154,24 @@ class Cluster(unittest.TestCase):
                        self.plan("bench2.yaml", [3, 3])])
         self.assertEqual(r.returncode, 2)
         self.assertIn("--plan runs one model", r.stderr.decode())
+
+    def test_bench_cluster_script_prints_predicted_and_measured(self):
+        script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "utils",
+                              "bench-cluster.py")
+        r = subprocess.run([sys.executable, script, "-m", self.model, "--cluster", "clusters/host-loopback-uart-4.yaml",
+                            "--nodes", "1,2", "-p", "8", "-n", "4", "-r", "1", "--ctx", "64"], capture_output=True,
+                           text=True, timeout=300, env=dict(os.environ, BITNET_BUILD_DIR=BUILD))
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        rows = [l.split("|")[1:-1] for l in r.stdout.splitlines()[2:]]
+        self.assertEqual([int(c[2]) for c in rows], [1, 2])
+        self.assertEqual([c[4].strip() for c in rows], ["no", "yes"])  # one rank has no link to pace
+        for c in rows:
+            pred, meas = float(c[5]), float(c[6])
+            self.assertGreater(meas, 0)
+            self.assertAlmostEqual(float(c[7]), meas / pred, delta=0.01)
+        # the paced UART run: 2 crossings of about 24 ms per token bound it; measured within 2x of the plan
+        self.assertLess(float(rows[1][6]), 25)
+        self.assertGreater(float(rows[1][7]), 0.5)
 
     def test_link_emulation_paces_messages(self):
         # 10 generated tokens over 2 links of 100 ms latency each: at least 2 s more than unpaced
