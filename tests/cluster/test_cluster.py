@@ -125,6 +125,35 @@ class Cluster(unittest.TestCase):
                             self.assertRegex(err, rf"rank {rank} \(node host{rank}, layers \d+ \.\. \d+.*\): peak RSS "
                                                   rf"[\d.]+ MiB, stage tensors [\d.]+ MiB")
 
+    def test_125m_dummy_on_4_ranks_with_the_planners_plan(self):
+        """The issue's check: the 125M dummy, the planner's plan for 4 loopback ranks, llama-cli at --temp 0 gives
+        one process's stdout, and each rank's peak RSS (printed by rank 0) is about its share."""
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        model, plan = os.path.join(self.tmp, "d125.gguf"), os.path.join(self.tmp, "p125.yaml")
+        env = dict(os.environ, BITNET_BUILD_DIR=BUILD)
+        subprocess.run([sys.executable, os.path.join(root, "utils", "generate-dummy-bitnet-model.py"), "--model-size",
+                        "125M", "--outtype", "i2_s", "--outfile", model], check=True, capture_output=True, env=env)
+        subprocess.run([sys.executable, os.path.join(root, "utils", "plan-cluster.py"), "-m", model, "--cluster",
+                        os.path.join(root, "clusters", "host-loopback-4.yaml"), "--nodes", "4", "--ctx", "256",
+                        "--out", plan], check=True, capture_output=True, env=env)
+        # the I2_S path uses the file's weights in place: a rank's memory is its share plus the program's (the TL2
+        # path keeps the I2_S data for prompt batches and a TL2 copy beside it: twice the layer bytes)
+        args = ["-m", model, "-p", "one two three", "-n", "16", "--temp", "0", "-t", "1", "-c", "256", "--kernel", "i2_s"]
+        one = subprocess.run([os.path.join(BIN, "llama-cli")] + args, capture_output=True, timeout=300)
+        self.assertEqual(one.returncode, 0, one.stderr.decode()[-2000:])
+        out1 = one.stdout
+        r = mpirun(4, ["llama-cli"] + args + ["--plan", plan])
+        self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
+        self.assertEqual(r.stdout, out1)
+        rss = {int(m.group(1)): (float(m.group(2)), float(m.group(3))) for m in
+               re.finditer(r"rank (\d+) \(node host\d.*?\): peak RSS ([\d.]+) MiB, stage tensors ([\d.]+) MiB",
+                           r.stderr.decode())}
+        self.assertEqual(sorted(rss), [0, 1, 2, 3])
+        self.assertAlmostEqual(sum(t for _, t in rss.values()), 72.0, delta=1.0)  # the shares tile the file
+        for rank, (peak, share) in rss.items():
+            # about its share: the program, Open MPI, the vocabulary and the KV cache (< 32 MiB) on top of its tensors
+            self.assertLess(peak, share + 32, f"rank {rank}")
+
     def test_bitnet_logits_of_every_position_are_identical(self):
         ref_out = os.path.join(self.tmp, "ref.f32")
         common = ["-m", self.model, "-p", "the quick brown fox jumps over the lazy dog again", "-t", "1", "-b", "3"]
