@@ -6,8 +6,9 @@ context) are refused before any output, naming the node and the rule; a rank kil
 the job exit non-zero within seconds, naming the lost rank, and leaves no partial logits file.
 
 Plans are written here (write_plan) so that every split and every broken plan can be made; the planner's
-own plans are tested in tests/tools/test_plan_cluster.py. Needs BITNET_BUILD_DIR (ctest sets it; also BITNET_SANITIZE in a sanitizer build, where RSS is not checked) and
-mpirun (deps/install.sh cluster)."""
+own plans are tested in tests/tools/test_plan_cluster.py, and one of them is run here on the 125M dummy.
+Needs BITNET_BUILD_DIR (ctest sets it; also BITNET_SANITIZE in a sanitizer build, where RSS is not checked)
+and mpirun (deps/install.sh cluster)."""
 import hashlib
 import os
 import re
