@@ -267,10 +267,7 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
         return bitnet_fail(err, BITNET_ERR_IO, "%s: MPI_Init failed (run under mpirun)", tool);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     bitnet_cluster *cl = calloc(1, sizeof *cl);
-    if (!cl) {
-        MPI_Finalize();
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", tool);
-    }
+    if (!cl) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", tool);
     cl->tool = tool;
     MPI_Comm_rank(MPI_COMM_WORLD, &cl->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &cl->size);
@@ -314,11 +311,20 @@ bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, cons
     if (st != BITNET_OK) {
         bitnet_cluster_plan_free(cl->plan);
         free(cl);
-        MPI_Finalize();
         return st;
     }
     *out = cl;
     return BITNET_OK;
+}
+
+void bitnet_cluster_abandon(void) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) return;
+    signal(SIGTERM, SIG_DFL);   /* a refusal is not a lost rank: no abort message if mpirun stops this one */
+    MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has printed the refusal before any rank exits */
+    MPI_Finalize();
 }
 
 int bitnet_cluster_rank(const bitnet_cluster *cl) { return cl->rank; }
@@ -528,6 +534,7 @@ int bitnet_cluster_finish(bitnet_cluster *cl, const bitnet_model *m, int status,
         }
     }
     complete_sends(cl, true);
+    signal(SIGTERM, SIG_DFL); /* the work is over: a rank stopped from here on has nothing to report or remove */
     /* every rank's peak resident memory and its share of the file */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -30,10 +30,13 @@ typedef struct bitnet_cluster bitnet_cluster;
 
 /* MPI_Init, then on every rank: the plan read and checked against the rank count and the model file
  * (plan.h). Every rank learns whether all succeeded: on failure each returns the same error, naming the
- * first failing rank, with *is_root true on rank 0 only (the one that should print it); MPI is finalized.
+ * first failing rank, with *is_root true on rank 0 only (the one that should print it), and every rank then
+ * calls bitnet_cluster_abandon (so no rank exits, and mpirun stops the job, before rank 0 has printed).
  * `tool` names the program in messages. */
 bitnet_status bitnet_cluster_start(const char *tool, const char *plan_path, const char *model_path, bool pace_links,
                                    int *argc, char ***argv, bitnet_cluster **out, bool *is_root, bitnet_error *err);
+/* After a failed bitnet_cluster_start, on every rank once the message is printed: a barrier, then MPI_Finalize. */
+void bitnet_cluster_abandon(void);
 int bitnet_cluster_rank(const bitnet_cluster *cl);
 int bitnet_cluster_size(const bitnet_cluster *cl);
 const bitnet_cluster_plan *bitnet_cluster_get_plan(const bitnet_cluster *cl);

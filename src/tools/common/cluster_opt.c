@@ -33,6 +33,8 @@ int bitnet_tool_cluster_begin(const char *tool, const char *plan, bool pace, con
     bool root = true;
     if (bitnet_cluster_start(tool, plan, model, pace, argc, argv, &tc->cl, &root, &err) != BITNET_OK) {
         if (root) fprintf(stderr, "%s: error: --plan: %s\n", tool, err.msg);
+        fflush(stderr);
+        bitnet_cluster_abandon();
         free(tc);
         return 1;
     }
