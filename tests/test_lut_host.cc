@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <unistd.h>
 #include <memory>
 #include <random>
 #include <set>
@@ -19,6 +21,7 @@
 
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
+#include "runtime/kchoice.h"
 #include "runtime/lut_host.h"
 #include "kernels/lut/pack.h"
 #include "base/quants.h"
@@ -967,6 +970,108 @@ TEST_F(LutHost, StridedActivationsAndOutputs) {
         ASSERT_EQ(0, std::memcmp(&yp[n * ys], &dense[(size_t)(n * M)], (size_t)M * sizeof(float))) << n;
         for (size_t i = (size_t)M; i < ys; ++i) ASSERT_EQ(yp[n * ys + i], -1.0f);  // gaps untouched
     }
+}
+
+// ---- kernel choice per batch size (runtime/kchoice.h) ----------------------------------------------
+
+// The crossover is the smallest measured N from which I2_S is never slower at any larger measured N.
+TEST(KernelChoice, CrossoverRule) {
+    using P = bitnet_kchoice_point;
+    const std::vector<P> lut_wins = {{1, 10, 12}, {2, 20, 21}, {4, 40, 41}};
+    EXPECT_EQ(bitnet_kchoice_crossover(lut_wins.data(), 3), 0);
+    const std::vector<P> from4 = {{1, 10, 12}, {2, 20, 19}, {4, 40, 41}, {8, 80, 70}, {16, 160, 120}};
+    EXPECT_EQ(bitnet_kchoice_crossover(from4.data(), 5), 8);  // N=2 alone does not count: N=4 is slower
+    const std::vector<P> always = {{1, 10, 9}, {2, 20, 20}, {4, 40, 30}};
+    EXPECT_EQ(bitnet_kchoice_crossover(always.data(), 3), 1);  // a tie goes to I2_S
+    const std::vector<P> last_lost = {{1, 10, 9}, {2, 20, 10}, {4, 40, 50}};
+    EXPECT_EQ(bitnet_kchoice_crossover(last_lost.data(), 3), 0);
+    const std::vector<P> missing = {{1, 10, 9}, {2, 0, 10}, {4, 40, 30}};
+    EXPECT_EQ(bitnet_kchoice_crossover(missing.data(), 3), 1);  // a point without a time is skipped
+    EXPECT_EQ(bitnet_kchoice_crossover(nullptr, 0), 0);
+}
+
+// The cache file: the last line of a key wins; malformed, foreign and over-long lines are skipped;
+// a missing file is "not found"; BITNET_KERNEL_CACHE chooses the file or turns it off.
+TEST(KernelChoice, CacheFile) {
+    const std::string path = ::testing::TempDir() + "kchoice_" + std::to_string(getpid()) + ".txt";
+    std::remove(path.c_str());
+    int64_t v = -1;
+    EXPECT_FALSE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k1", 8));
+    ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k2", 0));
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    EXPECT_EQ(v, 8);
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k2", &v));
+    EXPECT_EQ(v, 0);
+    {
+        std::ofstream f(path, std::ios::app);
+        f << "k1 x\nk1 -3\nk1 9999999999\nk1\nk10 5\n" << std::string(3000, 'k') << " 4\nk1 2";  // no newline last
+    }
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    EXPECT_EQ(v, 8);  // none of the bad lines replaced it
+    ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k1", 4));
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    EXPECT_EQ(v, 8);  // appended after the unterminated "k1 2": that line now reads "k1 2k1 4", still bad
+    ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k1", 16));
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    EXPECT_EQ(v, 16);
+    EXPECT_FALSE(bitnet_kchoice_cache_put("/nonexistent-dir/a/b.txt", "k", 1));
+    char buf[256];
+    ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", "off", 1), 0);
+    EXPECT_EQ(bitnet_kchoice_cache_path(buf, sizeof buf), nullptr);
+    ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", path.c_str(), 1), 0);
+    ASSERT_NE(bitnet_kchoice_cache_path(buf, sizeof buf), nullptr);
+    EXPECT_EQ(std::string(buf), path);
+    ASSERT_EQ(unsetenv("BITNET_KERNEL_CACHE"), 0);
+    std::remove(path.c_str());
+}
+
+// Measuring: every point timed for both kernels, the crossover follows the rule, the extras get their
+// thresholds back, and the products measured are the real ones (a weight without I2_S bytes or of
+// another shape is refused by name).
+TEST_F(LutHost, KernelChoiceMeasuresBothKernels) {
+    bitnet_lut_set_i2s_min_cols(3);
+    EXPECT_TRUE(bitnet_lut_i2s_min_cols_fixed());
+    const int64_t M = 160, K = 288;
+    Case c{"kchoice", M, K, {32, 96, 32}, {32, 96, 32}};
+    std::vector<std::unique_ptr<Weight>> ws;
+    std::vector<bitnet_tensor *> ts;
+    for (int i = 0; i < 3; ++i) {
+        ws.push_back(make_weight(BITNET_TYPE_I2_S, random_ternary(M * K, 40 + i), M, K, {0, 0, 0}, 0.25f, 32));
+        std::string msg;
+        ASSERT_EQ(transform_weight(*ws.back(), BITNET_TYPE_TL2, &c.tl2, &msg), BITNET_OK) << msg;
+        ts.push_back(&ws.back()->t);
+    }
+    for (int nth : {1, 2}) {
+        bitnet_kchoice kc;
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_kchoice_measure(ts.data(), (int)ts.size(), pool(nth), &kc, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(kc.type, BITNET_TYPE_TL2);
+        EXPECT_EQ(kc.M, M);
+        EXPECT_EQ(kc.K, K);
+        EXPECT_EQ(kc.BM, 32);
+        EXPECT_EQ(kc.n_threads, nth);
+        ASSERT_EQ(kc.n_points, BITNET_KCHOICE_MAX_POINTS);
+        for (int p = 0; p < kc.n_points; ++p) {
+            EXPECT_EQ(kc.pts[p].n_cols, int64_t(1) << p);
+            EXPECT_GT(kc.pts[p].lut_us, 0.0);
+            EXPECT_GT(kc.pts[p].i2s_us, 0.0);
+        }
+        EXPECT_EQ(kc.i2s_min_cols, bitnet_kchoice_crossover(kc.pts, kc.n_points));
+        EXPECT_GT(kc.seconds, 0.0);
+        for (auto *t : ts) EXPECT_EQ(t->extra->i2s_min_cols, 3);
+    }
+    // refused: a weight stored as TL2 (no I2_S bytes), and one of another shape
+    auto T = make_weight(BITNET_TYPE_TL2, random_ternary(M * K, 50), M, K, c.tl2, 0.25f);
+    ASSERT_EQ(transform_weight(*T, BITNET_TYPE_TL2, &c.tl2, nullptr), BITNET_OK);
+    std::snprintf(T->t.name, sizeof T->t.name, "stored-tl2");
+    bitnet_tensor *bad[2] = {ts[0], &T->t};
+    bitnet_kchoice kc;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_kchoice_measure(bad, 2, pool(1), &kc, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("stored-tl2"), std::string::npos) << err.msg;
+    bitnet_lut_set_i2s_min_cols(-1);
+    if (!getenv("BITNET_LUT_I2S_MIN_COLS")) EXPECT_FALSE(bitnet_lut_i2s_min_cols_fixed());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -649,6 +650,64 @@ TEST_F(Golden, AllPathsGiveTheGoldenIds) {
             }
         }
     }
+}
+
+// The kernel per batch size: a context measures the crossover on this CPU for a TL1/TL2 model repacked
+// from I2_S (or reads the cache file), the model's summary then shows it, the next context with the
+// same thread count does nothing, and the tokens and logits are those of the LUT-only and the
+// I2_S-only choices, byte for byte.
+TEST_F(Golden, ContextChoosesTheKernelPerBatchSize) {
+    if (getenv("BITNET_LUT_I2S_MIN_COLS")) GTEST_SKIP() << "BITNET_LUT_I2S_MIN_COLS fixes the choice";
+    const std::string cache = TmpDir() + "/kernel-choice.txt";
+    std::remove(cache.c_str());
+    ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", cache.c_str(), 1), 0);
+    bitnet_lut_set_i2s_min_cols(-1);
+    const bitnet_kernel_path native = bitnet_model_path(Load(path_[0]).get());
+    const int kShapes = 3;  // the tiny layout's (M, K): 256x256 (q, k, v, output), 768x256 (gate, up), 256x768 (down)
+    std::vector<GreedyRun> runs;
+    for (int round = 0; round < 2; round++) {
+        ModelPtr m = Load(path_[0], native);
+        ASSERT_TRUE(m);
+        if (native == BITNET_PATH_I2S) GTEST_SKIP() << "the native path is I2_S: nothing to choose";
+        ContextPtr c = NewContext(m.get(), 64, 8, 2);
+        ASSERT_TRUE(c);
+        const std::string note = bitnet_context_kernel_choice(c.get());
+        if (round == 0) {
+            EXPECT_NE(note.find("measured " + std::to_string(kShapes) + " of " + std::to_string(kShapes) +
+                                " shapes at 2 threads"), std::string::npos) << note;
+            EXPECT_NE(note.find("recorded in " + cache), std::string::npos) << note;
+        } else {
+            EXPECT_EQ(note, "kernel per batch size: " + std::to_string(kShapes) + " shapes at 2 threads read from " + cache);
+        }
+        std::ifstream f(cache);
+        int lines = 0, i2s = 0;
+        for (std::string l; std::getline(f, l);) {
+            lines++;
+            i2s += l.substr(l.rfind(' ') + 1) != "0";
+        }
+        EXPECT_EQ(lines, kShapes);  // one per shape, written once
+        const std::string summary = bitnet_model_kernel_summary(m.get());
+        EXPECT_EQ(summary.find("I2_S int8 kernel") != std::string::npos, i2s > 0) << summary;
+        ContextPtr c2 = NewContext(m.get(), 64, 8, 2);
+        ASSERT_TRUE(c2);
+        EXPECT_STREQ(bitnet_context_kernel_choice(c2.get()), "");
+        c.reset();
+        c2.reset();
+        runs.push_back(Greedy(m.get(), kGoldenPrompt, 8, 2, 3));
+    }
+    for (int64_t fixed : {0, 1}) {
+        bitnet_lut_set_i2s_min_cols(fixed);
+        ModelPtr m = Load(path_[0], native);
+        ASSERT_TRUE(m);
+        ContextPtr c = NewContext(m.get(), 64, 8, 2);
+        EXPECT_STREQ(bitnet_context_kernel_choice(c.get()), "");
+        c.reset();
+        GreedyRun r = Greedy(m.get(), kGoldenPrompt, 8, 2, 3);
+        ExpectSameRun(runs[0], r, "fixed threshold " + std::to_string(fixed));
+    }
+    ExpectSameRun(runs[0], runs[1], "measured vs cached choice");
+    bitnet_lut_set_i2s_min_cols(-1);
+    ASSERT_EQ(unsetenv("BITNET_KERNEL_CACHE"), 0);
 }
 
 // ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------

@@ -227,6 +227,11 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
         bitnet_context_free(c);
         return st;
     }
+    /* which kernel runs a product of N columns, measured with this pool (runtime/kchoice.h) */
+    if ((st = bitnet_model_choose_kernels(m, c->tp, c->kchoice_note, sizeof c->kchoice_note, err)) != BITNET_OK) {
+        bitnet_context_free(c);
+        return st;
+    }
     *out = c;
     return BITNET_OK;
 }
@@ -244,6 +249,7 @@ void bitnet_context_free(bitnet_context *c) {
 
 int32_t bitnet_context_n_ctx(const bitnet_context *c) { return c->n_ctx; }
 int32_t bitnet_context_n_threads(const bitnet_context *c) { return c->n_threads; }
+const char *bitnet_context_kernel_choice(const bitnet_context *c) { return c->kchoice_note; }
 
 /* The checks every decode call shares: n_tokens, n_past within the context. */
 static bitnet_status check_span(const bitnet_context *c, const char *fn, int32_t n_tokens, int32_t n_past,

@@ -471,10 +471,11 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
     m->path = resolve_path(params->path, m);
     if ((st = bitnet_model_prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
-    if (m->head_owned) {
-        const size_t len = strlen(m->summary);
-        snprintf(m->summary + len, sizeof m->summary - len, "%shead: Q8_0 (requantized from %s at load)",
-                 len ? "; " : "", bitnet_type_name(m->head->type));
+    if (m->head_owned) { /* after the summary's dense part (model_internal.h) */
+        const size_t len = strlen(m->summary_tail);
+        snprintf(m->summary_tail + len, sizeof m->summary_tail - len, "%shead: Q8_0 (requantized from %s at load)",
+                 strlen(m->summary) ? "; " : "", bitnet_type_name(m->head->type));
+        bitnet_model_summary_batch(m);
     }
 
     for (int64_t i = 0; i < bitnet_gguf_n_tensors(m->gguf); i++) {

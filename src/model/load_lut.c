@@ -277,8 +277,7 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
 static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *target_table, tiles_origin origin) {
     char *o = m->summary;
     size_t left = sizeof m->summary;
-    int n_lut = 0, n_dense = 0, n_batch_i2s = 0;
-    int64_t batch_min_cols = 0;
+    int n_lut = 0, n_dense = 0;
     const char *isas[8];
     int n_spec[8] = {0}, n_gen[8] = {0}, n_isa = 0;
     for (int32_t l = m->l_begin; l < m->l_end; l++) {
@@ -290,10 +289,6 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
             }
             n_lut++;
             if (target == BITNET_TYPE_I2_S) continue;
-            if (w->t.extra->i2s_codes && w->t.extra->i2s_min_cols > 0) {
-                n_batch_i2s++;
-                batch_min_cols = w->t.extra->i2s_min_cols;
-            }
             const char *isa = isa_of(w->t.extra->impl.name);
             int i = 0;
             while (i < n_isa && strcmp(isas[i], isa) != 0) i++;
@@ -326,13 +321,151 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
                 len += snprintf(o + len, left - (size_t)len, "; no built-in table covers this model: derived tiles");
             }
         }
-        if (n_batch_i2s && len >= 0 && (size_t)len < left) {
-            len += snprintf(o + len, left - (size_t)len,
-                            "; products of >= %lld columns (prompt batches) run the I2_S int8 kernel (%s) on %d "
-                            "weights", (long long)batch_min_cols, bitnet_i2s_isa(), n_batch_i2s);
+    }
+    m->summary_lut_len = len < 0 ? 0 : (size_t)len < left ? (size_t)len : left - 1;
+    m->summary_tail[0] = '\0';
+    if (n_dense) {
+        snprintf(m->summary_tail, sizeof m->summary_tail, "%sdense float: %d weights (no LUT)", n_lut ? "; " : "",
+                 n_dense);
+    }
+    bitnet_model_summary_batch(m);
+}
+
+/* The batch part of m->summary after its LUT part (model_internal.h): which products run the I2_S int8
+ * kernel on weights that have their I2_S bytes, from the thresholds now in their extras. */
+void bitnet_model_summary_batch(bitnet_model *m) {
+    char *o = m->summary;
+    const size_t left = sizeof m->summary;
+    size_t len = m->summary_lut_len;
+    o[len] = '\0';
+    /* distinct thresholds in ascending order, with their weight counts; 0 (never) counted apart */
+    int64_t th[8];
+    int cnt[8], n_th = 0, n_never = 0, n_with = 0;
+    for (int32_t l = m->l_begin; l < m->l_end; l++) {
+        for (int p = 0; p < N_PROJ; p++) {
+            const weight *w = layer_proj(&m->layers[l], p);
+            const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
+            if (!ex || ex->type == BITNET_TYPE_I2_S || !ex->i2s_codes) continue;
+            n_with++;
+            if (ex->i2s_min_cols <= 0) {
+                n_never++;
+                continue;
+            }
+            int i = 0;
+            while (i < n_th && th[i] < ex->i2s_min_cols) i++;
+            if (i < n_th && th[i] == ex->i2s_min_cols) {
+                cnt[i]++;
+            } else if (n_th < 8) {
+                memmove(th + i + 1, th + i, sizeof *th * (size_t)(n_th - i));
+                memmove(cnt + i + 1, cnt + i, sizeof *cnt * (size_t)(n_th - i));
+                th[i] = ex->i2s_min_cols, cnt[i] = 1, n_th++;
+            }
         }
     }
-    if (n_dense && len >= 0 && (size_t)len < left) {
-        snprintf(o + len, left - (size_t)len, "%sdense float: %d weights (no LUT)", n_lut ? "; " : "", n_dense);
+    int r = 0;
+    if (n_th == 1 && n_never == 0) {
+        r = snprintf(o + len, left - len,
+                     "; products of >= %lld columns%s run the I2_S int8 kernel (%s) on %d weights", (long long)th[0],
+                     th[0] > 1 ? " (prompt batches)" : " (every product)", bitnet_i2s_isa(), n_with);
+    } else if (n_th > 0) {
+        r = snprintf(o + len, left - len, "; the I2_S int8 kernel (%s) runs products of >= N columns:", bitnet_i2s_isa());
+        for (int i = 0; i < n_th && r >= 0 && len + (size_t)r < left; i++)
+            r += snprintf(o + len + (size_t)r, left - len - (size_t)r, "%s N >= %lld on %d weights", i ? "," : "",
+                          (long long)th[i], cnt[i]);
+        if (n_never && r >= 0 && len + (size_t)r < left)
+            r += snprintf(o + len + (size_t)r, left - len - (size_t)r, ", never on %d", n_never);
     }
+    if (r > 0) len = len + (size_t)r < left ? len + (size_t)r : left - 1;
+    snprintf(o + len, left - len, "%s", m->summary_tail);
 }
+
+#ifndef BITNET_BARE_METAL
+#include "runtime/kchoice.h"
+
+/* The weights of m with I2_S bytes of the same layout, shape and tiles as w0's. */
+static bool same_group(const bitnet_tensor_extra *a, const bitnet_tensor_extra *b) {
+    return a->type == b->type && a->shape.M == b->shape.M && a->shape.K == b->shape.K && a->shape.BM == b->shape.BM &&
+           a->shape.BK == b->shape.BK && a->shape.bm == b->shape.bm;
+}
+
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+                                          bitnet_error *err) {
+    if (note && cap) note[0] = '\0';
+    if (!m || !tp) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_choose_kernels: NULL model or pool");
+    const int nth = bitnet_threadpool_n_threads(tp);
+    if (bitnet_lut_i2s_min_cols_fixed() || m->kchoice_threads == nth) return BITNET_OK;
+    /* every weight with I2_S bytes, grouped by (layout, shape, tiles) */
+    int n = 0;
+    for (int32_t l = m->l_begin; l < m->l_end; l++)
+        for (int p = 0; p < N_PROJ; p++) {
+            const weight *w = layer_proj(&m->layers[l], p);
+            const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
+            if (ex && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes) n++;
+        }
+    if (n == 0) return BITNET_OK;
+    bitnet_tensor **all = bitnet_malloc((size_t)n * sizeof *all), **grp = bitnet_malloc((size_t)n * sizeof *grp);
+    bool *done = bitnet_calloc((size_t)n, sizeof *done);
+    if (!all || !grp || !done) {
+        bitnet_free(all), bitnet_free(grp), bitnet_free(done);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory choosing the kernels");
+    }
+    n = 0;
+    for (int32_t l = m->l_begin; l < m->l_end; l++)
+        for (int p = 0; p < N_PROJ; p++) {
+            weight *w = layer_proj(&m->layers[l], p);
+            const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
+            if (ex && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes) all[n++] = &w->t;
+        }
+    char path_buf[1024], key[512];
+    const char *path = bitnet_kchoice_cache_path(path_buf, sizeof path_buf);
+    int n_shapes = 0, n_measured = 0, n_unsaved = 0;
+    double seconds = 0.0;
+    bitnet_status st = BITNET_OK;
+    for (int i = 0; i < n && st == BITNET_OK; i++) {
+        if (done[i]) continue;
+        int g = 0;
+        for (int j = i; j < n; j++)
+            if (!done[j] && same_group(all[i]->extra, all[j]->extra)) {
+                grp[g++] = all[j];
+                done[j] = true;
+            }
+        const bitnet_tensor_extra *ex = all[i]->extra;
+        bitnet_kchoice c;
+        memset(&c, 0, sizeof c);
+        c.type = ex->type, c.M = ex->shape.M, c.K = ex->shape.K;
+        c.BM = ex->shape.BM, c.BK = ex->shape.BK, c.bm = ex->shape.bm, c.n_threads = nth;
+        bitnet_kchoice_key(&c, ex->impl.name, key, sizeof key);
+        int64_t v = 0;
+        if (!bitnet_kchoice_cache_get(path, key, &v)) {
+            if ((st = bitnet_kchoice_measure(grp, g, tp, &c, err)) != BITNET_OK) break;
+            v = c.i2s_min_cols;
+            seconds += c.seconds;
+            n_measured++;
+            if (!bitnet_kchoice_cache_put(path, key, v)) n_unsaved++;
+        }
+        for (int j = 0; j < g; j++) grp[j]->extra->i2s_min_cols = v;
+        n_shapes++;
+    }
+    bitnet_free(all), bitnet_free(grp), bitnet_free(done);
+    if (st != BITNET_OK) return st;
+    m->kchoice_threads = nth;
+    bitnet_model_summary_batch(m);
+    if (note && cap) {
+        if (n_measured == 0) {
+            snprintf(note, cap, "kernel per batch size: %d shapes at %d threads read from %s", n_shapes, nth, path);
+        } else {
+            snprintf(note, cap, "kernel per batch size: measured %d of %d shapes at %d threads in %.2f s%s%s%s",
+                     n_measured, n_shapes, nth, seconds, !path ? " (no cache file)" : n_unsaved ? "; could not write " : "; recorded in ",
+                     path && n_unsaved ? path : "", path && !n_unsaved ? path : "");
+        }
+    }
+    return BITNET_OK;
+}
+#else
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+                                          bitnet_error *err) {
+    (void)m, (void)tp, (void)err;
+    if (note && cap) note[0] = '\0';
+    return BITNET_OK;
+}
+#endif

@@ -263,6 +263,16 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
 void bitnet_context_free(bitnet_context *c); /* NULL is fine */
 int32_t bitnet_context_n_ctx(const bitnet_context *c);
 int32_t bitnet_context_n_threads(const bitnet_context *c);
+/* What creating the context did about the kernel choice per batch size: a TL1/TL2 model repacked
+ * from an I2_S file can run a product of N columns with the LUT kernel or the I2_S int8 kernel (same
+ * results); creation measures on this CPU, with the context's threads, from which N the int8 kernel
+ * is faster for each weight shape, or reads that from the cache file of an earlier run
+ * (runtime/kchoice.h: BITNET_KERNEL_CACHE, else $XDG_CACHE_HOME or ~/.cache/bitnet/kernel-choice.txt),
+ * and the model uses it from then on (bitnet_model_kernel_summary shows it). One line, or "" when
+ * nothing was chosen (another layout, BITNET_LUT_I2S_MIN_COLS set, the same thread count as the model's
+ * previous context, the bare-metal build). Creating a context while another thread decodes on the same
+ * model is not safe unless BITNET_LUT_I2S_MIN_COLS is set. */
+const char *bitnet_context_kernel_choice(const bitnet_context *c);
 
 /* Evaluate n_tokens tokens at positions n_past .. n_past+n_tokens-1 (split into n_batch chunks),
  * writing their keys and values into the KV cache at those positions (later positions are simply

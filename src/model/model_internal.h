@@ -78,7 +78,24 @@ struct bitnet_model {
     uint64_t n_params, size_bytes;
     bool lut_used;                          /* weights were handed to the LUT host */
     char summary[512];
+    size_t summary_lut_len;                 /* the LUT part of summary; the batch part follows (load_lut.c) */
+    char summary_tail[160];                  /* what follows: the dense part, then the head's (load.c) */
+    int kchoice_threads;                    /* thread count of the last bitnet_model_choose_kernels; 0: none */
 };
+
+/* Rewrite the batch part of m->summary from the thresholds in the weights' extras (after
+ * bitnet_model_choose_kernels changed them). */
+void bitnet_model_summary_batch(bitnet_model *m);
+
+/* Replace the transform-time I2_S thresholds of m's TL1/TL2 weights that have I2_S bytes by the
+ * crossover measured on this CPU with tp's thread count (runtime/kchoice.h), per (layout, shape, tiles):
+ * read from the cache file when it holds the key, else measured on the model's own weights and
+ * recorded. Nothing happens when the threshold is fixed (bitnet_lut_i2s_min_cols_fixed), when the
+ * model has no such weights, when the last call used the same thread count, or in the bare-metal
+ * build. note (cap bytes; may be NULL): one line saying what was done, or "". Not safe while another
+ * thread runs products on m. Errors: those of bitnet_kchoice_measure. */
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+                                          bitnet_error *err);
 
 /* Models alive that hold LUT-host extras; the host's table is released with the last of them
  * (bitnet_lut_free releases every extra at once). Defined in load.c. */
@@ -117,6 +134,7 @@ struct bitnet_context {
     bitnet_model *m;
     int32_t n_ctx, n_batch, n_threads;
     bitnet_threadpool *tp;
+    char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
 
     /* activations of one batch of up to n_batch tokens, row t = token t */
     float *x;        /* (n_batch, n_embd) residual stream */

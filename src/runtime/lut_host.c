@@ -213,6 +213,8 @@ static size_t bitnet_host_n_extras = 0, bitnet_host_cap_extras = 0;
 
 /* -1: not read yet (the first transform reads BITNET_LUT_I2S_MIN_COLS); guarded by bitnet_host_mutex. */
 static int64_t bitnet_host_i2s_min_cols = -1;
+/* the threshold was given (environment or bitnet_lut_set_i2s_min_cols): no measured choice replaces it */
+static bool bitnet_host_i2s_fixed = false;
 
 /* Caller holds bitnet_host_mutex. */
 static int64_t bitnet_host_i2s_min_cols_locked(void) {
@@ -222,7 +224,10 @@ static int64_t bitnet_host_i2s_min_cols_locked(void) {
         if (env != NULL && *env != '\0') {
             char *end = NULL;
             const long long n = strtoll(env, &end, 10);
-            if (end != NULL && *end == '\0' && n >= 0) v = (int64_t)n;
+            if (end != NULL && *end == '\0' && n >= 0) {
+                v = (int64_t)n;
+                bitnet_host_i2s_fixed = true;
+            }
         }
         bitnet_host_i2s_min_cols = v;
     }
@@ -241,8 +246,20 @@ int64_t bitnet_lut_i2s_min_cols(void) {
 void bitnet_lut_set_i2s_min_cols(int64_t n) {
     bitnet_host_lock();
     bitnet_host_i2s_min_cols = -1;
-    if (n >= 0) bitnet_host_i2s_min_cols = n;
+    bitnet_host_i2s_fixed = false;
+    if (n >= 0) {
+        bitnet_host_i2s_min_cols = n;
+        bitnet_host_i2s_fixed = true;
+    }
     bitnet_host_unlock();
+}
+
+bool bitnet_lut_i2s_min_cols_fixed(void) {
+    bitnet_host_lock();
+    (void)bitnet_host_i2s_min_cols_locked();
+    const bool f = bitnet_host_i2s_fixed;
+    bitnet_host_unlock();
+    return f;
 }
 
 bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {

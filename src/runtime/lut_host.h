@@ -55,11 +55,17 @@ typedef struct bitnet_tensor_extra {
  * AVX2 I2_S kernel the LUT kernel was faster at every N, and ARM is unmeasured (qemu only).
  * Overridden by the environment variable BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never;
  * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
- * default / environment value; not thread-safe against a concurrent transform). */
+ * default / environment value; not thread-safe against a concurrent transform).
+ * Unless one of those two fixed it, this transform-time value is only a start: a context measures
+ * the crossover per weight shape on the CPU it runs on and replaces it (runtime/kchoice.h,
+ * bitnet_context_create_params). */
 #define BITNET_LUT_I2S_MIN_COLS_VNNI 16
 /* The current threshold (columns) as described above; 0 = the LUT path for every column count. */
 int64_t bitnet_lut_i2s_min_cols(void);
 void bitnet_lut_set_i2s_min_cols(int64_t n);
+/* true when the threshold was fixed by BITNET_LUT_I2S_MIN_COLS or bitnet_lut_set_i2s_min_cols(n >= 0):
+ * contexts then keep it instead of measuring the crossover. */
+bool bitnet_lut_i2s_min_cols_fixed(void);
 
 /* true when bitnet_mul_mat on this weight with n_cols activation columns runs the I2_S kernel on the
  * weight's I2_S bytes (TL1/TL2 extra with i2s_codes, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */

@@ -549,6 +549,9 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
              n_threads, err.msg);
         goto done;
     }
+    if (*bitnet_context_kernel_choice(ctx))
+        fprintf(stderr, "llama-bench: %s\nllama-bench: kernels: %s\n", bitnet_context_kernel_choice(ctx),
+                bitnet_model_kernel_summary(model));
     r.load1 = load_avg_1m();
     const time_t now = time(NULL);
     struct tm tmv;

@@ -720,6 +720,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llama-cli: error: cannot create the context: %s\n", err.msg);
         goto done;
     }
+    if (*bitnet_context_kernel_choice(ctx)) {
+        fprintf(stderr, "llama-cli: %s\nllama-cli: kernels: %s\n", bitnet_context_kernel_choice(ctx),
+                bitnet_model_kernel_summary(model));
+    }
     if (bitnet_sampler_init(&smp, hp->n_vocab, o.temp, (int32_t)o.top_k, o.top_p, (uint64_t)o.seed, &err) !=
         BITNET_OK) {
         fprintf(stderr, "llama-cli: error: sampler: %s\n", err.msg);

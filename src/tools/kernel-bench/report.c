@@ -3,6 +3,8 @@
  * `python3 -m codegen tune`: codegen/tune.py). */
 #include "tools/kernel-bench/report.h"
 
+#include "runtime/kchoice.h"
+
 #include "tools/common/bench_util.h"
 
 #include <errno.h>
@@ -242,6 +244,65 @@ static void kb_report_batch(const kb_session *s) {
     }
 }
 
+/* Which kernel the runtime's rule picks per N (runtime/kchoice.h: the I2_S int8 kernel from the
+ * crossover on), from this run's GEMV (DRAM) and batched times, and the time of that pick over the
+ * faster of the two at each N. With the choice the runtime recorded in its cache file for this CPU,
+ * build, ISA cap, shape, tiles and thread count, when there is one. */
+static void kb_report_choice(const kb_session *s) {
+    const kb_opts *o = s->o;
+    if (!o->i2s || s->n_done == 0) return;
+    char pbuf[1024];
+    const char *cache = bitnet_kchoice_cache_path(pbuf, sizeof pbuf);
+    printf("\nkernel per batch size: the runtime runs the I2_S int8 kernel on TL1/TL2 weights repacked from I2_S for\n"
+           "N >= the crossover (the smallest N from which I2_S is not slower at every larger measured N);\n"
+           "per N: the path the runtime runs (its cached crossover, else the one measured here) and its time over\n"
+           "the faster path's time in this run (1.00 = the best)\n");
+    for (int i = 0; i < s->n_done; ++i) {
+        const kb_done *d = &s->done[i];
+        if (!d->have_i2s || d->job.type == BITNET_TYPE_I2_S) continue;
+        char shape[32], tiles[32];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)d->job.M, (long long)d->job.K);
+        snprintf(tiles, sizeof tiles, "%d/%d/%d", d->job.tiles.BM, d->job.tiles.BK, d->job.tiles.bm);
+        for (int ti = 0; ti < o->n_threads; ++ti) {
+            bitnet_kchoice_point pts[KB_MAX_LIST + 1];
+            int np = 0;
+            if (d->lut.gemv[ti].dram.valid && d->i2s.gemv[ti].dram.valid)
+                pts[np++] = (bitnet_kchoice_point){1, d->lut.gemv[ti].dram.median, d->i2s.gemv[ti].dram.median};
+            for (int b = 0; b < o->n_batch && np < KB_MAX_LIST + 1; ++b) {
+                const kb_batch *l = &d->lut.batch[b * o->n_threads + ti], *q = &d->i2s.batch[b * o->n_threads + ti];
+                if (l->t.valid && q->t.valid && l->N > 1) pts[np++] = (bitnet_kchoice_point){l->N, l->t.median, q->t.median};
+            }
+            const int64_t cross = bitnet_kchoice_crossover(pts, np);
+            bitnet_kchoice key_of = {.type = d->job.type, .M = d->job.M, .K = d->job.K, .BM = d->job.tiles.BM,
+                                     .BK = d->job.tiles.BK, .bm = d->job.tiles.bm, .n_threads = o->threads[ti]};
+            char key[512], rt[48] = "not measured yet";
+            int64_t cached = 0;
+            bitnet_kchoice_key(&key_of, d->lut.kernel, key, sizeof key);
+            const bool have_cached = bitnet_kchoice_cache_get(cache, key, &cached);
+            const int64_t use = have_cached ? cached : cross;
+            if (have_cached) {
+                if (cached > 0) snprintf(rt, sizeof rt, "I2_S from N >= %lld", (long long)cached);
+                else snprintf(rt, sizeof rt, "LUT for every N");
+            }
+            char here[48];
+            if (cross > 0) snprintf(here, sizeof here, "I2_S from N >= %lld", (long long)cross);
+            else snprintf(here, sizeof here, "LUT for every N");
+            printf("%-4s %-11s %-11s %3d | here: %-18s | runtime's cache: %-18s |", ti ? "" : kb_type_tag(d->job.type),
+                   ti ? "" : shape, ti ? "" : tiles, o->threads[ti], here, rt);
+            for (int p = 0; p < np; ++p) {
+                const bool i2s = use > 0 && pts[p].n_cols >= use;
+                const double t = i2s ? pts[p].i2s_us : pts[p].lut_us;
+                const double best = pts[p].i2s_us < pts[p].lut_us ? pts[p].i2s_us : pts[p].lut_us;
+                printf(" N=%lld %s %.2f", (long long)pts[p].n_cols, i2s ? "I2_S" : d->job.type == BITNET_TYPE_TL1 ? "TL1" : "TL2",
+                       t / best);
+            }
+            printf("\n");
+        }
+    }
+    printf("# runtime's cache: %s (a context measures and records its choice at creation: bitnet_context_kernel_choice)\n",
+           cache ? cache : "none (BITNET_KERNEL_CACHE=off)");
+}
+
 static void kb_report_footer(const kb_session *s) {
     const kb_opts *o = s->o;
     const int n_done = s->n_done, n_jobs = s->n_jobs, skipped_from = s->skipped_from;
@@ -288,6 +349,7 @@ void kb_report_tables(const kb_session *s) {
     }
     kb_report_gemv(s);
     kb_report_batch(s);
+    kb_report_choice(s);
     kb_report_footer(s);
 }
 

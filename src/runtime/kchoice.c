@@ -1,0 +1,271 @@
+/* kchoice.c — measuring and caching the LUT / I2_S crossover (kchoice.h). */
+#include "runtime/kchoice.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/mem.h"
+#include "base/types.h"
+#include "kernels/i2s/i2s.h"
+
+int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points) {
+    int64_t from = 0;
+    for (int i = n_points - 1; i >= 0; i--) {
+        if (pts[i].lut_us <= 0.0 || pts[i].i2s_us <= 0.0) continue;
+        if (pts[i].i2s_us > pts[i].lut_us) break;
+        from = pts[i].n_cols;
+    }
+    return from;
+}
+
+/* ---- measuring ---------------------------------------------------------------------------------- */
+
+static double kc_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int kc_cmp(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Products back to back inside one pool task, each between two barriers (as the forward pass runs
+ * them); thread 0 records each product's time. */
+typedef struct kc_loop {
+    bitnet_tensor *const *w;
+    int n_w;
+    bitnet_tensor x, y;
+    void *ws;
+    size_t wsize;
+    bitnet_threadpool *tp;
+    double *t;        /* [cap] times of the products, seconds */
+    int cap, n;       /* products recorded */
+    double min_s;     /* keep going until this much time and at least min_n products */
+    int min_n;
+    int go;
+} kc_loop;
+
+static void kc_task(void *arg, int ith, int nth) {
+    kc_loop *L = (kc_loop *)arg;
+    double t0 = 0.0, start = 0.0;
+    if (ith == 0) start = kc_now();
+    for (int i = 0;; i++) {
+        if (ith == 0) {
+            L->go = i < L->cap && (i < L->min_n || kc_now() - start < L->min_s);
+            t0 = kc_now();
+        }
+        if (nth > 1) bitnet_threadpool_barrier(L->tp);
+        if (!L->go) break;
+        bitnet_mul_mat(L->w[i % L->n_w], &L->x, &L->y, L->ws, L->wsize, ith, nth, L->tp);
+        if (nth > 1) bitnet_threadpool_barrier(L->tp);
+        if (ith == 0) L->t[L->n++] = kc_now() - t0;
+    }
+}
+
+static void kc_f32(bitnet_tensor *t, float *data, int64_t cols, int64_t rows) {
+    memset(t, 0, sizeof *t);
+    t->type = BITNET_TYPE_F32;
+    t->n_dims = 2;
+    t->ne[0] = cols, t->ne[1] = rows, t->ne[2] = t->ne[3] = 1;
+    t->nb[0] = sizeof(float);
+    t->nb[1] = (size_t)cols * sizeof(float);
+    t->data = data;
+    t->nbytes = (size_t)(cols * rows) * sizeof(float);
+}
+
+/* One round: the median product time in microseconds with every extra set to i2s_min_cols = mode. */
+static double kc_round(kc_loop *L, int64_t mode) {
+    for (int i = 0; i < L->n_w; i++) L->w[i]->extra->i2s_min_cols = mode;
+    L->n = 0;
+    bitnet_threadpool_run(L->tp, kc_task, L);
+    if (L->n == 0) return 0.0;
+    qsort(L->t, (size_t)L->n, sizeof *L->t, kc_cmp);
+    return 1e6 * (L->n % 2 ? L->t[L->n / 2] : 0.5 * (L->t[L->n / 2 - 1] + L->t[L->n / 2]));
+}
+
+bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
+                                     bitnet_kchoice *out, bitnet_error *err) {
+    if (!weights || n_weights < 1 || !tp || !out)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_kchoice_measure: no weights, pool or result");
+    const bitnet_tensor_extra *e0 = weights[0]->extra;
+    for (int i = 0; i < n_weights; i++) {
+        const bitnet_tensor_extra *e = weights[i]->extra;
+        if (!e || e->type == BITNET_TYPE_I2_S || !e->i2s_codes || e->type != e0->type ||
+            e->shape.M != e0->shape.M || e->shape.K != e0->shape.K || e->shape.BM != e0->shape.BM ||
+            e->shape.BK != e0->shape.BK || e->shape.bm != e0->shape.bm)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "bitnet_kchoice_measure: weight %s is not a TL1/TL2 weight with I2_S bytes of the "
+                               "shape of %s", weights[i]->name, weights[0]->name);
+    }
+    memset(out, 0, sizeof *out);
+    out->type = e0->type;
+    out->M = e0->shape.M, out->K = e0->shape.K;
+    out->BM = e0->shape.BM, out->BK = e0->shape.BK, out->bm = e0->shape.bm;
+    out->n_threads = bitnet_threadpool_n_threads(tp);
+
+    const int64_t M = out->M, K = out->K, n_max = (int64_t)1 << (BITNET_KCHOICE_MAX_POINTS - 1);
+    kc_loop L;
+    memset(&L, 0, sizeof L);
+    L.w = weights, L.n_w = n_weights, L.tp = tp;
+    L.cap = 4096;
+    L.min_s = 0.002;
+    float *x = bitnet_aligned_alloc(64, (size_t)(n_max * K) * sizeof(float));
+    float *y = bitnet_aligned_alloc(64, (size_t)(n_max * M) * sizeof(float));
+    L.t = bitnet_malloc((size_t)L.cap * sizeof *L.t);
+    int64_t *saved = bitnet_malloc((size_t)n_weights * sizeof *saved);
+    bitnet_status st = BITNET_OK;
+    if (saved)
+        for (int i = 0; i < n_weights; i++) saved[i] = weights[i]->extra->i2s_min_cols;
+    if (!x || !y || !L.t || !saved) {
+        st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory measuring the kernels of %s", weights[0]->name);
+        goto done;
+    }
+    uint32_t r = 0x9e3779b9u; /* activations uniform in [-1, 1): any values do, the work does not depend on them */
+    for (int64_t i = 0; i < n_max * K; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(int32_t)r * (1.0f / 2147483648.0f);
+    }
+    kc_f32(&L.x, x, K, n_max);
+    kc_f32(&L.y, y, M, n_max);
+    L.wsize = bitnet_mul_mat_get_wsize(weights[0], &L.x, &L.y);
+    L.ws = L.wsize ? bitnet_aligned_alloc(64, L.wsize) : NULL;
+    if (!L.ws) {
+        st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a %zu-byte workspace measuring %s", L.wsize,
+                         weights[0]->name);
+        goto done;
+    }
+    const double t_start = kc_now();
+    for (int p = 0; p < BITNET_KCHOICE_MAX_POINTS; p++) {
+        const int64_t N = (int64_t)1 << p;
+        L.x.ne[1] = L.y.ne[1] = N;
+        L.min_n = N <= 2 && n_weights > 3 ? n_weights : 3;
+        if (L.min_n > L.cap) L.min_n = L.cap;
+        double lut[3], i2s[3];
+        for (int round = 0; round < 3; round++) { /* alternate so that drift hits both kernels */
+            lut[round] = kc_round(&L, 0);
+            i2s[round] = kc_round(&L, 1);
+        }
+        qsort(lut, 3, sizeof *lut, kc_cmp);
+        qsort(i2s, 3, sizeof *i2s, kc_cmp);
+        out->pts[p] = (bitnet_kchoice_point){N, lut[1], i2s[1]};
+        out->n_points = p + 1;
+    }
+    out->seconds = kc_now() - t_start;
+    out->i2s_min_cols = bitnet_kchoice_crossover(out->pts, out->n_points);
+done:
+    if (saved)
+        for (int i = 0; i < n_weights; i++) weights[i]->extra->i2s_min_cols = saved[i];
+    bitnet_free(saved);
+    bitnet_free(x);
+    bitnet_free(y);
+    bitnet_free(L.ws);
+    bitnet_free(L.t);
+    return st;
+}
+
+/* ---- the cache file ------------------------------------------------------------------------------ */
+
+const char *bitnet_kchoice_cache_path(char *buf, size_t cap) {
+    const char *env = getenv("BITNET_KERNEL_CACHE");
+    int n;
+    if (env) {
+        if (*env == '\0' || strcmp(env, "off") == 0) return NULL;
+        n = snprintf(buf, cap, "%s", env);
+    } else {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && *xdg == '/') n = snprintf(buf, cap, "%s/bitnet/kernel-choice.txt", xdg);
+        else if (home && *home == '/') n = snprintf(buf, cap, "%s/.cache/bitnet/kernel-choice.txt", home);
+        else return NULL;
+    }
+    return n > 0 && (size_t)n < cap ? buf : NULL;
+}
+
+/* The CPU's model name from /proc/cpuinfo ("unknown-cpu" elsewhere), spaces and odd characters → '_'. */
+static void kc_cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown-cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        const char *c = strchr(line, ':');
+        if (c && (strncmp(line, "model name", 10) == 0 || strncmp(line, "CPU part", 8) == 0)) {
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            snprintf(buf, cap, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = '\0';
+    for (char *p = buf; *p; p++)
+        if (*p <= ' ' || *p > '~' || *p == '|') *p = '_';
+    if (!*buf) snprintf(buf, cap, "unknown-cpu");
+}
+
+const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, char *buf, size_t cap) {
+    char cpu[128];
+    kc_cpu_name(cpu, sizeof cpu);
+    snprintf(buf, cap, "v1|%s|%s|i2s-%s|%s|%lldx%lld|%lld,%lld,%lld|t%d", cpu, lut_kernel ? lut_kernel : "?",
+             bitnet_i2s_isa(), bitnet_type_name(c->type), (long long)c->M, (long long)c->K, (long long)c->BM,
+             (long long)c->BK, (long long)c->bm, c->n_threads);
+    for (char *p = buf; *p; p++)
+        if (*p <= ' ' || *p > '~') *p = '_';
+    return buf;
+}
+
+bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_min_cols) {
+    if (!path || !key) return false;
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[1024];
+    const size_t kl = strlen(key);
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        const size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n') { /* an over-long or unterminated line: skip the rest of it */
+            int ch;
+            if (n == sizeof line - 1)
+                while ((ch = fgetc(f)) != EOF && ch != '\n') {
+                }
+            continue;
+        }
+        if (strncmp(line, key, kl) != 0 || line[kl] != ' ') continue;
+        char *end = NULL;
+        errno = 0;
+        const long long v = strtoll(line + kl + 1, &end, 10);
+        if (errno || end == line + kl + 1 || *end != '\n' || v < 0 || v > (1 << 20)) continue;
+        *i2s_min_cols = (int64_t)v;
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols) {
+    if (!path || !key) return false;
+    char dir[1024];
+    const int dn = snprintf(dir, sizeof dir, "%s", path);
+    if (dn <= 0 || (size_t)dn >= sizeof dir) return false;
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) return false;
+    }
+    char line[1100];
+    const int n = snprintf(line, sizeof line, "%s %lld\n", key, (long long)i2s_min_cols);
+    if (n <= 0 || (size_t)n >= sizeof line) return false;
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    const ssize_t w = write(fd, line, (size_t)n);
+    const int rc = close(fd);
+    return w == n && rc == 0;
+}

@@ -1,0 +1,86 @@
+/* kchoice.h — which kernel runs a product of N activation columns on a TL1/TL2 weight that also has
+ * its I2_S bytes (a model loaded from an I2_S file and repacked at load): the LUT kernel or the I2_S
+ * int8 kernel. Both give the same int32 sums Σ w·q and the same floats (lut_host.h), so the choice
+ * changes speed only, never a token.
+ *
+ * The choice is a crossover per weight shape, tiles and thread count: the I2_S kernel runs products
+ * of N >= i2s_min_cols columns (0: never). It is measured on this CPU, on the model's own weights,
+ * with the context's thread pool (bitnet_kchoice_measure), and recorded in a cache file so that the
+ * next run on the same CPU, build and ISA cap reads it instead (bitnet_kchoice_cache_*). Measuring
+ * GEMV (N = 1) on the model's own weights, rotating over every layer's copy of the shape, reads
+ * them from DRAM as a generated token does; the batched columns are compute-bound either way.
+ *
+ * Not built for the bare-metal target (no clock, no files): there the transform-time threshold stays. */
+#ifndef BITNET_KCHOICE_H
+#define BITNET_KCHOICE_H
+
+#include "base/common.h"
+#include "runtime/lut_host.h"
+#include "runtime/threadpool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Column counts measured: 1, 2, 4, ..., 32. Products of more columns take the choice of 32 (both
+ * kernels are blocked over columns, so their speed per column changes little beyond). */
+#define BITNET_KCHOICE_MAX_POINTS 6
+
+typedef struct bitnet_kchoice_point {
+    int64_t n_cols;
+    double lut_us, i2s_us; /* median time of one product, microseconds */
+} bitnet_kchoice_point;
+
+/* The choice for one (weight layout, M, K, tiles, thread count). */
+typedef struct bitnet_kchoice {
+    int type;                 /* the LUT layout: BITNET_TYPE_TL1 or _TL2 */
+    int64_t M, K;
+    int64_t BM, BK, bm;       /* the LUT tiles */
+    int n_threads;
+    int n_points;             /* 0 when read from the cache (only the crossover is stored) */
+    bitnet_kchoice_point pts[BITNET_KCHOICE_MAX_POINTS];
+    int64_t i2s_min_cols;     /* the crossover: I2_S for N >= this; 0 = the LUT kernel for every N */
+    double seconds;           /* wall time of the measurement (0 when cached) */
+} bitnet_kchoice;
+
+/* The crossover of measured points (ascending n_cols): the smallest measured N from which the I2_S
+ * kernel is at least as fast as the LUT kernel at that N and at every larger measured N; 0 when the
+ * LUT kernel is faster at the largest measured N. Points with a time <= 0 are ignored. */
+int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
+
+/* Measure the two kernels on `weights` (n_weights >= 1 tensors transformed by
+ * bitnet_lut_transform_tensor to the same TL1/TL2 shape and tiles, each with I2_S bytes, e.g. every
+ * layer's copy of one projection) with the pool tp (its thread count is recorded), at N = 1, 2, 4, ...,
+ * 32 columns of random activations: per N and kernel, 3 rounds alternating between the kernels, each
+ * round's time the median of products that rotate over the weights (at least 2 ms and 3 products per
+ * round, and for N <= 2 at least one product per weight, so that GEMV reads them from DRAM when they
+ * exceed the caches); fills out including the crossover. The weights' extras are restored before
+ * returning. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
+ * BITNET_ERR_NOMEM. Takes about 3 · 2 · Σ_N max(3 products of N columns, 2 ms): 0.2–0.5 s per shape
+ * of a 3B model on one AVX2 core. */
+bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
+                                     bitnet_kchoice *out, bitnet_error *err);
+
+/* The cache file: BITNET_KERNEL_CACHE when set (a path; "off" or "" = no cache), else
+ * $XDG_CACHE_HOME/bitnet/kernel-choice.txt, else $HOME/.cache/bitnet/kernel-choice.txt. Writes into buf
+ * (cap bytes) and returns it, or returns NULL when there is no cache. */
+const char *bitnet_kchoice_cache_path(char *buf, size_t cap);
+
+/* The key of a choice on this machine: CPU model name, the LUT kernel's name, the I2_S kernel's ISA, M,
+ * K, tiles and threads, as one line of printable characters without spaces (buf, cap bytes). */
+const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, char *buf, size_t cap);
+
+/* Look up key in the cache file (the last line with that key wins; malformed lines are skipped).
+ * true and *i2s_min_cols when found. A missing or unreadable file is "not found". */
+bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_min_cols);
+
+/* Append "key i2s_min_cols" as one line (one write(2) with O_APPEND, so concurrent writers do not
+ * interleave), creating the directory (one level) and file if needed. false when it cannot be written
+ * (the choice is then measured again next time; nothing else changes). */
+bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
