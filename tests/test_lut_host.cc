@@ -974,17 +974,29 @@ TEST_F(LutHost, StridedActivationsAndOutputs) {
 
 // ---- kernel choice per batch size (runtime/kchoice.h) ----------------------------------------------
 
-// The crossover is the smallest measured N from which I2_S is never slower at any larger measured N.
+// The crossover is the threshold with the least total slowdown over the measured N (the largest N
+// counted twice); values worked out by hand from the rule in kchoice.h.
 TEST(KernelChoice, CrossoverRule) {
     using P = bitnet_kchoice_point;
     const std::vector<P> lut_wins = {{1, 10, 12}, {2, 20, 21}, {4, 40, 41}};
     EXPECT_EQ(bitnet_kchoice_crossover(lut_wins.data(), 3), 0);
-    const std::vector<P> from4 = {{1, 10, 12}, {2, 20, 19}, {4, 40, 41}, {8, 80, 70}, {16, 160, 120}};
-    EXPECT_EQ(bitnet_kchoice_crossover(from4.data(), 5), 8);  // N=2 alone does not count: N=4 is slower
+    // T=1: 1.2+1+1.025+1+2 = 6.225, T=2: 6.025, T=4: 6.078, T=8: 6.053, never: 1+1.053+1+1.143+2.667 = 6.862
+    const std::vector<P> from2 = {{1, 10, 12}, {2, 20, 19}, {4, 40, 41}, {8, 80, 70}, {16, 160, 120}};
+    EXPECT_EQ(bitnet_kchoice_crossover(from2.data(), 5), 2);
+    // a 1 % slower point among faster ones does not stop the int8 kernel (the old "every larger N" rule would
+    // have given 8 here)
+    const std::vector<P> noisy = {{1, 10, 10.5}, {2, 20, 15}, {4, 40, 40.4}, {8, 80, 60}, {16, 160, 110}};
+    EXPECT_EQ(bitnet_kchoice_crossover(noisy.data(), 5), 2);
     const std::vector<P> always = {{1, 10, 9}, {2, 20, 20}, {4, 40, 30}};
-    EXPECT_EQ(bitnet_kchoice_crossover(always.data(), 3), 1);  // a tie goes to I2_S
+    EXPECT_EQ(bitnet_kchoice_crossover(always.data(), 3), 1);
+    // the largest N counts twice: T=1: 1+1+2*1.25 = 4.5 < never: 1.111+2+2 = 5.111
     const std::vector<P> last_lost = {{1, 10, 9}, {2, 20, 10}, {4, 40, 50}};
-    EXPECT_EQ(bitnet_kchoice_crossover(last_lost.data(), 3), 0);
+    EXPECT_EQ(bitnet_kchoice_crossover(last_lost.data(), 3), 1);
+    // ...but a clear loss there wins: T=1: 1+1+2*2 = 6 > never: 1.25+1.25+2 = 4.5
+    const std::vector<P> last_clear = {{1, 10, 8}, {2, 20, 16}, {4, 40, 80}};
+    EXPECT_EQ(bitnet_kchoice_crossover(last_clear.data(), 3), 0);
+    const std::vector<P> equal = {{1, 10, 10}, {2, 20, 20}};
+    EXPECT_EQ(bitnet_kchoice_crossover(equal.data(), 2), 0);  // a tie keeps the LUT kernel
     const std::vector<P> missing = {{1, 10, 9}, {2, 0, 10}, {4, 40, 30}};
     EXPECT_EQ(bitnet_kchoice_crossover(missing.data(), 3), 1);  // a point without a time is skipped
     EXPECT_EQ(bitnet_kchoice_crossover(nullptr, 0), 0);

@@ -14,14 +14,32 @@
 #include "base/types.h"
 #include "kernels/i2s/i2s.h"
 
-int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points) {
-    int64_t from = 0;
-    for (int i = n_points - 1; i >= 0; i--) {
+/* Cost of threshold T (0 = never): Σ over the points of (time of the kernel T picks) / (the faster
+ * time), the largest N counted twice. */
+static double kc_cost(const bitnet_kchoice_point *pts, int n, int last, int64_t T) {
+    double c = 0.0;
+    for (int i = 0; i < n; i++) {
         if (pts[i].lut_us <= 0.0 || pts[i].i2s_us <= 0.0) continue;
-        if (pts[i].i2s_us > pts[i].lut_us) break;
-        from = pts[i].n_cols;
+        const double best = pts[i].lut_us < pts[i].i2s_us ? pts[i].lut_us : pts[i].i2s_us;
+        const double t = T > 0 && pts[i].n_cols >= T ? pts[i].i2s_us : pts[i].lut_us;
+        c += (i == last ? 2.0 : 1.0) * t / best;
     }
-    return from;
+    return c;
+}
+
+int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points) {
+    int last = -1;
+    for (int i = 0; i < n_points; i++)
+        if (pts[i].lut_us > 0.0 && pts[i].i2s_us > 0.0) last = i;
+    if (last < 0) return 0;
+    int64_t best_t = 0;
+    double best_c = kc_cost(pts, n_points, last, 0);
+    for (int i = 0; i < n_points; i++) {
+        if (pts[i].lut_us <= 0.0 || pts[i].i2s_us <= 0.0) continue;
+        const double c = kc_cost(pts, n_points, last, pts[i].n_cols);
+        if (c < best_c) best_c = c, best_t = pts[i].n_cols;
+    }
+    return best_t;
 }
 
 /* ---- measuring ---------------------------------------------------------------------------------- */
@@ -160,6 +178,15 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
     }
     out->seconds = kc_now() - t_start;
     out->i2s_min_cols = bitnet_kchoice_crossover(out->pts, out->n_points);
+    const char *log = getenv("BITNET_KERNEL_CHOICE_LOG");
+    if (log && *log && strcmp(log, "0") != 0) {
+        fprintf(stderr, "kernel choice %s %lldx%lld tiles %lld/%lld/%lld, %d threads, %d weights: crossover %lld;",
+                bitnet_type_name(out->type), (long long)M, (long long)K, (long long)out->BM, (long long)out->BK,
+                (long long)out->bm, out->n_threads, n_weights, (long long)out->i2s_min_cols);
+        for (int p = 0; p < out->n_points; p++)
+            fprintf(stderr, " N=%lld %.1f/%.1f us", (long long)out->pts[p].n_cols, out->pts[p].lut_us, out->pts[p].i2s_us);
+        fprintf(stderr, " (LUT/I2_S)\n");
+    }
 done:
     if (saved)
         for (int i = 0; i < n_weights; i++) weights[i]->extra->i2s_min_cols = saved[i];

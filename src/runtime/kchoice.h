@@ -43,9 +43,12 @@ typedef struct bitnet_kchoice {
     double seconds;           /* wall time of the measurement (0 when cached) */
 } bitnet_kchoice;
 
-/* The crossover of measured points (ascending n_cols): the smallest measured N from which the I2_S
- * kernel is at least as fast as the LUT kernel at that N and at every larger measured N; 0 when the
- * LUT kernel is faster at the largest measured N. Points with a time <= 0 are ignored. */
+/* The crossover of measured points (ascending n_cols): the threshold T (one of the measured N, or 0 =
+ * never) with the least total slowdown Σ_p t_T(p) / min(lut_us, i2s_us)(p), where t_T(p) is the time of
+ * the kernel T picks at N_p (I2_S when N_p >= T) and the largest N counts twice (it stands for every
+ * larger N). A single noisy point thus moves the choice only when it matters more than the others
+ * together; on a tie, 0 (never) and then the smaller T win. Points with a time <= 0 are
+ * ignored; 0 when none is left. */
 int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
 
 /* Measure the two kernels on `weights` (n_weights >= 1 tensors transformed by
@@ -55,7 +58,8 @@ int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
  * round's time the median of products that rotate over the weights (at least 2 ms and 3 products per
  * round, and for N <= 2 at least one product per weight, so that GEMV reads them from DRAM when they
  * exceed the caches); fills out including the crossover. The weights' extras are restored before
- * returning. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
+ * returning. With the environment variable BITNET_KERNEL_CHOICE_LOG=1 the times and the crossover are
+ * printed on stderr. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
  * BITNET_ERR_NOMEM. Takes about 3 · 2 · Σ_N max(3 products of N columns, 2 ms): 0.2–0.5 s per shape
  * of a 3B model on one AVX2 core. */
 bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
