@@ -260,16 +260,27 @@ bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t
     float s;
     memcpy(&s, src + n / 4, sizeof s);
     if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
-    for (int64_t j = 0; j < n; j++) {
-        const int64_t jj = j % 128;
-        const int code = src[j / 128 * 32 + jj % 32] >> (6 - 2 * (jj / 32)) & 3;
-        if (code == 3) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT,
-                               "I2_S: code 3 (no ternary value) at flat index %lld (row %lld, column %lld) of a "
-                               "%lld x %lld tensor",
-                               (long long)j, (long long)(j / K), (long long)(j % K), (long long)M, (long long)K);
+    /* block by block (32 bytes = 128 weights: byte b, bits 7-2r..6-2r hold weight 32r + b); a block with
+     * a code-3 pair (both bits set) is looked at weight by weight for the error message */
+    for (int64_t blk = 0; blk < n / 128; blk++) {
+        const uint8_t *p = src + blk * 32;
+        unsigned bad = 0;
+        for (int b = 0; b < 32; b++) bad |= (unsigned)(p[b] & (p[b] >> 1) & 0x55);
+        if (bad) {
+            for (int r = 0; r < 4; r++)
+                for (int b = 0; b < 32; b++) {
+                    if ((p[b] >> (6 - 2 * r) & 3) != 3) continue;
+                    const int64_t j = blk * 128 + 32 * r + b;
+                    return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                       "I2_S: code 3 (no ternary value) at flat index %lld (row %lld, column %lld) of "
+                                       "a %lld x %lld tensor",
+                                       (long long)j, (long long)(j / K), (long long)(j % K), (long long)M, (long long)K);
+                }
         }
-        if (w) w[j] = (int8_t)(code - 1);
+        if (!w) continue;
+        int8_t *o = w + blk * 128;
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < 32; b++) o[32 * r + b] = (int8_t)((p[b] >> (6 - 2 * r) & 3) - 1);
     }
     if (scale) *scale = s;
     return BITNET_OK;
