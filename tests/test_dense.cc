@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -126,6 +127,65 @@ TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
     // other types have no kernel of their own (their rows are converted to float first)
     EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_Q6_K), nullptr);
     EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_TL2), nullptr);
+}
+
+// The row conversions to binary16 (the attention's query, probabilities and KV stores) give the codes of
+// bitnet_fp32_to_fp16(x · scale) for every float class: the 13 dropped bits at and around the rounding
+// tie for every sign, exponent and top-10 fraction (3.1 M floats: normals, the subnormal range, overflow
+// to infinity, infinities, NaNs with payloads), plus random floats with scales, every length 0..40 and a
+// strided destination.
+TEST(DenseF16Rows, ConvertLikeTheScalarRounding) {
+    bitnet_dense_init();
+    const uint32_t lows[6] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff};
+    std::vector<float> x;
+    x.reserve((size_t)6 << 19);
+    for (uint32_t hi = 0; hi < (1u << 19); hi++)
+        for (uint32_t lo : lows) {
+            const uint32_t bits = hi << 13 | lo;
+            float f;
+            std::memcpy(&f, &bits, sizeof f);
+            x.push_back(f);
+        }
+    std::mt19937 rng(11);
+    for (int i = 0; i < 200000; i++) {
+        const uint32_t bits = rng();
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        x.push_back(f);
+    }
+    const int64_t n = (int64_t)x.size();
+    for (float scale : {1.0f, 0.0371f, -3.5f}) {
+        std::vector<uint16_t> h((size_t)n, 0xdead), want((size_t)n);
+        std::vector<float> y((size_t)n);
+        for (int64_t i = 0; i < n; i++) want[(size_t)i] = bitnet_fp32_to_fp16(x[(size_t)i] * scale);
+        bitnet_dense_to_f16(x.data(), scale, h.data(), 1, n);
+        bitnet_dense_round_f16_row(x.data(), scale, y.data(), n);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float wf = bitnet_fp16_to_fp32(want[(size_t)i]);
+            if (h[(size_t)i] != want[(size_t)i] || std::memcmp(&y[(size_t)i], &wf, sizeof wf) != 0) {
+                if (bad++ < 5)
+                    ADD_FAILURE() << "scale " << scale << " x bits " << std::hex
+                                  << *reinterpret_cast<const uint32_t *>(&x[(size_t)i]) << ": code " << h[(size_t)i]
+                                  << " want " << want[(size_t)i];
+            }
+        }
+        EXPECT_EQ(bad, 0) << "scale " << scale;
+    }
+    // lengths with and without a tail, in place, and a strided destination whose gaps stay untouched
+    for (int64_t len = 0; len <= 40; len++) {
+        std::vector<float> v(x.begin() + 1000, x.begin() + 1000 + len), w = v;
+        bitnet_dense_round_f16_row(w.data(), 0.5f, w.data(), len);
+        std::vector<uint16_t> hs((size_t)(3 * len + 1), 0x7777);
+        bitnet_dense_to_f16(v.data(), 0.5f, hs.data(), 3, len);
+        for (int64_t i = 0; i < len; i++) {
+            const uint16_t c = bitnet_fp32_to_fp16(v[(size_t)i] * 0.5f);
+            const float f = bitnet_fp16_to_fp32(c);
+            EXPECT_EQ(0, std::memcmp(&w[(size_t)i], &f, sizeof f)) << len << " " << i;
+            EXPECT_EQ(hs[(size_t)(3 * i)], c) << len << " " << i;
+            if (i + 1 < len) EXPECT_EQ(hs[(size_t)(3 * i + 1)], 0x7777);
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, Dense, testing::Values<int64_t>(1, 7, 31, 32, 33, 64, 95, 256, 1000, 2560));

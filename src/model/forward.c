@@ -88,7 +88,7 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     const uint16_t *kc = c->kcache + lc * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
     const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
 
-    for (int32_t i = 0; i < d; i++) q16[i] = bitnet_dense_round_f16(q[i]);
+    bitnet_dense_round_f16_row(q, 1.0f, q16, d);
     float max = -INFINITY;
     for (int32_t j = 0; j <= pos; j++) {
         score[j] = bitnet_dense_dot_f16(kc + (size_t)j * KV, q16, d) * kq_scale;
@@ -98,7 +98,7 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     double sum = 0.0;
     for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
-    for (int32_t j = 0; j <= pos; j++) p16[j] = bitnet_dense_round_f16(score[j] * inv);
+    bitnet_dense_round_f16_row(score, inv, p16, (int64_t)pos + 1);
     for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
 }
 
@@ -115,10 +115,8 @@ static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_
         const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
         uint16_t *kc = c->kcache + (lc * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
         uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
-        for (int64_t i = 0; i < hd; i++) {
-            kc[i] = bitnet_fp32_to_fp16(k[i]);
-            vc[(size_t)i * c->n_ctx] = bitnet_fp32_to_fp16(v[i]);
-        }
+        bitnet_dense_to_f16(k, 1.0f, kc, 1, hd);
+        bitnet_dense_to_f16(v, 1.0f, vc, (size_t)c->n_ctx, hd);
     }
 }
 

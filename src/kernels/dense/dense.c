@@ -43,7 +43,17 @@ static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0
     return sum;
 }
 
+static void to_f16_scalar(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[(size_t)i * stride] = bitnet_fp32_to_fp16(x[i] * scale);
+}
+
+static void round_f16_row_scalar(const float *x, float scale, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = bitnet_dense_round_f16(x[i] * scale);
+}
+
 static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
+static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
+static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
 static void dense_init_once(void) {
 #ifndef BITNET_BARE_METAL
@@ -53,6 +63,8 @@ static void dense_init_once(void) {
     if (bitnet_cpu_supports("avx2")) {
         g_dot_f16 = bitnet_dense_dot_f16__avx2;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
+        g_to_f16 = bitnet_dense_to_f16__avx2;
+        g_round_f16_row = bitnet_dense_round_f16_row__avx2;
     }
 #elif defined(__aarch64__)
     if (bitnet_cpu_supports("neon")) {
@@ -75,6 +87,12 @@ void bitnet_dense_init(void) { pthread_once(&g_once, dense_init_once); }
 #endif
 
 float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n) { return g_dot_f16(a, b, n); }
+
+void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
+    g_to_f16(x, scale, h, stride, n);
+}
+
+void bitnet_dense_round_f16_row(const float *x, float scale, float *y, int64_t n) { g_round_f16_row(x, scale, y, n); }
 
 float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
     return g_dot_q8_0(a, b, n);

@@ -45,6 +45,14 @@ static inline float bitnet_dense_f16(uint16_t h) { return bitnet_dense_f16_table
 /* x rounded to the nearest binary16 value (bitnet_fp32_to_fp16), as a float. */
 static inline float bitnet_dense_round_f16(float x) { return bitnet_dense_f16(bitnet_fp32_to_fp16(x)); }
 
+/* h[i·stride] = bitnet_fp32_to_fp16(x[i] · scale) for i < n (one IEEE multiply, then round to nearest
+ * even; scale 1 leaves x unchanged). The AVX2 version converts 8 at a time with F16C's VCVTPS2PH, which
+ * rounds the same way and keeps NaN payloads as bitnet_fp32_to_fp16 does: the same codes for every
+ * float (tests/test_dense.cc). The attention's query and probabilities and the KV-cache stores. */
+void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n);
+/* y[i] = bitnet_dense_round_f16(x[i] · scale) for i < n (y may be x): the same values as above, as floats. */
+void bitnet_dense_round_f16_row(const float *x, float scale, float *y, int64_t n);
+
 /* Σ a[i]·b[i] over n floats. Fixed order: eight lane sums s[i % 8] accumulated in index order, then
  * the tree ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). */
 float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n);

@@ -28,6 +28,36 @@ __attribute__((target("avx2,f16c"))) float bitnet_dense_dot_f16__avx2(const uint
     return (float)sum;
 }
 
+/* VCVTPS2PH with round-to-nearest-even and exceptions suppressed: bitnet_fp32_to_fp16's rounding,
+ * overflow to infinity, subnormals and quiet-NaN payloads (tests/test_dense.cc compares them). */
+#define F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+__attribute__((target("avx2,f16c"))) void bitnet_dense_to_f16__avx2(const float *x, float scale, uint16_t *h,
+                                                                   size_t stride, int64_t n) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i v = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), F16_RNE);
+        if (stride == 1) {
+            _mm_storeu_si128((__m128i *)(h + i), v);
+        } else {
+            uint16_t t[8];
+            _mm_storeu_si128((__m128i *)t, v);
+            for (int j = 0; j < 8; j++) h[(size_t)(i + j) * stride] = t[j];
+        }
+    }
+    for (; i < n; i++) h[(size_t)i * stride] = bitnet_fp32_to_fp16(x[i] * scale);
+}
+
+__attribute__((target("avx2,f16c"))) void bitnet_dense_round_f16_row__avx2(const float *x, float scale, float *y,
+                                                                          int64_t n) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), F16_RNE)));
+    for (; i < n; i++) y[i] = bitnet_dense_round_f16(x[i] * scale);
+}
+
 /* Σ qa·qb of one block in 8 int32 lanes: |qa| (u8, ≤ 128) times qb with qa's sign (|qb| ≤ 127),
  * pairs summed to int16 (≤ 2·128·127 < 2^15, no saturation), then pairs of those to int32. */
 __attribute__((target("avx2"))) static inline __m256i q8_block_dot(const bitnet_block_q8_0 *a,
