@@ -1,5 +1,5 @@
 """Kernel targets: the schemes (TL1, TL2: tile rules, derived numbers, tensor sizes), the ISAs (NEON,
-AVX2, portable C: kernel-name suffix, C guard, compiler flags) and the table of (scheme, ISA) pairs that
+AVX2, AVX-512, portable C: kernel-name suffix, C guard, compiler flags) and the table of (scheme, ISA) pairs that
 have a template. A kernel target is one pair; every generated kernel file is one pair's template rendered.
 
 YAML holds choices (shapes, tiles per scheme, where they came from); this module holds decisions: which
@@ -251,6 +251,11 @@ ISAS: dict[str, Isa] = {
                 cmake_processor="^(aarch64|arm64|ARM64)$", cflags=()),
     "avx2": Isa(name="avx2", guard="defined(__x86_64__) || defined(_M_X64)",
                 cmake_processor="^(x86_64|AMD64|amd64)$", cflags=("-mavx2", "-mfma", "-mf16c")),
+    # AVX-512 F/BW/VL (src/kernels/isa.c's "avx512" also requires VNNI, which the I2_S kernels use); a TL2
+    # kernel file that needs VBMI checks it at run time and marks those functions target("avx512vbmi")
+    "avx512": Isa(name="avx512", guard="defined(__x86_64__) || defined(_M_X64)",
+                  cmake_processor="^(x86_64|AMD64|amd64)$",
+                  cflags=("-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl")),
     # plain C11 integer code for 32-bit cores (Cortex-M4F, Xtensa LX7) that compiles on every target: the
     # fallback of every scheme where no SIMD ISA runs (src/kernels/isa.c ranks it with "scalar")
     "portable": Isa(name="portable", guard="1", cmake_processor=".*", cflags=()),
@@ -262,6 +267,8 @@ PAIRS: tuple[Target, ...] = (
     Target(SCHEMES["tl1"], ISAS["neon"], template="tl1_neon.c.j2", output="bitnet-lut-kernels-tl1-neon.c"),
     Target(SCHEMES["tl1"], ISAS["portable"], template="tl1_portable.c.j2",
            output="bitnet-lut-kernels-tl1-portable.c"),
+    Target(SCHEMES["tl2"], ISAS["avx512"], template="tl2_avx512.c.j2",
+           output="bitnet-lut-kernels-tl2-avx512.c"),
     Target(SCHEMES["tl2"], ISAS["avx2"], template="tl2_avx2.c.j2", output="bitnet-lut-kernels-tl2-avx2.c"),
     Target(SCHEMES["tl2"], ISAS["portable"], template="tl2_portable.c.j2",
            output="bitnet-lut-kernels-tl2-portable.c"),
