@@ -1015,6 +1015,511 @@ void bitnet_tl1_qgemm_m9216_k1536_bm256_bk256_sm32__portable(const bitnet_lut_sh
 
 #endif /* 1 */
 
+/* ---- TL2 (avx512; bitnet-lut-kernels-tl2-avx512.c from templates/tl2_avx512.c.j2) ---- */
+#if defined(__x86_64__) || defined(_M_X64)
+
+/* Builds one activation column's TL2 LUT (LAYOUTS.md §5). x: [K] floats; writes
+ * bitnet_qlut_bytes bytes to qlut (64-byte aligned) and the activation scale to *lut_scale.
+ * three_k = floor(K / BK) * BK: the part of K grouped by three (the rest pairs, TL1 style). */
+void bitnet_tl2_lut_ctor__avx512(const float *x, int64_t K, int64_t three_k, int8_t *qlut, float *lut_scale);
+
+/* TL2 kernel for any legal tiles, read from sh. One BM-row tile `tile` of n_cols columns:
+ * acc[n*BM + i] = sum_k w[tile*BM + i][k] * q[n][k] (written). w, qlut 64-byte aligned, acc 32. */
+void bitnet_tl2_qgemm_generic__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                      size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1024_k1024_bm256_bk96_sm32__avx512
+ *   M = 1024, K = 1024; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 960, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 11264 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 3. sh must describe exactly this shape and these tiles.
+ *   From: dummy-350M/default. */
+void bitnet_tl2_qgemm_m1024_k1024_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1024_k3072_bm256_bk96_sm32__avx512
+ *   M = 1024, K = 3072; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3072, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 32768 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 3. sh must describe exactly this shape and these tiles.
+ *   From: dummy-350M/default. */
+void bitnet_tl2_qgemm_m1024_k3072_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1024_k4096_bm256_bk96_sm32__avx512
+ *   M = 1024, K = 4096; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 3. sh must describe exactly this shape and these tiles.
+ *   From: Llama3-8B-1.58-100B-tokens/default, Llama3-8B-1.58-100B-tokens/pretuned. */
+void bitnet_tl2_qgemm_m1024_k4096_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m12032_k4096_bm256_bk96_sm32__avx512
+ *   M = 12032, K = 4096; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 46. sh must describe exactly this shape and these tiles.
+ *   From: dummy-7B/default. */
+void bitnet_tl2_qgemm_m12032_k4096_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m13824_k5120_bm256_bk96_sm32__avx512
+ *   M = 13824, K = 5120; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 5088, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 54784 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 53. sh must describe exactly this shape and these tiles.
+ *   From: dummy-13B/default. */
+void bitnet_tl2_qgemm_m13824_k5120_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m14336_k4096_bm256_bk96_sm32__avx512
+ *   M = 14336, K = 4096; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 55. sh must describe exactly this shape and these tiles.
+ *   From: Llama3-8B-1.58-100B-tokens/default, Llama3-8B-1.58-100B-tokens/pretuned. */
+void bitnet_tl2_qgemm_m14336_k4096_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1536_k1536_bm128_bk192_sm32__avx512
+ *   M = 1536, K = 1536; tiles BM = 128, BK = 192, bm = 32.
+ *   three_k = 1536, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 16384 bytes per column, 64-byte aligned; acc: [n_cols][128] int32, 32-byte aligned.
+ *   tile: 0 .. 11. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-large/default, bitnet_b1_58-large/pretuned. */
+void bitnet_tl2_qgemm_m1536_k1536_bm128_bk192_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1536_k1536_bm256_bk96_sm32__avx512
+ *   M = 1536, K = 1536; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 1536, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 16384 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 5. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1.5B/default. */
+void bitnet_tl2_qgemm_m1536_k1536_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1536_k4096_bm256_bk96_sm32__avx512
+ *   M = 1536, K = 4096; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 5. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-large/default, bitnet_b1_58-large/pretuned. */
+void bitnet_tl2_qgemm_m1536_k4096_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m1536_k9216_bm256_bk96_sm32__avx512
+ *   M = 1536, K = 9216; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 9216, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 98304 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 5. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1.5B/default. */
+void bitnet_tl2_qgemm_m1536_k9216_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m16384_k6656_bm256_bk96_sm32__avx512
+ *   M = 16384, K = 6656; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 6624, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 71168 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 63. sh must describe exactly this shape and these tiles.
+ *   From: dummy-30B/default. */
+void bitnet_tl2_qgemm_m16384_k6656_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m2048_k2048_bm256_bk96_sm32__avx512
+ *   M = 2048, K = 2048; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 2016, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 22016 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 7. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1B/default. */
+void bitnet_tl2_qgemm_m2048_k2048_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m2048_k3584_bm256_bk96_sm32__avx512
+ *   M = 2048, K = 3584; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3552, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 38400 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 7. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1B/default. */
+void bitnet_tl2_qgemm_m2048_k3584_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m24576_k8192_bm256_bk96_sm32__avx512
+ *   M = 24576, K = 8192; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 8160, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 87552 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 95. sh must describe exactly this shape and these tiles.
+ *   From: dummy-70B/default. */
+void bitnet_tl2_qgemm_m24576_k8192_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m2560_k2560_bm256_bk96_sm32__avx512
+ *   M = 2560, K = 2560; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 2496, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 27648 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 9. sh must describe exactly this shape and these tiles.
+ *   From: BitNet-b1.58-2B-4T/default. */
+void bitnet_tl2_qgemm_m2560_k2560_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m2560_k6912_bm256_bk96_sm32__avx512
+ *   M = 2560, K = 6912; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 6912, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 73728 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 9. sh must describe exactly this shape and these tiles.
+ *   From: BitNet-b1.58-2B-4T/default. */
+void bitnet_tl2_qgemm_m2560_k6912_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m256_k256_bm256_bk96_sm32__avx512
+ *   M = 256, K = 256; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 192, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 3072 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 0. sh must describe exactly this shape and these tiles.
+ *   From: bitnetcpp-tiny/default. */
+void bitnet_tl2_qgemm_m256_k256_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                        size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m256_k768_bm256_bk96_sm32__avx512
+ *   M = 256, K = 768; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 768, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 8192 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 0. sh must describe exactly this shape and these tiles.
+ *   From: bitnetcpp-tiny/default. */
+void bitnet_tl2_qgemm_m256_k768_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                        size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3072_k1024_bm256_bk96_sm32__avx512
+ *   M = 3072, K = 1024; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 960, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 11264 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 11. sh must describe exactly this shape and these tiles.
+ *   From: dummy-350M/default. */
+void bitnet_tl2_qgemm_m3072_k1024_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3072_k3072_bm256_bk96_sm32__avx512
+ *   M = 3072, K = 3072; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3072, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 32768 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 11. sh must describe exactly this shape and these tiles.
+ *   From: dummy-2.7B/default. */
+void bitnet_tl2_qgemm_m3072_k3072_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3072_k7680_bm256_bk96_sm32__avx512
+ *   M = 3072, K = 7680; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 7680, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 81920 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 11. sh must describe exactly this shape and these tiles.
+ *   From: dummy-2.7B/default. */
+void bitnet_tl2_qgemm_m3072_k7680_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3072_k768_bm256_bk96_sm32__avx512
+ *   M = 3072, K = 768; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 768, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 8192 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 11. sh must describe exactly this shape and these tiles.
+ *   From: dummy-125M/default. */
+void bitnet_tl2_qgemm_m3072_k768_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                         size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3200_k3200_bm320_bk96_sm32__avx512
+ *   M = 3200, K = 3200; tiles BM = 320, BK = 96, bm = 32.
+ *   three_k = 3168, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 34304 bytes per column, 64-byte aligned; acc: [n_cols][320] int32, 32-byte aligned.
+ *   tile: 0 .. 9. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-3B/default, bitnet_b1_58-3B/pretuned. */
+void bitnet_tl2_qgemm_m3200_k3200_bm320_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3200_k8640_bm160_bk96_sm32__avx512
+ *   M = 3200, K = 8640; tiles BM = 160, BK = 96, bm = 32.
+ *   three_k = 8640, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 92160 bytes per column, 64-byte aligned; acc: [n_cols][160] int32, 32-byte aligned.
+ *   tile: 0 .. 19. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-3B/default, bitnet_b1_58-3B/pretuned. */
+void bitnet_tl2_qgemm_m3200_k8640_bm160_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3584_k2048_bm256_bk96_sm32__avx512
+ *   M = 3584, K = 2048; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 2016, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 22016 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 13. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1B/default. */
+void bitnet_tl2_qgemm_m3584_k2048_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3840_k3840_bm256_bk96_sm32__avx512
+ *   M = 3840, K = 3840; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3840, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 40960 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 14. sh must describe exactly this shape and these tiles.
+ *   From: dummy-3.8B/default. */
+void bitnet_tl2_qgemm_m3840_k3840_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m3840_k8192_bm256_bk96_sm32__avx512
+ *   M = 3840, K = 8192; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 8160, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 87552 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 14. sh must describe exactly this shape and these tiles.
+ *   From: dummy-3.8B/default. */
+void bitnet_tl2_qgemm_m3840_k8192_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m4096_k12032_bm256_bk96_sm32__avx512
+ *   M = 4096, K = 12032; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 12000, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 128512 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 15. sh must describe exactly this shape and these tiles.
+ *   From: dummy-7B/default. */
+void bitnet_tl2_qgemm_m4096_k12032_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m4096_k14336_bm128_bk96_sm32__avx512
+ *   M = 4096, K = 14336; tiles BM = 128, BK = 96, bm = 32.
+ *   three_k = 14304, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 153088 bytes per column, 64-byte aligned; acc: [n_cols][128] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: Llama3-8B-1.58-100B-tokens/default, Llama3-8B-1.58-100B-tokens/pretuned. */
+void bitnet_tl2_qgemm_m4096_k14336_bm128_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m4096_k1536_bm256_bk96_sm32__avx512
+ *   M = 4096, K = 1536; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 1536, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 16384 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 15. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-large/default, bitnet_b1_58-large/pretuned. */
+void bitnet_tl2_qgemm_m4096_k1536_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m4096_k4096_bm128_bk96_sm32__avx512
+ *   M = 4096, K = 4096; tiles BM = 128, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][128] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: Llama3-8B-1.58-100B-tokens/default, Llama3-8B-1.58-100B-tokens/pretuned. */
+void bitnet_tl2_qgemm_m4096_k4096_bm128_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m4096_k4096_bm256_bk96_sm32__avx512
+ *   M = 4096, K = 4096; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 4032, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 44032 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 15. sh must describe exactly this shape and these tiles.
+ *   From: dummy-7B/default. */
+void bitnet_tl2_qgemm_m4096_k4096_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m45568_k8192_bm256_bk96_sm32__avx512
+ *   M = 45568, K = 8192; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 8160, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 87552 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 177. sh must describe exactly this shape and these tiles.
+ *   From: dummy-100B/default. */
+void bitnet_tl2_qgemm_m45568_k8192_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m5120_k13824_bm256_bk96_sm32__avx512
+ *   M = 5120, K = 13824; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 13824, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 147456 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 19. sh must describe exactly this shape and these tiles.
+ *   From: dummy-13B/default. */
+void bitnet_tl2_qgemm_m5120_k13824_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m5120_k5120_bm256_bk96_sm32__avx512
+ *   M = 5120, K = 5120; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 5088, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 54784 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 19. sh must describe exactly this shape and these tiles.
+ *   From: dummy-13B/default. */
+void bitnet_tl2_qgemm_m5120_k5120_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m640_k2560_bm160_bk96_sm32__avx512
+ *   M = 640, K = 2560; tiles BM = 160, BK = 96, bm = 32.
+ *   three_k = 2496, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 27648 bytes per column, 64-byte aligned; acc: [n_cols][160] int32, 32-byte aligned.
+ *   tile: 0 .. 3. sh must describe exactly this shape and these tiles.
+ *   From: BitNet-b1.58-2B-4T/default. */
+void bitnet_tl2_qgemm_m640_k2560_bm160_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                         size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m6656_k16384_bm256_bk96_sm32__avx512
+ *   M = 6656, K = 16384; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 16320, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 175104 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 25. sh must describe exactly this shape and these tiles.
+ *   From: dummy-30B/default. */
+void bitnet_tl2_qgemm_m6656_k16384_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m6656_k6656_bm256_bk96_sm32__avx512
+ *   M = 6656, K = 6656; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 6624, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 71168 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 25. sh must describe exactly this shape and these tiles.
+ *   From: dummy-30B/default. */
+void bitnet_tl2_qgemm_m6656_k6656_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m6912_k2560_bm256_bk96_sm32__avx512
+ *   M = 6912, K = 2560; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 2496, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 27648 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 26. sh must describe exactly this shape and these tiles.
+ *   From: BitNet-b1.58-2B-4T/default. */
+void bitnet_tl2_qgemm_m6912_k2560_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m7680_k3072_bm256_bk96_sm32__avx512
+ *   M = 7680, K = 3072; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3072, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 32768 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 29. sh must describe exactly this shape and these tiles.
+ *   From: dummy-2.7B/default. */
+void bitnet_tl2_qgemm_m7680_k3072_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m768_k256_bm256_bk96_sm32__avx512
+ *   M = 768, K = 256; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 192, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 3072 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 2. sh must describe exactly this shape and these tiles.
+ *   From: bitnetcpp-tiny/default. */
+void bitnet_tl2_qgemm_m768_k256_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                        size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m768_k3072_bm256_bk96_sm32__avx512
+ *   M = 768, K = 3072; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3072, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 32768 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 2. sh must describe exactly this shape and these tiles.
+ *   From: dummy-125M/default. */
+void bitnet_tl2_qgemm_m768_k3072_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                         size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m768_k768_bm256_bk96_sm32__avx512
+ *   M = 768, K = 768; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 768, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 8192 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 2. sh must describe exactly this shape and these tiles.
+ *   From: dummy-125M/default. */
+void bitnet_tl2_qgemm_m768_k768_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                        size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m8192_k24576_bm256_bk96_sm32__avx512
+ *   M = 8192, K = 24576; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 24576, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 262144 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: dummy-70B/default. */
+void bitnet_tl2_qgemm_m8192_k24576_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m8192_k3840_bm256_bk96_sm32__avx512
+ *   M = 8192, K = 3840; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 3840, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 40960 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: dummy-3.8B/default. */
+void bitnet_tl2_qgemm_m8192_k3840_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m8192_k45568_bm256_bk96_sm32__avx512
+ *   M = 8192, K = 45568; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 45504, two_k = 64.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 486400 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: dummy-100B/default. */
+void bitnet_tl2_qgemm_m8192_k45568_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                           size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m8192_k8192_bm256_bk96_sm32__avx512
+ *   M = 8192, K = 8192; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 8160, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 87552 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 31. sh must describe exactly this shape and these tiles.
+ *   From: dummy-100B/default, dummy-70B/default. */
+void bitnet_tl2_qgemm_m8192_k8192_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m8640_k3200_bm320_bk96_sm32__avx512
+ *   M = 8640, K = 3200; tiles BM = 320, BK = 96, bm = 32.
+ *   three_k = 3168, two_k = 32.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 34304 bytes per column, 64-byte aligned; acc: [n_cols][320] int32, 32-byte aligned.
+ *   tile: 0 .. 26. sh must describe exactly this shape and these tiles.
+ *   From: bitnet_b1_58-3B/default, bitnet_b1_58-3B/pretuned. */
+void bitnet_tl2_qgemm_m8640_k3200_bm320_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+/* bitnet_tl2_qgemm_m9216_k1536_bm256_bk96_sm32__avx512
+ *   M = 9216, K = 1536; tiles BM = 256, BK = 96, bm = 32.
+ *   three_k = 1536, two_k = 0.
+ *   w: weights packed by bitnet_pack_tl2 with these tiles (LAYOUTS.md §4), 64-byte aligned;
+ *   qlut: 16384 bytes per column, 64-byte aligned; acc: [n_cols][256] int32, 32-byte aligned.
+ *   tile: 0 .. 35. sh must describe exactly this shape and these tiles.
+ *   From: dummy-1.5B/default. */
+void bitnet_tl2_qgemm_m9216_k1536_bm256_bk96_sm32__avx512(const bitnet_lut_shape *sh, int32_t *acc, const uint8_t *w, const int8_t *qlut,
+                                                          size_t qlut_stride, int64_t tile, int64_t n_cols);
+
+#endif /* defined(__x86_64__) || defined(_M_X64) */
+
 /* ---- TL2 (avx2; bitnet-lut-kernels-tl2-avx2.c from templates/tl2_avx2.c.j2) ---- */
 #if defined(__x86_64__) || defined(_M_X64)
 

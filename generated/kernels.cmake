@@ -22,6 +22,7 @@ set(BITNET_GENERATED_SOURCES
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-neon.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-portable.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"
+    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx512.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-portable.c"
     "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-registry.c"
 )
@@ -29,6 +30,12 @@ set(BITNET_GENERATED_SOURCES
 # TL1 (neon): no extra flags (bitnet-lut-kernels-tl1-neon.c compiles where ^(aarch64|arm64|ARM64)$ matches)
 
 # TL1 (portable): no extra flags (bitnet-lut-kernels-tl1-portable.c compiles where .* matches)
+
+# TL2 (avx512)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    set_source_files_properties("${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx512.c"
+                                PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl")
+endif()
 
 # TL2 (avx2)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
