@@ -7,7 +7,9 @@
 //    architecture),
 //  - the SIMD and portable LUT constructors against the scalar constructor (bytes and lut_scale),
 //  - the portable kernels on buffers that are only byte-aligned (they promise byte loads),
-//  - dispatch: tile rule vs the derived tables, kernel selection, table choice.
+//  - dispatch: tile rule vs the derived tables, kernel selection, table choice,
+//  - the AVX-512 TL2 kernels on both of their table-widening paths (VBMI and AVX-512BW) and their place
+//    in the selection (skipped, with a message, on CPUs without AVX-512).
 // int32 accumulators must equal bitnet_ref_gemm exactly; the float output y = acc / s * scale is
 // checked against the float product Σ w·x·scale within the quantization bound of LAYOUTS.md §1.
 // Big shapes test the first, a middle and the last tile with fewer column counts, packing only those
@@ -19,6 +21,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,6 +36,9 @@ extern "C" {
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
 #include "base/quants.h"
+#if defined(__x86_64__)
+#include "kernels/lut/tl2_avx512.h"
+#endif
 }
 
 namespace {
@@ -1000,3 +1006,96 @@ TEST(Dispatch, FindTableAndTilesFor) {
     const bitnet_tiles z = bitnet_lut_tiles_for(BITNET_TYPE_TL2, 100, 520, nullptr, "default");
     EXPECT_EQ(z.BM, 0);
 }
+
+// ---- AVX-512 TL2: both widening paths, and the run-time choice ------------------------------------
+
+#if defined(__x86_64__)
+namespace {
+
+// Skip message for CPUs (or BITNET_ISA caps) without the avx512 level.
+const char *kNoAvx512 = "this CPU lacks AVX-512 F/BW/VL/VNNI (or BITNET_ISA caps it): the avx512 TL2 kernels are not run";
+
+// Restores the default VBMI choice however the test ends.
+struct VbmiDefault {
+    ~VbmiDefault() { bitnet_tl2_avx512_allow_vbmi(true); }
+};
+
+}  // namespace
+
+// SpecializedKernel and TableShape run the avx512 kernels with the default widening (VBMI where the CPU has
+// it); this runs every avx512 TL2 kernel (specialized: sampled tiles, 1 and 3 columns; generic: the odd
+// shapes) with VBMI forbidden, so the AVX-512BW path is tested on a VBMI CPU too. The constructor has one path.
+TEST(Avx512Tl2, AllKernelsWithoutVbmi) {
+    if (!bitnet_cpu_supports("avx512")) GTEST_SKIP() << kNoAvx512;
+    VbmiDefault restore;
+    __builtin_cpu_init();
+    const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+    EXPECT_EQ(bitnet_tl2_avx512_allow_vbmi(true), has_vbmi);
+    if (!has_vbmi) std::printf("note: no AVX-512 VBMI here; the default path is already the AVX-512BW one\n");
+    ASSERT_FALSE(bitnet_tl2_avx512_allow_vbmi(false));
+    const bitnet_lut_isa_impl *impl = isa_impl(BITNET_TYPE_TL2, "avx512");
+    ASSERT_NE(impl, nullptr);
+    int n = 0;
+    for (size_t i = 0; i < bitnet_lut_n_kernels; i++) {
+        const bitnet_lut_kernel &k = bitnet_lut_kernels[i];
+        if (k.type != BITNET_TYPE_TL2 || std::strcmp(k.isa, "avx512") != 0) continue;
+        const Shape s{k.type, k.M, k.K, k.tiles};
+        SCOPED_TRACE(s.label());
+        const std::vector<int64_t> cols = s.small() ? std::vector<int64_t>{1, 2, 3, 5} : std::vector<int64_t>{1, 3};
+        check_random({{std::string(k.name) + " (AVX-512BW widening)", k.qgemm, impl->ctor}}, s, sample_tiles(s), cols,
+                     3000 + (uint32_t)i);
+        n++;
+    }
+    EXPECT_GT(n, 0) << "no avx512 TL2 kernel in the registry";
+    const Shape odd[] = {{BITNET_TYPE_TL2, 32, 256, {32, 96, 32}},  {BITNET_TYPE_TL2, 96, 288, {32, 24, 32}},
+                         {BITNET_TYPE_TL2, 64, 272, {64, 240, 32}}, {BITNET_TYPE_TL2, 32, 464, {32, 240, 32}},
+                         {BITNET_TYPE_TL2, 160, 4096, {160, 168, 32}}};
+    for (const Shape &s : odd) {
+        SCOPED_TRACE(s.label());
+        const std::vector<Impl> impls = {{"generic avx512 (AVX-512BW widening)", impl->generic, impl->ctor}};
+        check_random(impls, s, sample_tiles(s), {1, 2, 3, 4, 5, 8, 9}, 4000);
+        check_extremes(impls, s, s.n_tiles() - 1);
+    }
+}
+
+// On an AVX-512 CPU the avx512 TL2 row is the one selected (specialized for a registry shape, generic
+// otherwise); BITNET_ISA=avx2 selects the avx2 kernels, BITNET_ISA=avx512 changes nothing.
+TEST(Avx512Tl2, SelectedByDefaultAndCappedByBitnetIsa) {
+    if (!bitnet_cpu_supports("avx512")) GTEST_SKIP() << kNoAvx512;
+    const char *old = std::getenv("BITNET_ISA");
+    const std::string saved = old ? old : "";
+    const bitnet_lut_kernel *reg = nullptr;
+    for (size_t i = 0; i < bitnet_lut_n_kernels && !reg; i++) {
+        if (bitnet_lut_kernels[i].type == BITNET_TYPE_TL2 && std::strcmp(bitnet_lut_kernels[i].isa, "avx512") == 0) {
+            reg = &bitnet_lut_kernels[i];
+        }
+    }
+    ASSERT_NE(reg, nullptr);
+    const bitnet_lut_shape shapes[2] = {bitnet_lut_shape_make(BITNET_TYPE_TL2, reg->M, reg->K, reg->tiles),
+                                        bitnet_lut_shape_make(BITNET_TYPE_TL2, 64, 352, {64, 96, 32})};
+    for (const char *cap : {"", "avx512", "avx2"}) {
+        if (*cap) {
+            setenv("BITNET_ISA", cap, 1);
+        } else {
+            unsetenv("BITNET_ISA");
+        }
+        const std::string isa = std::strcmp(cap, "avx2") == 0 ? "avx2" : "avx512";
+        for (const bitnet_lut_shape &sh : shapes) {
+            bitnet_lut_impl sel{};
+            bitnet_error err{};
+            ASSERT_EQ(bitnet_lut_select(BITNET_TYPE_TL2, &sh, &sel, &err), BITNET_OK) << err.msg;
+            EXPECT_EQ(sel.ctor, isa_impl(BITNET_TYPE_TL2, isa.c_str())->ctor) << "BITNET_ISA=" << cap;
+            const std::string name = sel.name;
+            EXPECT_EQ(name.substr(name.size() - isa.size() - 2), "__" + isa) << "BITNET_ISA=" << cap << ": " << name;
+            EXPECT_EQ(sel.specialized, &sh == &shapes[0]) << name;
+        }
+    }
+    if (old) {
+        setenv("BITNET_ISA", saved.c_str(), 1);
+    } else {
+        unsetenv("BITNET_ISA");
+    }
+}
+#else
+TEST(Avx512Tl2, AllKernelsWithoutVbmi) { GTEST_SKIP() << "not an x86-64 build: no avx512 TL2 kernels"; }
+#endif
