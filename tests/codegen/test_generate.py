@@ -129,6 +129,7 @@ class StubGenerate(unittest.TestCase):
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-neon.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl1-portable.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"\n'
+                      '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx512.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-portable.c"\n'
                       '    "${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-registry.c"\n)', cm)
         # the portable C files get no flags anywhere
@@ -136,6 +137,9 @@ class StubGenerate(unittest.TestCase):
         self.assertIn('if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")\n'
                       '    set_source_files_properties("${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx2.c"\n'
                       '                                PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")\nendif()', cm)
+        self.assertIn('    set_source_files_properties("${CMAKE_CURRENT_LIST_DIR}/bitnet-lut-kernels-tl2-avx512.c"\n'
+                      '                                PROPERTIES COMPILE_OPTIONS '
+                      '"-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl")\nendif()', cm)
 
     def test_writes_only_changed_files_and_check_detects_drift(self):
         out = os.path.join(self.dir, "o")

@@ -44,7 +44,9 @@ class Pairs(unittest.TestCase):
             self.assertIs(ISAS[t.isa.name], t.isa)
 
     def test_names_follow_the_grammar(self):
-        t = targets_of("tl2")[0]
+        # a scheme's ISAs are listed best first: AVX-512 before AVX2 before portable C
+        self.assertEqual([t.isa.name for t in targets_of("tl2")], ["avx512", "avx2", "portable"])
+        t = targets_of("tl2")[1]
         self.assertEqual(t.kernel_name(2560, 6912, 160, 96, 32), "bitnet_tl2_qgemm_m2560_k6912_bm160_bk96_sm32__avx2")
         self.assertEqual(t.generic_name, "bitnet_tl2_qgemm_generic__avx2")
         self.assertEqual(t.ctor_name, "bitnet_tl2_lut_ctor__avx2")
