@@ -61,7 +61,7 @@ void bitnet_tl2_qgemm_generic__scalar(const bitnet_lut_shape *sh, int32_t *acc, 
 typedef struct bitnet_lut_kernel {
     const char *name;      /* computed by codegen/targets.py: bitnet_tl2_qgemm_m.._k.._bm.._bk.._sm..__avx2 */
     int type;              /* BITNET_TYPE_TL1 or BITNET_TYPE_TL2 */
-    const char *isa;       /* "neon", "avx2", "portable" */
+    const char *isa;       /* "neon", "avx512", "avx2", "portable" */
     int64_t M, K;
     bitnet_tiles tiles;
     bitnet_qgemm_fn qgemm;
@@ -71,7 +71,7 @@ typedef struct bitnet_lut_kernel {
  * pair of codegen/targets.py PAIRS whose ISA guard holds, a type's best ISA first. */
 typedef struct bitnet_lut_isa_impl {
     int type;                  /* BITNET_TYPE_TL1 or BITNET_TYPE_TL2 (the scheme) */
-    const char *isa;           /* "neon", "avx2", "portable": the name bitnet_cpu_supports checks */
+    const char *isa;           /* "neon", "avx512", "avx2", "portable": the name bitnet_cpu_supports checks */
     bitnet_lut_ctor_fn ctor;
     bitnet_qgemm_fn generic;
     const char *generic_name;  /* symbol name of generic, e.g. "bitnet_tl2_qgemm_generic__avx2" */
