@@ -51,8 +51,10 @@
  *    same 512-bit path; there is no 256-bit remainder. The lanes are in byte-position order; one vpermw
  *    per (block, micro tile, column) restores row order before the int16 sums are widened into acc.
  *    A byte-lane scheme (vpshufb zmm over two micro tiles, 64 rows) does 64 lookups per shuffle but
- *    needs the unpacks and sign operations per row vector again: 4 instructions per column per group
- *    per 32 rows instead of 2.
+ *    needs the unpacks and sign operations (vptestmw masks, masked subtract) per row vector again:
+ *    4 instructions per column per group per 32 rows instead of 2. A prototype of it (N = 1, not kept)
+ *    took 72 us per 3072x3072 GEMV (BM 256, in cache) against 59 us for this kernel, and was equal only
+ *    at BM 64, where the widening is amortized over just two micro tiles.
  *  - Zen 4 executes a 512-bit operation as two 256-bit halves, so the gain over AVX2 comes from fewer
  *    instructions (and no vpshufb/vpsignw pairs), not from wider execution.
  *  - int16 sums cover one BK block (|sum| <= BK/3 * 381 <= 32385 for BK <= 255; LAYOUTS.md §5), then
