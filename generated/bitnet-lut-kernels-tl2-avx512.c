@@ -36,7 +36,7 @@
  *    vector. The widening (per column, per block: BK/3 tables) is amortized over the BM/32 micro tiles.
  *    Widening a table: with VBMI one vpermb interleaves low and high bytes into words and a masked
  *    subtract negates the upper 16; without VBMI two broadcasts, vpunpcklbw/vpunpckhbw and a qword
- *    blend do the interleave. tl2_avx512_allow_vbmi (src/kernels/lut/tl2_avx512.h) lets the tests run both.
+ *    blend do the interleave. bitnet_tl2_avx512_allow_vbmi (src/kernels/lut/tl2_avx512.h) lets the tests run both.
  *  - Index words, shared by all columns: the 32 index bytes of a step are zero-extended to 32 words
  *    (vpmovzxbw; lane b = byte b = row qrow(b) = {0,2,1,3}[b/8]*8 + b%8). Group 2r is the high nibble
  *    (>> 4), group 2r+1 the low one; vpermw ignores bits 5..15, so the low group needs no masking
