@@ -55,17 +55,19 @@
  *    4 instructions per column per group per 32 rows instead of 2. A prototype of it (N = 1, not kept)
  *    took 72 us per 3072x3072 GEMV (BM 256, in cache) against 59 us for this kernel, and was equal only
  *    at BM 64, where the widening is amortized over just two micro tiles.
- *  - Zen 4 executes a 512-bit operation as two 256-bit halves, so the gain over AVX2 comes from fewer
- *    instructions (and no vpshufb/vpsignw pairs), not from wider execution.
+ *  - The gain over AVX2 comes from fewer instructions per looked-up entry (no vpshufb/unpack/vpsignw per
+ *    row vector) and, on the CPU measured (an AMD EPYC of family 26, Zen 5, whose server cores run
+ *    512-bit integer operations at full width), from the width; a Zen 4 splits each 512-bit operation
+ *    into two 256-bit halves and keeps only the first part (not measured).
  *  - int16 sums cover one BK block (|sum| <= BK/3 * 381 <= 32385 for BK <= 255; LAYOUTS.md §5), then
  *    are widened into the int32 acc. The two-weight part (two_k < BK, <= 112 pairs * 254 = 28448) is one
  *    int16 block; its pair tables are widened to [e, e] (no sign), so bit 4 of the low-nibble index
  *    word is irrelevant there.
  *  - Several activation columns: the index and sign words of a step are built once and looked up in
  *    the tables of up to TL2X_NC = 4 columns (their sums take 4 of the 32 registers; 8 columns per pass
- *    measured 10-25 % slower at N = 8 on 3200x8640 in cache, Zen 4). The widened tables of the pass's
+ *    measured 10-25 % slower at N = 8 on 3200x8640 in cache, Zen 5). The widened tables of the pass's
  *    columns sit next to each other (BK/3 * 64 bytes per column: 2 KiB for BK = 96), in L1.
- *  - Measured on Zen 4 (3200x8640, BM 160, BK 96, in cache, 1 thread, min of 300 calls): ~195 us per
+ *  - Measured on Zen 5 (3200x8640, BM 160, BK 96, in cache, 1 thread, min of 300 calls): ~195 us per
  *    GEMV against ~300 us for the AVX2 kernel; the VBMI widening is ~1 % faster than the BW one.
  */
 #if defined(__x86_64__) || defined(_M_X64)

@@ -49,7 +49,7 @@ std::vector<int32_t> plain(const std::vector<int8_t> &w, int64_t M, int64_t K, c
 
 std::vector<std::string> versions() {
     std::vector<std::string> out;
-    for (const char *isa : {"portable", "avx2", "avx512", "neon"})
+    for (const char *isa : {"portable", "avx2", "avxvnni", "avx512", "neon"})
         if (bitnet_i2s_gemm_for_isa(isa) != nullptr) out.push_back(isa);
     return out;
 }
@@ -121,13 +121,25 @@ TEST(I2s, VersionNamesAndChoice) {
     EXPECT_EQ(chosen, bitnet_cpu_supports("neon") ? "neon" : "portable");
     EXPECT_FALSE(bitnet_cpu_supports("avx512"));
 #elif defined(__x86_64__)
-    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "portable");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512")    ? "avx512"
+                      : bitnet_cpu_supports("avxvnni") ? "avxvnni"
+                      : bitnet_cpu_supports("avx2")    ? "avx2"
+                                                       : "portable");
     __builtin_cpu_init();
     const bool hw512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
                        __builtin_cpu_supports("avx2");
     if (std::getenv("BITNET_ISA") == nullptr) {
         EXPECT_EQ(bitnet_cpu_supports("avx512"), hw512);
+        // AVX-VNNI: CPUID.(EAX=7, ECX=1):EAX bit 4, as /proc/cpuinfo's "avx_vnni" flag says
+        bool flag = false;
+        if (FILE *f = std::fopen("/proc/cpuinfo", "r")) {
+            char line[8192];
+            while (!flag && std::fgets(line, sizeof line, f))
+                if (std::strncmp(line, "flags", 5) == 0) flag = std::strstr(line, " avx_vnni") != nullptr;
+            std::fclose(f);
+            EXPECT_EQ(bitnet_cpu_supports("avxvnni"), flag && __builtin_cpu_supports("avx2"));
+        }
     }
 #endif
 }
@@ -137,8 +149,15 @@ TEST(I2s, IsaCapFromEnvironment) {
     const std::string saved = old ? old : "";
     const bool had512 = [] { unsetenv("BITNET_ISA"); return bitnet_cpu_supports("avx512"); }();
     const bool had2 = bitnet_cpu_supports("avx2");
+    const bool had_vnni = bitnet_cpu_supports("avxvnni");
+    setenv("BITNET_ISA", "avxvnni", 1);  // AVX-VNNI without AVX-512 (Alder Lake): the AVX-512 kernels are capped
+    EXPECT_FALSE(bitnet_cpu_supports("avx512"));
+    EXPECT_EQ(bitnet_cpu_supports("avxvnni"), had_vnni);
+    EXPECT_EQ(bitnet_cpu_supports("avx2"), had2);
     setenv("BITNET_ISA", "avx2", 1);
     EXPECT_FALSE(bitnet_cpu_supports("avx512"));
+    EXPECT_FALSE(bitnet_cpu_supports("avxvnni"));
+    EXPECT_EQ(bitnet_i2s_gemm_for_isa("avxvnni"), nullptr);
     EXPECT_EQ(bitnet_cpu_supports("avx2"), had2);
     EXPECT_EQ(bitnet_i2s_gemm_for_isa("avx512"), nullptr);
     setenv("BITNET_ISA", "scalar", 1);

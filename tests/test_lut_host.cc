@@ -1083,7 +1083,9 @@ TEST_F(LutHost, KernelChoiceMeasuresBothKernels) {
     EXPECT_EQ(bitnet_kchoice_measure(bad, 2, pool(1), &kc, &err), BITNET_ERR_INVALID_ARG);
     EXPECT_NE(std::string(err.msg).find("stored-tl2"), std::string::npos) << err.msg;
     bitnet_lut_set_i2s_min_cols(-1);
-    if (!getenv("BITNET_LUT_I2S_MIN_COLS")) EXPECT_FALSE(bitnet_lut_i2s_min_cols_fixed());
+    if (!getenv("BITNET_LUT_I2S_MIN_COLS")) {
+        EXPECT_FALSE(bitnet_lut_i2s_min_cols_fixed());
+    }
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* plain C: every CPU */
 static bool check_scalar(void) { return true; }
@@ -15,6 +18,15 @@ static bool check_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
+/* AVX-VNNI (VEX-encoded 256-bit vpdpbusd): CPUID leaf 7 sub-leaf 1, EAX bit 4 (Intel SDM vol. 2,
+ * CPUID; GCC 12's __builtin_cpu_supports does not know the name), on top of the AVX2 set */
+static bool check_avxvnni(void) {
+    if (!check_avx2()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false; /* no leaf 7 */
+    return (a >> 4) & 1u;
+}
+
 /* the AVX-512 kernels use 512-bit integer ops (F, BW), 256-bit masked forms (VL) and vpdpbusd (VNNI) */
 static bool check_avx512(void) {
     return check_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -22,6 +34,7 @@ static bool check_avx512(void) {
 }
 #else
 static bool check_avx2(void) { return false; }
+static bool check_avxvnni(void) { return false; }
 static bool check_avx512(void) { return false; }
 #endif
 
@@ -31,8 +44,9 @@ static bool check_neon(void) { return true; } /* Advanced SIMD is mandatory on A
 static bool check_neon(void) { return false; }
 #endif
 
-/* rank: the BITNET_ISA order (scalar = portable < avx2 < avx512; neon is AArch64's only SIMD level and
- * ranks with avx2). "portable" is the plain C11 code of the generated kernels and of i2s_portable.c: it
+/* rank: the BITNET_ISA order (scalar = portable < avx2 < avxvnni < avx512; neon is AArch64's only SIMD level
+ * and ranks with avx2; BITNET_ISA=avxvnni imitates a CPU with AVX-VNNI but no AVX-512, e.g. Intel's
+ * Alder Lake). "portable" is the plain C11 code of the generated kernels and of i2s_portable.c: it
  * compiles and runs everywhere, so BITNET_ISA=scalar (or portable) still allows it. check: whether this
  * CPU runs the ISA, BITNET_ISA aside. */
 static const struct {
@@ -44,7 +58,8 @@ static const struct {
     {"portable", 0, check_scalar},
     {"avx2", 1, check_avx2},
     {"neon", 1, check_neon},
-    {"avx512", 2, check_avx512},
+    {"avxvnni", 2, check_avxvnni},
+    {"avx512", 3, check_avx512},
 };
 
 /* Row of an ISA name, or -1 for a name this table does not know. */

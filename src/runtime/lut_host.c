@@ -347,6 +347,7 @@ static bool bitnet_host_register_locked(bitnet_tensor_extra *ex) {
 static const char *bitnet_host_i2s_impl_name(void) {
     const char *isa = bitnet_i2s_isa();
     if (strcmp(isa, "avx512") == 0) return "i2s_gemm__avx512";
+    if (strcmp(isa, "avxvnni") == 0) return "i2s_gemm__avxvnni";
     if (strcmp(isa, "avx2") == 0) return "i2s_gemm__avx2";
     if (strcmp(isa, "neon") == 0) return "i2s_gemm__neon";
     return "i2s_gemm__portable";

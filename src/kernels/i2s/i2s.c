@@ -28,6 +28,7 @@ typedef struct bitnet_i2s_version {
 static const bitnet_i2s_version bitnet_i2s_versions[] = {
 #ifdef BITNET_I2S_HAVE_AVX2
     {"avx512", bitnet_i2s_gemm__avx512},
+    {"avxvnni", bitnet_i2s_gemm__avxvnni},
     {"avx2", bitnet_i2s_gemm__avx2},
 #endif
 #ifdef BITNET_I2S_HAVE_NEON
@@ -73,7 +74,7 @@ void bitnet_i2s_gemm(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, si
 float bitnet_i2s_quantize_act(const float *x, int64_t K, int8_t *q, int32_t *qsum) {
 #ifdef BITNET_I2S_HAVE_AVX2
     const char *isa = bitnet_i2s_isa();
-    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0) return bitnet_i2s_quantize_act__avx2(x, K, q, qsum);
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avxvnni") == 0 || strcmp(isa, "avx512") == 0) return bitnet_i2s_quantize_act__avx2(x, K, q, qsum);
 #endif
     const float s = bitnet_quantize_act(x, K, q);
     *qsum = bitnet_i2s_qsum(q, K);

@@ -41,6 +41,11 @@ void bitnet_i2s_gemm__avx2(const uint8_t *w, int64_t M, int64_t K, const int8_t 
                             const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
                             size_t acc_stride);
 
+/* AVX-VNNI (256-bit vpdpbusd, VEX): the AVX2 version's loop with dot-product instructions (i2s_avx2.c). */
+void bitnet_i2s_gemm__avxvnni(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
+                              const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,
+                              size_t acc_stride);
+
 /* AVX-512 F/BW/VL/VNNI: 1..3 and >= 16 columns; other column counts and K % 32 != 0 via the AVX2 version. */
 void bitnet_i2s_gemm__avx512(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                             const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc,

@@ -254,7 +254,7 @@ static void kb_report_choice(const kb_session *s) {
     char pbuf[1024];
     const char *cache = bitnet_kchoice_cache_path(pbuf, sizeof pbuf);
     printf("\nkernel per batch size: the runtime runs the I2_S int8 kernel on TL1/TL2 weights repacked from I2_S for\n"
-           "N >= the crossover (the smallest N from which I2_S is not slower at every larger measured N);\n"
+           "N >= the crossover (the threshold with the least total slowdown over the measured N: runtime/kchoice.h);\n"
            "per N: the path the runtime runs (its cached crossover, else the one measured here) and its time over\n"
            "the faster path's time in this run (1.00 = the best)\n");
     for (int i = 0; i < s->n_done; ++i) {
