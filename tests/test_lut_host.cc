@@ -1023,11 +1023,23 @@ TEST(KernelChoice, CacheFile) {
     EXPECT_EQ(v, 8);  // none of the bad lines replaced it
     ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k1", 4));
     EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
-    EXPECT_EQ(v, 8);  // appended after the unterminated "k1 2": that line now reads "k1 2k1 4", still bad
+    EXPECT_EQ(v, 4);  // the put ended the unterminated "k1 2" line first, then its own record is the last
+    {
+        std::ofstream f(path, std::ios::app);
+        f << std::string("k1 7\0 junk\n", 11) << "k1 5 \n";  // a NUL inside, trailing garbage: both skipped
+    }
+    EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
+    EXPECT_EQ(v, 4);
     ASSERT_TRUE(bitnet_kchoice_cache_put(path.c_str(), "k1", 16));
     EXPECT_TRUE(bitnet_kchoice_cache_get(path.c_str(), "k1", &v));
     EXPECT_EQ(v, 16);
-    EXPECT_FALSE(bitnet_kchoice_cache_put("/nonexistent-dir/a/b.txt", "k", 1));
+    EXPECT_FALSE(bitnet_kchoice_cache_put("/proc/no-such-dir/a/b.txt", "k", 1));
+    // missing parent directories are made (as for a first ~/.cache/bitnet/kernel-choice.txt)
+    const std::string deep = ::testing::TempDir() + "kchoice_dir_" + std::to_string(getpid()) + "/x/y/k.txt";
+    ASSERT_TRUE(bitnet_kchoice_cache_put(deep.c_str(), "k9", 2));
+    EXPECT_TRUE(bitnet_kchoice_cache_get(deep.c_str(), "k9", &v));
+    EXPECT_EQ(v, 2);
+    std::remove(deep.c_str());
     char buf[256];
     ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", "off", 1), 0);
     EXPECT_EQ(bitnet_kchoice_cache_path(buf, sizeof buf), nullptr);

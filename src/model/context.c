@@ -228,7 +228,9 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
         return st;
     }
     /* which kernel runs a product of N columns, measured with this pool (runtime/kchoice.h) */
-    if ((st = bitnet_model_choose_kernels(m, c->tp, c->kchoice_note, sizeof c->kchoice_note, err)) != BITNET_OK) {
+    const bool alone = atomic_fetch_add(&m->n_contexts, 1) == 0;
+    c->counted = true;
+    if ((st = bitnet_model_choose_kernels(m, c->tp, alone, c->kchoice_note, sizeof c->kchoice_note, err)) != BITNET_OK) {
         bitnet_context_free(c);
         return st;
     }
@@ -238,6 +240,7 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
 
 void bitnet_context_free(bitnet_context *c) {
     if (!c) return;
+    if (c->counted) atomic_fetch_sub(&c->m->n_contexts, 1);
     bitnet_threadpool_free(c->tp);
     /* in an arena only the most recent block is given back; bitnet_mcu_open starts a node's arena afresh */
     void *bufs[CB_COUNT] = {c->x,     c->xb,       c->q,     c->k,     c->v,        c->att,      c->proj,

@@ -380,7 +380,12 @@ void bitnet_model_summary_batch(bitnet_model *m) {
 }
 
 #ifndef BITNET_BARE_METAL
+#include <time.h>
+
 #include "runtime/kchoice.h"
+
+static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, int nth, char *note, size_t cap,
+                                        bitnet_error *err);
 
 /* The weights of m with I2_S bytes of the same layout, shape and tiles as w0's. */
 static bool same_group(const bitnet_tensor_extra *a, const bitnet_tensor_extra *b) {
@@ -388,12 +393,36 @@ static bool same_group(const bitnet_tensor_extra *a, const bitnet_tensor_extra *
            a->shape.BK == b->shape.BK && a->shape.bm == b->shape.bm;
 }
 
-bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+/* 1 ms (the wait for another thread's choice) */
+static void kchoice_nap(void) {
+    const struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, bool alone, char *note, size_t cap,
                                           bitnet_error *err) {
     if (note && cap) note[0] = '\0';
     if (!m || !tp) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_choose_kernels: NULL model or pool");
     const int nth = bitnet_threadpool_n_threads(tp);
-    if (bitnet_lut_i2s_min_cols_fixed() || m->kchoice_threads == nth) return BITNET_OK;
+    if (bitnet_lut_i2s_min_cols_fixed()) return BITNET_OK;
+    /* kchoice_state: 0 never chosen, 1 a thread is choosing (every other creator waits), 2 chosen. Only a
+     * context with no other context alive on the model chooses, so no product runs while thresholds change. */
+    for (;;) {
+        int s = atomic_load(&m->kchoice_state);
+        if (s == 1) {
+            kchoice_nap();
+            continue;
+        }
+        if (!alone || (s == 2 && m->kchoice_threads == nth)) return BITNET_OK;
+        if (atomic_compare_exchange_strong(&m->kchoice_state, &s, 1)) break;
+    }
+    const bitnet_status st = choose_kernels_now(m, tp, nth, note, cap, err);
+    atomic_store(&m->kchoice_state, 2);
+    return st;
+}
+
+static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, int nth, char *note, size_t cap,
+                                        bitnet_error *err) {
     /* every weight with I2_S bytes, grouped by (layout, shape, tiles) */
     int n = 0;
     for (int32_t l = m->l_begin; l < m->l_end; l++)
@@ -419,9 +448,9 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
     char path_buf[1024], key[512];
     const char *path = bitnet_kchoice_cache_path(path_buf, sizeof path_buf);
     int n_shapes = 0, n_measured = 0, n_unsaved = 0;
+    bool failed = false;
     double seconds = 0.0;
-    bitnet_status st = BITNET_OK;
-    for (int i = 0; i < n && st == BITNET_OK; i++) {
+    for (int i = 0; i < n; i++) {
         if (done[i]) continue;
         int g = 0;
         for (int j = i; j < n; j++)
@@ -437,7 +466,13 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
         bitnet_kchoice_key(&c, ex->impl.name, key, sizeof key);
         int64_t v = 0;
         if (!bitnet_kchoice_cache_get(path, key, &v)) {
-            if ((st = bitnet_kchoice_measure(grp, g, tp, &c, err)) != BITNET_OK) break;
+            bitnet_error merr = {0};
+            if (bitnet_kchoice_measure(grp, g, tp, &c, &merr) != BITNET_OK) {
+                /* speed only: the weights keep their thresholds and the context is made all the same */
+                if (note && cap) snprintf(note, cap, "kernel per batch size: not measured (%s)", merr.msg);
+                failed = true;
+                break;
+            }
             v = c.i2s_min_cols;
             seconds += c.seconds;
             n_measured++;
@@ -447,10 +482,9 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
         n_shapes++;
     }
     bitnet_free(all), bitnet_free(grp), bitnet_free(done);
-    if (st != BITNET_OK) return st;
     m->kchoice_threads = nth;
     bitnet_model_summary_batch(m);
-    if (note && cap) {
+    if (note && cap && !failed) {
         if (n_measured == 0) {
             snprintf(note, cap, "kernel per batch size: %d shapes at %d threads read from %s", n_shapes, nth, path);
         } else {
@@ -462,9 +496,9 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
     return BITNET_OK;
 }
 #else
-bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, bool alone, char *note, size_t cap,
                                           bitnet_error *err) {
-    (void)m, (void)tp, (void)err;
+    (void)m, (void)tp, (void)alone, (void)err;
     if (note && cap) note[0] = '\0';
     return BITNET_OK;
 }

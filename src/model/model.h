@@ -267,11 +267,12 @@ int32_t bitnet_context_n_threads(const bitnet_context *c);
  * from an I2_S file can run a product of N columns with the LUT kernel or the I2_S int8 kernel (same
  * results); creation measures on this CPU, with the context's threads, from which N the int8 kernel
  * is faster for each weight shape, or reads that from the cache file of an earlier run
- * (runtime/kchoice.h: BITNET_KERNEL_CACHE, else $XDG_CACHE_HOME or ~/.cache/bitnet/kernel-choice.txt),
- * and the model uses it from then on (bitnet_model_kernel_summary shows it). One line, or "" when
- * nothing was chosen (another layout, BITNET_LUT_I2S_MIN_COLS set, the same thread count as the model's
- * previous context, the bare-metal build). Creating a context while another thread decodes on the same
- * model is not safe unless BITNET_LUT_I2S_MIN_COLS is set. */
+ * (runtime/kchoice.h: BITNET_KERNEL_CACHE, else $XDG_CACHE_HOME/bitnet or ~/.cache/bitnet/kernel-choice.txt),
+ * and the model uses it from then on (bitnet_model_kernel_summary shows it). Only a context created while
+ * no other context of the model is alive changes the choice (so a model shared by several contexts
+ * keeps the first one's), and creating contexts from several threads is safe. One line, or "" when
+ * nothing was chosen (another layout, BITNET_LUT_I2S_MIN_COLS set, another context alive, the same thread
+ * count as the model's previous choice, the bare-metal build). */
 const char *bitnet_context_kernel_choice(const bitnet_context *c);
 
 /* Evaluate n_tokens tokens at positions n_past .. n_past+n_tokens-1 (split into n_batch chunks),

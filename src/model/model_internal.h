@@ -80,7 +80,9 @@ struct bitnet_model {
     char summary[512];
     size_t summary_lut_len;                 /* the LUT part of summary; the batch part follows (load_lut.c) */
     char summary_tail[160];                  /* what follows: the dense part, then the head's (load.c) */
-    int kchoice_threads;                    /* thread count of the last bitnet_model_choose_kernels; 0: none */
+    int kchoice_threads;                    /* thread count of the last choice; 0: none */
+    atomic_int kchoice_state;               /* 0 never chosen, 1 being chosen, 2 chosen (load_lut.c) */
+    atomic_int n_contexts;                  /* contexts alive on this model */
 };
 
 /* Rewrite the batch part of m->summary from the thresholds in the weights' extras (after
@@ -89,12 +91,14 @@ void bitnet_model_summary_batch(bitnet_model *m);
 
 /* Replace the transform-time I2_S thresholds of m's TL1/TL2 weights that have I2_S bytes by the
  * crossover measured on this CPU with tp's thread count (runtime/kchoice.h), per (layout, shape, tiles):
- * read from the cache file when it holds the key, else measured on the model's own weights and
- * recorded. Nothing happens when the threshold is fixed (bitnet_lut_i2s_min_cols_fixed), when the
- * model has no such weights, when the last call used the same thread count, or in the bare-metal
- * build. note (cap bytes; may be NULL): one line saying what was done, or "". Not safe while another
- * thread runs products on m. Errors: those of bitnet_kchoice_measure. */
-bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, char *note, size_t cap,
+ * read from the cache file when it holds the key, else measured (on private copies of the weights) and
+ * recorded. Only a context created while no other context of m is alive (`alone`) changes them, so no
+ * product of m runs meanwhile; a creator that finds another thread choosing waits for it. Nothing
+ * happens when the threshold is fixed (bitnet_lut_i2s_min_cols_fixed), when m has no such weights, when
+ * the last choice used the same thread count, or in the bare-metal build. A measurement that fails
+ * leaves the thresholds as they are and says so in the note (speed only: not an error). note (cap
+ * bytes; may be NULL): one line saying what was done, or "". Errors: BITNET_ERR_NOMEM. */
+bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, bool alone, char *note, size_t cap,
                                           bitnet_error *err);
 
 /* Models alive that hold LUT-host extras; the host's table is released with the last of them
@@ -135,6 +139,7 @@ struct bitnet_context {
     int32_t n_ctx, n_batch, n_threads;
     bitnet_threadpool *tp;
     char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
+    bool counted;            /* counted in m->n_contexts */
 
     /* activations of one batch of up to n_batch tokens, row t = token t */
     float *x;        /* (n_batch, n_embd) residual stream */

@@ -58,7 +58,7 @@ static int kc_cmp(const void *a, const void *b) {
 /* Products back to back inside one pool task, each between two barriers (as the forward pass runs
  * them); thread 0 records each product's time. */
 typedef struct kc_loop {
-    bitnet_tensor *const *w;
+    bitnet_tensor **w;
     int n_w;
     bitnet_tensor x, y;
     void *ws;
@@ -99,9 +99,9 @@ static void kc_f32(bitnet_tensor *t, float *data, int64_t cols, int64_t rows) {
     t->nbytes = (size_t)(cols * rows) * sizeof(float);
 }
 
-/* One round: the median product time in microseconds with every extra set to i2s_min_cols = mode. */
-static double kc_round(kc_loop *L, int64_t mode) {
-    for (int i = 0; i < L->n_w; i++) L->w[i]->extra->i2s_min_cols = mode;
+/* One round: the median product time in microseconds with every (private) extra set to i2s_min_cols = mode. */
+static double kc_round(kc_loop *L, bitnet_tensor_extra *ec, int64_t mode) {
+    for (int i = 0; i < L->n_w; i++) ec[i].i2s_min_cols = mode;
     L->n = 0;
     bitnet_threadpool_run(L->tp, kc_task, L);
     if (L->n == 0) return 0.0;
@@ -132,20 +132,29 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
     const int64_t M = out->M, K = out->K, n_max = (int64_t)1 << (BITNET_KCHOICE_MAX_POINTS - 1);
     kc_loop L;
     memset(&L, 0, sizeof L);
-    L.w = weights, L.n_w = n_weights, L.tp = tp;
+    L.n_w = n_weights, L.tp = tp;
     L.cap = 4096;
     L.min_s = 0.002;
+    /* private copies of the tensors and their extras: the thresholds switched below are the copies',
+     * so products of the model's own contexts never see them change */
+    bitnet_tensor *tc = bitnet_malloc((size_t)n_weights * sizeof *tc);
+    bitnet_tensor_extra *ec = bitnet_malloc((size_t)n_weights * sizeof *ec);
+    bitnet_tensor **tp_list = bitnet_malloc((size_t)n_weights * sizeof *tp_list);
     float *x = bitnet_aligned_alloc(64, (size_t)(n_max * K) * sizeof(float));
     float *y = bitnet_aligned_alloc(64, (size_t)(n_max * M) * sizeof(float));
     L.t = bitnet_malloc((size_t)L.cap * sizeof *L.t);
-    int64_t *saved = bitnet_malloc((size_t)n_weights * sizeof *saved);
     bitnet_status st = BITNET_OK;
-    if (saved)
-        for (int i = 0; i < n_weights; i++) saved[i] = weights[i]->extra->i2s_min_cols;
-    if (!x || !y || !L.t || !saved) {
+    if (!tc || !ec || !tp_list || !x || !y || !L.t) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory measuring the kernels of %s", weights[0]->name);
         goto done;
     }
+    for (int i = 0; i < n_weights; i++) {
+        tc[i] = *weights[i];
+        ec[i] = *weights[i]->extra;
+        tc[i].extra = &ec[i];
+        tp_list[i] = &tc[i];
+    }
+    L.w = tp_list;
     uint32_t r = 0x9e3779b9u; /* activations uniform in [-1, 1): any values do, the work does not depend on them */
     for (int64_t i = 0; i < n_max * K; i++) {
         r = r * 1664525u + 1013904223u;
@@ -153,8 +162,13 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
     }
     kc_f32(&L.x, x, K, n_max);
     kc_f32(&L.y, y, M, n_max);
-    L.wsize = bitnet_mul_mat_get_wsize(weights[0], &L.x, &L.y);
-    L.ws = L.wsize ? bitnet_aligned_alloc(64, L.wsize) : NULL;
+    L.wsize = bitnet_mul_mat_get_wsize(&tc[0], &L.x, &L.y);
+    if (L.wsize == 0) {
+        st = bitnet_fail(err, BITNET_ERR_INVALID_ARG, "measuring the kernels of %s: the host refuses its product",
+                         weights[0]->name);
+        goto done;
+    }
+    L.ws = bitnet_aligned_alloc(64, L.wsize);
     if (!L.ws) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a %zu-byte workspace measuring %s", L.wsize,
                          weights[0]->name);
@@ -168,8 +182,15 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
         if (L.min_n > L.cap) L.min_n = L.cap;
         double lut[3], i2s[3];
         for (int round = 0; round < 3; round++) { /* alternate so that drift hits both kernels */
-            lut[round] = kc_round(&L, 0);
-            i2s[round] = kc_round(&L, 1);
+            lut[round] = kc_round(&L, ec, 0);
+            i2s[round] = kc_round(&L, ec, 1);
+            /* a refused product fills y with NaN (lut_host.h) and would be timed as a fast one */
+            if (y[0] != y[0] || y[(size_t)(N * M) - 1] != y[(size_t)(N * M) - 1]) {
+                st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                                 "measuring the kernels of %s: the host refused a product of %lld columns",
+                                 weights[0]->name, (long long)N);
+                goto done;
+            }
         }
         qsort(lut, 3, sizeof *lut, kc_cmp);
         qsort(i2s, 3, sizeof *i2s, kc_cmp);
@@ -188,9 +209,9 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
         fprintf(stderr, " (LUT/I2_S)\n");
     }
 done:
-    if (saved)
-        for (int i = 0; i < n_weights; i++) weights[i]->extra->i2s_min_cols = saved[i];
-    bitnet_free(saved);
+    bitnet_free(tc);
+    bitnet_free(ec);
+    bitnet_free(tp_list);
     bitnet_free(x);
     bitnet_free(y);
     bitnet_free(L.ws);
@@ -253,19 +274,15 @@ bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_mi
     if (!path || !key) return false;
     FILE *f = fopen(path, "r");
     if (!f) return false;
-    char line[1024];
     const size_t kl = strlen(key);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
     bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        const size_t n = strlen(line);
-        if (n == 0 || line[n - 1] != '\n') { /* an over-long or unterminated line: skip the rest of it */
-            int ch;
-            if (n == sizeof line - 1)
-                while ((ch = fgetc(f)) != EOF && ch != '\n') {
-                }
-            continue;
-        }
-        if (strncmp(line, key, kl) != 0 || line[kl] != ' ') continue;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        /* a record is "key value\n": no NUL inside, terminated, the key then one space */
+        if (n < 2 || line[n - 1] != '\n' || strlen(line) != (size_t)n) continue;
+        if ((size_t)n < kl + 3 || strncmp(line, key, kl) != 0 || line[kl] != ' ') continue;
         char *end = NULL;
         errno = 0;
         const long long v = strtoll(line + kl + 1, &end, 10);
@@ -273,26 +290,40 @@ bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_mi
         *i2s_min_cols = (int64_t)v;
         found = true;
     }
+    free(line);
     fclose(f);
     return found;
 }
 
-bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols) {
-    if (!path || !key) return false;
+/* mkdir -p of the directories above path (0755); false when one cannot be made. */
+static bool kc_make_parents(const char *path) {
     char dir[1024];
     const int dn = snprintf(dir, sizeof dir, "%s", path);
     if (dn <= 0 || (size_t)dn >= sizeof dir) return false;
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
+    if (!slash || slash == dir) return true;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
         if (mkdir(dir, 0755) != 0 && errno != EEXIST) return false;
+        *p = '/';
     }
-    char line[1100];
-    const int n = snprintf(line, sizeof line, "%s %lld\n", key, (long long)i2s_min_cols);
-    if (n <= 0 || (size_t)n >= sizeof line) return false;
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    return mkdir(dir, 0755) == 0 || errno == EEXIST;
+}
+
+bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols) {
+    if (!path || !key || !kc_make_parents(path)) return false;
+    const int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return false;
-    const ssize_t w = write(fd, line, (size_t)n);
-    const int rc = close(fd);
-    return w == n && rc == 0;
+    /* a file whose last byte is not a newline (an edit, a cut write) gets one first, so that this
+     * record starts a line of its own */
+    char last = '\n';
+    const off_t size = lseek(fd, 0, SEEK_END);
+    if (size > 0 && pread(fd, &last, 1, size - 1) != 1) last = '\n';
+    char line[1100];
+    const int n = snprintf(line, sizeof line, "%s%s %lld\n", last == '\n' ? "" : "\n", key, (long long)i2s_min_cols);
+    bool ok = n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) == n;
+    if (close(fd) != 0) ok = false;
+    return ok;
 }

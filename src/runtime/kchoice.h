@@ -6,7 +6,9 @@
  * The choice is a crossover per weight shape, tiles and thread count: the I2_S kernel runs products
  * of N >= i2s_min_cols columns (0: never). It is measured on this CPU, on the model's own weights,
  * with the context's thread pool (bitnet_kchoice_measure), and recorded in a cache file so that the
- * next run on the same CPU, build and ISA cap reads it instead (bitnet_kchoice_cache_*). Measuring
+ * next run on the same CPU model, kernel name and ISA cap reads it instead (bitnet_kchoice_cache_*).
+ * The key holds no build id: after changing a kernel, delete the file (or point BITNET_KERNEL_CACHE
+ * elsewhere) to measure again. Measuring
  * GEMV (N = 1) on the model's own weights, rotating over every layer's copy of the shape, reads
  * them from DRAM as a generated token does; the batched columns are compute-bound either way.
  *
@@ -22,9 +24,9 @@
 extern "C" {
 #endif
 
-/* Column counts measured: 1, 2, 4, ..., 32. Products of more columns take the choice of 32 (both
+/* Column counts measured: 1, 2, 4, ..., 128. Products of more columns take the choice of 128 (both
  * kernels are blocked over columns, so their speed per column changes little beyond). */
-#define BITNET_KCHOICE_MAX_POINTS 6
+#define BITNET_KCHOICE_MAX_POINTS 8
 
 typedef struct bitnet_kchoice_point {
     int64_t n_cols;
@@ -54,14 +56,15 @@ int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
 /* Measure the two kernels on `weights` (n_weights >= 1 tensors transformed by
  * bitnet_lut_transform_tensor to the same TL1/TL2 shape and tiles, each with I2_S bytes, e.g. every
  * layer's copy of one projection) with the pool tp (its thread count is recorded), at N = 1, 2, 4, ...,
- * 32 columns of random activations: per N and kernel, 3 rounds alternating between the kernels, each
+ * 128 columns of random activations: per N and kernel, 3 rounds alternating between the kernels, each
  * round's time the median of products that rotate over the weights (at least 2 ms and 3 products per
  * round, and for N <= 2 at least one product per weight, so that GEMV reads them from DRAM when they
- * exceed the caches); fills out including the crossover. The weights' extras are restored before
- * returning. With the environment variable BITNET_KERNEL_CHOICE_LOG=1 the times and the crossover are
+ * exceed the caches); fills out including the crossover. The products run on private copies of the
+ * tensors and their extras: nothing of the weights changes, so contexts may decode meanwhile. With the environment variable BITNET_KERNEL_CHOICE_LOG=1 the times and the crossover are
  * printed on stderr. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
- * BITNET_ERR_NOMEM. Takes about 3 · 2 · Σ_N max(3 products of N columns, 2 ms): 0.2–0.5 s per shape
- * of a 3B model on one AVX2 core. */
+ * BITNET_ERR_NOMEM, BITNET_ERR_UNSUPPORTED when the host refuses a product (its output would be NaN). Takes
+ * about 3 · 2 · Σ_N max(3 products of N columns, 2 ms) plus one GEMV per weight for N = 1 and 2: 0.5–1 s
+ * per shape of a 3B model on one AVX2 core. */
 bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
                                      bitnet_kchoice *out, bitnet_error *err);
 
@@ -79,7 +82,8 @@ const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, 
 bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_min_cols);
 
 /* Append "key i2s_min_cols" as one line (one write(2) with O_APPEND, so concurrent writers do not
- * interleave), creating the directory (one level) and file if needed. false when it cannot be written
+ * interleave; preceded by a newline when the file does not end with one), creating the directories and
+ * the file if needed. false when it cannot be written
  * (the choice is then measured again next time; nothing else changes). */
 bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols);
 
