@@ -90,11 +90,23 @@
 /* ---- the VBMI switch (src/kernels/lut/tl2_avx512.h) ------------------------------------------ */
 
 static atomic_bool tl2x_vbmi_allowed = true;
+/* whether the CPU has AVX-512 VBMI: 0 not asked yet, 1 no, 2 yes (asked once; __builtin_cpu_init writes
+ * libgcc's globals, so the kernels' threads must not call it on every tile) */
+static atomic_int tl2x_vbmi_cpu = 0;
 
 /* Whether the widening uses vpermb: allowed and the CPU has AVX-512 VBMI. */
 static bool tl2x_use_vbmi(void) {
-    __builtin_cpu_init();
-    return atomic_load_explicit(&tl2x_vbmi_allowed, memory_order_relaxed) && __builtin_cpu_supports("avx512vbmi");
+    int c = atomic_load_explicit(&tl2x_vbmi_cpu, memory_order_relaxed);
+    if (c == 0) {
+        static _Atomic int asking = 0;
+        if (atomic_exchange(&asking, 1) == 0) {
+            __builtin_cpu_init();
+            atomic_store(&tl2x_vbmi_cpu, __builtin_cpu_supports("avx512vbmi") ? 2 : 1);
+        }
+        while ((c = atomic_load(&tl2x_vbmi_cpu)) == 0) {
+        }
+    }
+    return atomic_load_explicit(&tl2x_vbmi_allowed, memory_order_relaxed) && c == 2;
 }
 
 bool bitnet_tl2_avx512_allow_vbmi(bool allow_vbmi) {

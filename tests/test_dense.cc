@@ -131,9 +131,9 @@ TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
 
 // The row conversions to binary16 (the attention's query, probabilities and KV stores) give the codes of
 // bitnet_fp32_to_fp16(x · scale) for every float class: the 13 dropped bits at and around the rounding
-// tie for every sign, exponent and top-10 fraction (3.1 M floats: normals, the subnormal range, overflow
-// to infinity, infinities, NaNs with payloads), plus random floats with scales, every length 0..40 and a
-// strided destination.
+// tie for every sign, exponent and top-10 fraction (3.1 M floats: normals, overflow to infinity,
+// infinities, NaNs with payloads), the ties of results in the subnormal range at their own bit position
+// (0.3 M), plus random floats, three scales, every length 0..40 and a strided destination.
 TEST(DenseF16Rows, ConvertLikeTheScalarRounding) {
     bitnet_dense_init();
     const uint32_t lows[6] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff};
@@ -147,6 +147,20 @@ TEST(DenseF16Rows, ConvertLikeTheScalarRounding) {
             x.push_back(f);
         }
     std::mt19937 rng(11);
+    // results in the binary16 subnormal range round at bit 126 - E of the mantissa (E = 102..112): the tie
+    // there and its neighbours, for random upper mantissa bits, both signs
+    for (uint32_t E = 100; E <= 113; E++) {
+        const uint32_t shift = E <= 112 ? 126 - E : 13;
+        for (int i = 0; i < 4096; i++) {
+            const uint32_t hi = (rng() & 0x7fffffu) >> shift << shift, half = 1u << (shift - 1);
+            for (uint32_t lo : {half - 1, half, half + 1, 0u, (1u << shift) - 1}) {
+                const uint32_t bits = (rng() & 0x80000000u) | E << 23 | ((hi | lo) & 0x7fffffu);
+                float f;
+                std::memcpy(&f, &bits, sizeof f);
+                x.push_back(f);
+            }
+        }
+    }
     for (int i = 0; i < 200000; i++) {
         const uint32_t bits = rng();
         float f;
@@ -183,7 +197,9 @@ TEST(DenseF16Rows, ConvertLikeTheScalarRounding) {
             const float f = bitnet_fp16_to_fp32(c);
             EXPECT_EQ(0, std::memcmp(&w[(size_t)i], &f, sizeof f)) << len << " " << i;
             EXPECT_EQ(hs[(size_t)(3 * i)], c) << len << " " << i;
-            if (i + 1 < len) EXPECT_EQ(hs[(size_t)(3 * i + 1)], 0x7777);
+            if (i + 1 < len) {
+                EXPECT_EQ(hs[(size_t)(3 * i + 1)], 0x7777);
+            }
         }
     }
 }

@@ -178,7 +178,8 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
     for (int p = 0; p < BITNET_KCHOICE_MAX_POINTS; p++) {
         const int64_t N = (int64_t)1 << p;
         L.x.ne[1] = L.y.ne[1] = N;
-        L.min_n = N <= 2 && n_weights > 3 ? n_weights : 3;
+        /* GEMV-like N: every layer's copy once (DRAM); large N: one product is long enough */
+        L.min_n = N <= 2 && n_weights > 3 ? n_weights : N >= 16 ? 1 : 3;
         if (L.min_n > L.cap) L.min_n = L.cap;
         double lut[3], i2s[3];
         for (int round = 0; round < 3; round++) { /* alternate so that drift hits both kernels */

@@ -57,14 +57,13 @@ int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
  * bitnet_lut_transform_tensor to the same TL1/TL2 shape and tiles, each with I2_S bytes, e.g. every
  * layer's copy of one projection) with the pool tp (its thread count is recorded), at N = 1, 2, 4, ...,
  * 128 columns of random activations: per N and kernel, 3 rounds alternating between the kernels, each
- * round's time the median of products that rotate over the weights (at least 2 ms and 3 products per
- * round, and for N <= 2 at least one product per weight, so that GEMV reads them from DRAM when they
+ * round's time the median of products that rotate over the weights (at least 2 ms per round, and 3
+ * products for N = 4 and 8, one for N >= 16, one per weight for N <= 2, so that GEMV reads them from DRAM when they
  * exceed the caches); fills out including the crossover. The products run on private copies of the
  * tensors and their extras: nothing of the weights changes, so contexts may decode meanwhile. With the environment variable BITNET_KERNEL_CHOICE_LOG=1 the times and the crossover are
  * printed on stderr. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
  * BITNET_ERR_NOMEM, BITNET_ERR_UNSUPPORTED when the host refuses a product (its output would be NaN). Takes
- * about 3 · 2 · Σ_N max(3 products of N columns, 2 ms) plus one GEMV per weight for N = 1 and 2: 0.5–1 s
- * per shape of a 3B model on one AVX2 core. */
+ * about 3 · 2 · Σ_N max(one round's products, 2 ms): ≈ 1 s per shape of a 3B model on one AVX2 core. */
 bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
                                      bitnet_kchoice *out, bitnet_error *err);
 

@@ -38,7 +38,8 @@ typedef struct bitnet_tensor_extra {
      * product of i2s_min_cols or more columns runs the I2_S int8 kernel instead of the LUT kernel
      * (see bitnet_lut_uses_i2s). */
     const uint8_t *i2s_codes;
-    int64_t i2s_min_cols;    /* copied from bitnet_lut_i2s_min_cols() at transform; 0 = never */
+    int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
+                                when a model's context is created (bitnet_model_choose_kernels); 0 = never */
 } bitnet_tensor_extra;
 
 /* Batch path of TL1/TL2 weights (prompt processing). A TL1/TL2 weight that was transformed from an

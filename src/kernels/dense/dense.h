@@ -46,7 +46,7 @@ static inline float bitnet_dense_f16(uint16_t h) { return bitnet_dense_f16_table
 static inline float bitnet_dense_round_f16(float x) { return bitnet_dense_f16(bitnet_fp32_to_fp16(x)); }
 
 /* h[i·stride] = bitnet_fp32_to_fp16(x[i] · scale) for i < n (one IEEE multiply, then round to nearest
- * even; scale 1 leaves x unchanged). The AVX2 version converts 8 at a time with F16C's VCVTPS2PH, which
+ * even; x · 1 is x, but for a signalling NaN made quiet, which the conversion does anyway). The AVX2 version converts 8 at a time with F16C's VCVTPS2PH, which
  * rounds the same way and keeps NaN payloads as bitnet_fp32_to_fp16 does: the same codes for every
  * float (tests/test_dense.cc). The attention's query and probabilities and the KV-cache stores. */
 void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n);
