@@ -74,6 +74,14 @@ void bitnet_threadpool_barrier(bitnet_threadpool *tp) { (void)tp; }
 #define BITNET_CPU_PAUSE() ((void)0)
 #endif
 
+/* BITNET_TP_FENCE_NOTE: each sleep/wake handshake below is a store to one atomic followed by a load of
+ * another (Dekker's pattern), which C11 seq_cst operations already order. A full fence sits between
+ * them all the same: under qemu-user on an x86-64 host, AArch64's STLR/LDAXR-STLXR followed by LDAR
+ * were not kept in order (the translated store can pass the load), and llama-perplexity, test_threadpool
+ * and test_lut_host hung with the caller and a worker both asleep, each having missed the other's
+ * store. A DMB (AArch64) or MFENCE (x86-64) is translated as a full barrier. One fence per run and
+ * per worker: tens of nanoseconds. */
+
 /* How long a worker (waiting for a task) or the caller (waiting for the workers) spins before it
  * sleeps on a condition variable: a few µs. Measured (bitnet-kernel-bench's pool line, 2 threads,
  * while another process kept one core busy): spinning 200 µs (pause, then sched_yield) made an empty
@@ -152,6 +160,7 @@ static void *bitnet_tp_worker_main(void *p) {
         if (!bitnet_tp_spin_generation(tp, seen)) {
             pthread_mutex_lock(&tp->mutex);
             atomic_fetch_add(&tp->n_sleeping, 1); /* seq_cst: see the file comment */
+            atomic_thread_fence(memory_order_seq_cst); /* store → load order (BITNET_TP_FENCE_NOTE) */
             while (atomic_load(&tp->generation) == seen) pthread_cond_wait(&tp->cond_work, &tp->mutex);
             atomic_fetch_sub(&tp->n_sleeping, 1);
             pthread_mutex_unlock(&tp->mutex);
@@ -162,7 +171,9 @@ static void *bitnet_tp_worker_main(void *p) {
         tp->fn(tp->arg, w->ith, tp->n_threads);
 
         /* The last worker to finish wakes the caller if it went to sleep. */
-        if (atomic_fetch_add(&tp->n_done, 1) == tp->n_threads - 2 && atomic_load(&tp->caller_sleeping)) {
+        const int before = (int)atomic_fetch_add(&tp->n_done, 1);
+        atomic_thread_fence(memory_order_seq_cst); /* store → load order (BITNET_TP_FENCE_NOTE) */
+        if (before == tp->n_threads - 2 && atomic_load(&tp->caller_sleeping)) {
             pthread_mutex_lock(&tp->mutex);
             pthread_cond_signal(&tp->cond_done);
             pthread_mutex_unlock(&tp->mutex);
@@ -175,6 +186,7 @@ static void *bitnet_tp_worker_main(void *p) {
  * only when a worker sleeps. The seq_cst increment also releases fn, arg and the counters. */
 static void bitnet_tp_publish(bitnet_threadpool *tp) {
     atomic_fetch_add(&tp->generation, 1);
+    atomic_thread_fence(memory_order_seq_cst); /* store → load order (BITNET_TP_FENCE_NOTE) */
     if (atomic_load(&tp->n_sleeping) > 0) {
         pthread_mutex_lock(&tp->mutex);
         pthread_cond_broadcast(&tp->cond_work);
@@ -299,6 +311,7 @@ void bitnet_threadpool_run(bitnet_threadpool *tp, bitnet_task_fn fn, void *arg) 
     }
     pthread_mutex_lock(&tp->mutex);
     atomic_store(&tp->caller_sleeping, 1); /* seq_cst: see the file comment */
+    atomic_thread_fence(memory_order_seq_cst); /* store → load order (BITNET_TP_FENCE_NOTE) */
     while (atomic_load(&tp->n_done) != n_workers) pthread_cond_wait(&tp->cond_done, &tp->mutex);
     atomic_store(&tp->caller_sleeping, 0);
     pthread_mutex_unlock(&tp->mutex);
