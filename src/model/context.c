@@ -116,7 +116,8 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         for (int pi = 0; pi < N_PROJ; pi++) {
             const weight *w = layer_proj(&m->layers[l], pi);
             if (!w->lut) continue;
-            bitnet_tensor src1 = act_tensor(NULL, w->K, p->n_batch), dst = act_tensor(NULL, w->M, p->n_batch);
+            bitnet_tensor src1 = bitnet_act_tensor(NULL, w->K, p->n_batch);
+            bitnet_tensor dst = bitnet_act_tensor(NULL, w->M, p->n_batch);
             if (!bitnet_can_mul_mat(&w->t, &src1, &dst)) {
                 return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
                                    "tensor '%s' (M = %lld, K = %lld): the LUT host refuses this product", w->t.name,

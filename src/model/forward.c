@@ -40,7 +40,7 @@ static inline void sync_threads(bitnet_context *c) { bitnet_threadpool_barrier(c
 static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64_t n, int ith, int nth, int ws,
                    bool sync) {
     if (w->lut) {
-        bitnet_tensor src1 = act_tensor(x, w->K, n), dst = act_tensor(y, w->M, n);
+        bitnet_tensor src1 = bitnet_act_tensor(x, w->K, n), dst = bitnet_act_tensor(y, w->M, n);
         bitnet_mul_mat(&w->t, &src1, &dst, c->wdata[ws], c->wsize, ith, nth, c->tp);
     } else {
         int64_t r0, r1;

@@ -176,23 +176,6 @@ struct bitnet_context {
 };
 
 
-/* An F32 activation matrix (ne0 values per row, ne1 rows) as a tensor for the LUT host. */
-static inline bitnet_tensor act_tensor(float *data, int64_t ne0, int64_t ne1) {
-    bitnet_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.name, sizeof t.name, "activations");
-    t.type = BITNET_TYPE_F32;
-    t.n_dims = 2;
-    t.ne[0] = ne0;
-    t.ne[1] = ne1;
-    t.ne[2] = t.ne[3] = 1;
-    t.nb[0] = sizeof(float);
-    t.nb[1] = (size_t)ne0 * sizeof(float);
-    t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
-    t.data = data;
-    t.nbytes = t.nb[2];
-    return t;
-}
 
 
 /* One batch of the forward pass (bitnet_decode splits its tokens into batches of n_batch). */

@@ -88,17 +88,6 @@ static void kc_task(void *arg, int ith, int nth) {
     }
 }
 
-static void kc_f32(bitnet_tensor *t, float *data, int64_t cols, int64_t rows) {
-    memset(t, 0, sizeof *t);
-    t->type = BITNET_TYPE_F32;
-    t->n_dims = 2;
-    t->ne[0] = cols, t->ne[1] = rows, t->ne[2] = t->ne[3] = 1;
-    t->nb[0] = sizeof(float);
-    t->nb[1] = (size_t)cols * sizeof(float);
-    t->data = data;
-    t->nbytes = (size_t)(cols * rows) * sizeof(float);
-}
-
 /* One round: the median product time in microseconds with every (private) extra set to i2s_min_cols = mode. */
 static double kc_round(kc_loop *L, bitnet_tensor_extra *ec, int64_t mode) {
     for (int i = 0; i < L->n_w; i++) ec[i].i2s_min_cols = mode;
@@ -160,8 +149,8 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
         r = r * 1664525u + 1013904223u;
         x[i] = (float)(int32_t)r * (1.0f / 2147483648.0f);
     }
-    kc_f32(&L.x, x, K, n_max);
-    kc_f32(&L.y, y, M, n_max);
+    L.x = bitnet_act_tensor(x, K, n_max);
+    L.y = bitnet_act_tensor(y, M, n_max);
     L.wsize = bitnet_mul_mat_get_wsize(&tc[0], &L.x, &L.y);
     if (L.wsize == 0) {
         st = bitnet_fail(err, BITNET_ERR_INVALID_ARG, "measuring the kernels of %s: the host refuses its product",

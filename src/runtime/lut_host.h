@@ -12,6 +12,9 @@
 #ifndef BITNET_LUT_HOST_H
 #define BITNET_LUT_HOST_H
 
+#include <stdio.h>
+#include <string.h>
+
 #include "base/common.h"
 #include "kernels/lut/lut.h"
 #include "runtime/threadpool.h"
@@ -71,6 +74,25 @@ bool bitnet_lut_i2s_min_cols_fixed(void);
 /* true when bitnet_mul_mat on this weight with n_cols activation columns runs the I2_S kernel on the
  * weight's I2_S bytes (TL1/TL2 extra with i2s_codes, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */
 bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols);
+
+/* An F32 activation matrix (ne0 values per row, ne1 rows, dense) as a tensor for bitnet_mul_mat's src1 or
+ * dst, named "activations". */
+static inline bitnet_tensor bitnet_act_tensor(float *data, int64_t ne0, int64_t ne1) {
+    bitnet_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "activations");
+    t.type = BITNET_TYPE_F32;
+    t.n_dims = 2;
+    t.ne[0] = ne0;
+    t.ne[1] = ne1;
+    t.ne[2] = t.ne[3] = 1;
+    t.nb[0] = sizeof(float);
+    t.nb[1] = (size_t)ne0 * sizeof(float);
+    t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
+    t.data = data;
+    t.nbytes = t.nb[2];
+    return t;
+}
 
 /* Bits per weight of the LUT types: TL1, TL2, I2_S → 2; Q4_0 → 4; anything else 0. */
 int bitnet_get_type_bits(int type);

@@ -456,15 +456,8 @@ void kb_empty_call(void *arg, int64_t i) {
 }
 
 static void kb_f32_tensor(bitnet_tensor *t, const char *name, float *data, int64_t cols, int64_t rows) {
-    memset(t, 0, sizeof *t);
+    *t = bitnet_act_tensor(data, cols, rows);
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->type = BITNET_TYPE_F32;
-    t->n_dims = 2;
-    t->ne[0] = cols, t->ne[1] = rows, t->ne[2] = t->ne[3] = 1;
-    t->nb[0] = sizeof(float);
-    t->nb[1] = (size_t)cols * sizeof(float);
-    t->data = data;
-    t->nbytes = (size_t)(cols * rows) * sizeof(float);
 }
 
 /* Set up c for N columns of x (x: [N][K], y: [N][M] owned by the caller). */
