@@ -15,127 +15,103 @@
 #include <immintrin.h>
 #include <math.h>
 
-/* Σ code·q with _mm256_maddubs_epi16(codes, q): codes are unsigned 0..3, q signed, so each int16
- * pair sum is at most 2·3·128 = 768 in magnitude (no saturation); four of them (one block) stay below
- * 3072 before _mm256_madd_epi16 widens to int32. Then Σ w·q = Σ code·q − Σ q. */
+/* The per-block and per-run dot products of the two versions below. codes: unsigned 0..3 in bytes;
+ * qp: 32 (run) or 128 (block) int8 activations; the result is acc + Σ code·q in 8 int32 lanes. */
+
+/* AVX2: _mm256_maddubs_epi16(codes, q) — each int16 pair sum is at most 2·3·128 = 768 in magnitude (no
+ * saturation), four of them (one block) stay below 3072 — then _mm256_madd_epi16 widens to int32. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256i
+i2s_block_avx2(__m256i acc, __m256i c0, __m256i c1, __m256i c2, __m256i c3, const int8_t *qp) {
+    __m256i p = _mm256_maddubs_epi16(c0, _mm256_loadu_si256((const __m256i *)qp));
+    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c1, _mm256_loadu_si256((const __m256i *)(qp + 32))));
+    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c2, _mm256_loadu_si256((const __m256i *)(qp + 64))));
+    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c3, _mm256_loadu_si256((const __m256i *)(qp + 96))));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256i i2s_run_avx2(__m256i acc, __m256i cx,
+                                                                                     const int8_t *qp) {
+    const __m256i p = _mm256_maddubs_epi16(cx, _mm256_loadu_si256((const __m256i *)qp));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+/* AVX-VNNI: _mm256_dpbusd_avx_epi32 (unsigned codes times signed q, four adjacent products summed into
+ * an int32 lane, no saturation). The block's sum starts from 0, so the loop-carried chain through acc is
+ * one add, not four vpdpbusd latencies (which made GEMV 3x slower than the AVX2 loop). */
+__attribute__((target("avx2,fma,avxvnni"), always_inline)) static inline __m256i
+i2s_block_avxvnni(__m256i acc, __m256i c0, __m256i c1, __m256i c2, __m256i c3, const int8_t *qp) {
+    __m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c0, _mm256_loadu_si256((const __m256i *)qp));
+    a = _mm256_dpbusd_avx_epi32(a, c1, _mm256_loadu_si256((const __m256i *)(qp + 32)));
+    a = _mm256_dpbusd_avx_epi32(a, c2, _mm256_loadu_si256((const __m256i *)(qp + 64)));
+    a = _mm256_dpbusd_avx_epi32(a, c3, _mm256_loadu_si256((const __m256i *)(qp + 96)));
+    return _mm256_add_epi32(acc, a);
+}
+
+__attribute__((target("avx2,fma,avxvnni"), always_inline)) static inline __m256i
+i2s_run_avxvnni(__m256i acc, __m256i cx, const int8_t *qp) {
+    return _mm256_dpbusd_avx_epi32(acc, cx, _mm256_loadu_si256((const __m256i *)qp));
+}
+
+/* The body of both versions: up to BITNET_I2S_COL_TILE columns at a time, row by row, a whole block
+ * (four runs from one load) where the row covers one, else single runs (a row starting or ending inside
+ * a block); then Σ w·q = Σ code·q − Σ q. BLOCK and RUN are the functions above. A macro, not a function,
+ * because each version is compiled for its own target. */
+#define I2S_AVX2_GEMM_BODY(BLOCK, RUN)                                                                          \
+    do {                                                                                                       \
+        if (K % 32 != 0) {                                                                                     \
+            bitnet_i2s_gemm__portable(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);           \
+            return;                                                                                            \
+        }                                                                                                      \
+        const __m256i mask = _mm256_set1_epi8(3);                                                              \
+        const int64_t n_runs = K / 32;                                                                         \
+        for (int64_t n0 = 0; n0 < n_cols; n0 += BITNET_I2S_COL_TILE) {                                         \
+            const int nc = (int)(n_cols - n0 < BITNET_I2S_COL_TILE ? n_cols - n0 : BITNET_I2S_COL_TILE);       \
+            const int8_t *qc[BITNET_I2S_COL_TILE];                                                             \
+            int32_t qs[BITNET_I2S_COL_TILE];                                                                   \
+            for (int c = 0; c < nc; ++c) {                                                                     \
+                qc[c] = q + (size_t)(n0 + c) * q_stride;                                                       \
+                qs[c] = qsum ? qsum[n0 + c] : bitnet_i2s_qsum(qc[c], K);                                       \
+            }                                                                                                  \
+            for (int64_t m = m0; m < m1; ++m) {                                                                \
+                __m256i av[BITNET_I2S_COL_TILE];                                                               \
+                for (int c = 0; c < nc; ++c) av[c] = _mm256_setzero_si256();                                   \
+                int64_t G = m * n_runs, g = 0; /* global run index, run index within the row */                \
+                while (g < n_runs) {                                                                           \
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));                \
+                    if ((G & 3) == 0 && g + 4 <= n_runs) {                                                     \
+                        const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(v, 6), mask);                    \
+                        const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);                    \
+                        const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(v, 2), mask);                    \
+                        const __m256i c3 = _mm256_and_si256(v, mask);                                          \
+                        for (int c = 0; c < nc; ++c) av[c] = BLOCK(av[c], c0, c1, c2, c3, qc[c] + g * 32);     \
+                        G += 4;                                                                                \
+                        g += 4;                                                                                \
+                    } else {                                                                                   \
+                        const __m128i sh = _mm_cvtsi32_si128(6 - 2 * (int)(G & 3));                            \
+                        const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, sh), mask);                    \
+                        for (int c = 0; c < nc; ++c) av[c] = RUN(av[c], cx, qc[c] + g * 32);                   \
+                        G += 1;                                                                                \
+                        g += 1;                                                                                \
+                    }                                                                                          \
+                }                                                                                              \
+                for (int c = 0; c < nc; ++c)                                                                   \
+                    acc[(size_t)(n0 + c) * acc_stride + (size_t)(m - m0)] = bitnet_i2s_hsum_avx2(av[c]) - qs[c]; \
+            }                                                                                                  \
+        }                                                                                                      \
+    } while (0)
+
 __attribute__((target("avx2,fma"))) void
 bitnet_i2s_gemm__avx2(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                       const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride) {
-    if (K % 32 != 0) {
-        bitnet_i2s_gemm__portable(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
-        return;
-    }
-    const __m256i mask = _mm256_set1_epi8(3);
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    const int64_t n_runs = K / 32;
-
-    for (int64_t n0 = 0; n0 < n_cols; n0 += BITNET_I2S_COL_TILE) {
-        const int nc = (int)(n_cols - n0 < BITNET_I2S_COL_TILE ? n_cols - n0 : BITNET_I2S_COL_TILE);
-        const int8_t *qc[BITNET_I2S_COL_TILE];
-        int32_t qs[BITNET_I2S_COL_TILE];
-        for (int c = 0; c < nc; ++c) {
-            qc[c] = q + (size_t)(n0 + c) * q_stride;
-            qs[c] = qsum ? qsum[n0 + c] : bitnet_i2s_qsum(qc[c], K);
-        }
-        for (int64_t m = m0; m < m1; ++m) {
-            __m256i av[BITNET_I2S_COL_TILE];
-            for (int c = 0; c < nc; ++c) av[c] = _mm256_setzero_si256();
-            int64_t G = m * n_runs; /* global run index */
-            int64_t g = 0;          /* run index within the row */
-            while (g < n_runs) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
-                if ((G & 3) == 0 && g + 4 <= n_runs) {
-                    /* a whole block: four runs from one load */
-                    const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(v, 6), mask);
-                    const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-                    const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(v, 2), mask);
-                    const __m256i c3 = _mm256_and_si256(v, mask);
-                    for (int c = 0; c < nc; ++c) {
-                        const int8_t *qp = qc[c] + g * 32;
-                        __m256i p = _mm256_maddubs_epi16(c0, _mm256_loadu_si256((const __m256i *)qp));
-                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c1, _mm256_loadu_si256((const __m256i *)(qp + 32))));
-                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c2, _mm256_loadu_si256((const __m256i *)(qp + 64))));
-                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c3, _mm256_loadu_si256((const __m256i *)(qp + 96))));
-                        av[c] = _mm256_add_epi32(av[c], _mm256_madd_epi16(p, ones16));
-                    }
-                    G += 4;
-                    g += 4;
-                } else {
-                    /* a single run (row start or end inside a block) */
-                    const __m128i sh = _mm_cvtsi32_si128(6 - 2 * (int)(G & 3));
-                    const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, sh), mask);
-                    for (int c = 0; c < nc; ++c) {
-                        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qc[c] + g * 32));
-                        av[c] = _mm256_add_epi32(av[c], _mm256_madd_epi16(_mm256_maddubs_epi16(cx, qv), ones16));
-                    }
-                    G += 1;
-                    g += 1;
-                }
-            }
-            for (int c = 0; c < nc; ++c)
-                acc[(size_t)(n0 + c) * acc_stride + (size_t)(m - m0)] = bitnet_i2s_hsum_avx2(av[c]) - qs[c];
-        }
-    }
+    I2S_AVX2_GEMM_BODY(i2s_block_avx2, i2s_run_avx2);
 }
 
 /* The AVX-VNNI version (256-bit VEX vpdpbusd, on CPUs that have it with or without AVX-512): the same
- * loop, each block's Σ code·q accumulated by four _mm256_dpbusd_avx_epi32 (unsigned codes 0..3 times
- * signed q, four adjacent products summed into an int32 lane, no saturation) instead of four maddubs,
- * three int16 adds and one madd. The int32 sums are the same exact integers. */
+ * body with dot-product instructions; the int32 sums are the same exact integers. */
 __attribute__((target("avx2,fma,avxvnni"))) void
 bitnet_i2s_gemm__avxvnni(const uint8_t *w, int64_t M, int64_t K, const int8_t *q, size_t q_stride,
                          const int32_t *qsum, int64_t n_cols, int64_t m0, int64_t m1, int32_t *acc, size_t acc_stride) {
-    if (K % 32 != 0) {
-        bitnet_i2s_gemm__portable(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
-        return;
-    }
-    const __m256i mask = _mm256_set1_epi8(3);
-    const int64_t n_runs = K / 32;
-    for (int64_t n0 = 0; n0 < n_cols; n0 += BITNET_I2S_COL_TILE) {
-        const int nc = (int)(n_cols - n0 < BITNET_I2S_COL_TILE ? n_cols - n0 : BITNET_I2S_COL_TILE);
-        const int8_t *qc[BITNET_I2S_COL_TILE];
-        int32_t qs[BITNET_I2S_COL_TILE];
-        for (int c = 0; c < nc; ++c) {
-            qc[c] = q + (size_t)(n0 + c) * q_stride;
-            qs[c] = qsum ? qsum[n0 + c] : bitnet_i2s_qsum(qc[c], K);
-        }
-        for (int64_t m = m0; m < m1; ++m) {
-            __m256i av[BITNET_I2S_COL_TILE];
-            for (int c = 0; c < nc; ++c) av[c] = _mm256_setzero_si256();
-            int64_t G = m * n_runs, g = 0; /* global run index, run index within the row */
-            while (g < n_runs) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (G >> 2) * 32));
-                if ((G & 3) == 0 && g + 4 <= n_runs) {
-                    const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(v, 6), mask);
-                    const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-                    const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(v, 2), mask);
-                    const __m256i c3 = _mm256_and_si256(v, mask);
-                    for (int c = 0; c < nc; ++c) {
-                        const int8_t *qp = qc[c] + g * 32;
-                        /* the block's sum starts from 0, so the loop-carried chain through av[c] is one
-                         * add, not four vpdpbusd latencies (which made GEMV 3x slower than the AVX2 loop) */
-                        __m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c0,
-                                                            _mm256_loadu_si256((const __m256i *)qp));
-                        a = _mm256_dpbusd_avx_epi32(a, c1, _mm256_loadu_si256((const __m256i *)(qp + 32)));
-                        a = _mm256_dpbusd_avx_epi32(a, c2, _mm256_loadu_si256((const __m256i *)(qp + 64)));
-                        a = _mm256_dpbusd_avx_epi32(a, c3, _mm256_loadu_si256((const __m256i *)(qp + 96)));
-                        av[c] = _mm256_add_epi32(av[c], a);
-                    }
-                    G += 4;
-                    g += 4;
-                } else {
-                    const __m128i sh = _mm_cvtsi32_si128(6 - 2 * (int)(G & 3));
-                    const __m256i cx = _mm256_and_si256(_mm256_srl_epi16(v, sh), mask);
-                    for (int c = 0; c < nc; ++c)
-                        av[c] = _mm256_dpbusd_avx_epi32(av[c], cx, _mm256_loadu_si256((const __m256i *)(qc[c] + g * 32)));
-                    G += 1;
-                    g += 1;
-                }
-            }
-            for (int c = 0; c < nc; ++c)
-                acc[(size_t)(n0 + c) * acc_stride + (size_t)(m - m0)] = bitnet_i2s_hsum_avx2(av[c]) - qs[c];
-        }
-    }
+    I2S_AVX2_GEMM_BODY(i2s_block_avxvnni, i2s_run_avxvnni);
 }
 
 /* bitnet_quantize_act + bitnet_i2s_qsum with the same operations per element: max|x| is exact in any
