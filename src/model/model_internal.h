@@ -79,7 +79,7 @@ struct bitnet_model {
     bool lut_used;                          /* weights were handed to the LUT host */
     char summary[512];
     size_t summary_lut_len;                 /* the LUT part of summary; the batch part follows (load_lut.c) */
-    char summary_tail[160];                  /* what follows: the dense part, then the head's (load.c) */
+    char summary_tail[160];                 /* what follows: the dense part, then the head's (load.c) */
     int kchoice_threads;                    /* thread count of the last choice; 0: none */
     atomic_int kchoice_state;               /* 0 never chosen, 1 being chosen, 2 chosen (load_lut.c) */
     atomic_int n_contexts;                  /* contexts alive on this model */
@@ -174,9 +174,6 @@ struct bitnet_context {
     bool all_last;        /* the last call kept every token's logits */
     const bitnet_stage_link *link; /* stage 0 of a pipeline: where the hidden states go and come back */
 };
-
-
-
 
 /* One batch of the forward pass (bitnet_decode splits its tokens into batches of n_batch). */
 typedef struct fwd_job {
