@@ -176,8 +176,9 @@ static bitnet_status read_pieces(pb *r, const char *path, bitnet_hf_vocab *v, bi
             return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d has no text, an empty text or a NUL byte", path, (int)i);
         }
         if (type < 1 || type > 6) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d \"%.40s\" has type %llu (expected 1..6)", path, (int)i,
-                               (const char *)text, (unsigned long long)type);
+            /* the piece's text lies in the file buffer, not NUL-terminated: at most its own tl bytes */
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: piece %d \"%.*s\" has type %llu (expected 1..6)", path, (int)i,
+                               (int)(tl < 40 ? tl : 40), (const char *)text, (unsigned long long)type);
         }
         if (!(v->tokens[i] = bitnet_strndup((const char *)text, tl))) return oom(err);
         v->scores[i] = score;

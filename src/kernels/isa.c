@@ -12,10 +12,15 @@
 static bool check_scalar(void) { return true; }
 
 #if defined(__x86_64__) || defined(__i386__)
-/* the AVX2 kernel files are compiled with -mavx2 -mfma -mf16c: all three must be present */
+/* the AVX2 kernel files are compiled with -mavx2 -mfma -mf16c: all three must be present. F16C is CPUID
+ * leaf 1, ECX bit 29 (Intel SDM vol. 2, CPUID), asked directly: clang before 18 does not know the name
+ * "f16c" in __builtin_cpu_supports. */
 static bool check_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c >> 29) & 1u;
 }
 
 /* AVX-VNNI (VEX-encoded 256-bit vpdpbusd): CPUID leaf 7 sub-leaf 1, EAX bit 4 (Intel SDM vol. 2,

@@ -302,7 +302,7 @@ bitnet_status bitnet_chat_format_increment(const bitnet_chat_template *t, const 
                            "start with that of the first %zu", bitnet_chat_family_name(t->family), n, n_past);
     }
     if (reply_open) put_close(&inc, t, ROLE_ASSISTANT, true);
-    if (!past.oom && !all.oom) put_n(&inc, all.p + past.n, all.n - past.n);
+    if (!past.oom && !all.oom && all.n > past.n) put_n(&inc, all.p + past.n, all.n - past.n); /* all.p may be NULL */
     if (past.oom || all.oom) inc.oom = true;
     free(past.p);
     free(all.p);

@@ -116,6 +116,7 @@ size_t bitnet_detokenize(const bitnet_vocab *v, const int32_t *tokens, size_t n_
             continue;
         }
         const size_t pn = bitnet_token_to_piece(v, t, special, NULL, 0);
+        if (pn == 0) continue; /* prints nothing (and frag may still be NULL: no NULL + 0) */
         if (fn + pn > fcap) {
             const size_t nc = 2 * (fn + pn) + 64;
             char *nf = (char *)realloc(frag, nc);

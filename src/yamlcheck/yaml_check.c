@@ -330,17 +330,29 @@ bitnet_status bitnet_yc_load(const char *path, size_t max_bytes, const char *wha
     *pool_out = NULL;
     FILE *fp = fopen(path, "rb");
     if (!fp) return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
-    char *text = malloc(max_bytes + 1);
-    if (!text) {
-        fclose(fp);
+    /* read in a buffer that grows with the file (up to max_bytes + 1, which tells a file too large) rather
+     * than one of max_bytes: board and plan files are a few KiB, the limits MiBs */
+    size_t cap = max_bytes < 16384 ? max_bytes + 1 : 16384, n = 0;
+    char *text = malloc(cap);
+    while (text) {
+        n += fread(text + n, 1, cap - n, fp);
+        if (ferror(fp) || n < cap || cap == max_bytes + 1) break;
+        const size_t nc = cap > (max_bytes + 1) / 2 ? max_bytes + 1 : 2 * cap;
+        char *nt = realloc(text, nc);
+        if (!nt) break;
+        text = nt;
+        cap = nc;
+    }
+    const bool io_error = text && ferror(fp) != 0;
+    const bool oom = !text || (!io_error && n == cap && cap < max_bytes + 1);
+    fclose(fp);
+    if (oom) {
+        free(text);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
     }
-    const size_t n = fread(text, 1, max_bytes + 1, fp);
-    const bool bad = ferror(fp) != 0;
-    fclose(fp);
-    if (bad || n > max_bytes) {
+    if (io_error || n > max_bytes) {
         free(text);
-        if (bad) return bitnet_fail(err, BITNET_ERR_IO, "%s: read error", path);
+        if (io_error) return bitnet_fail(err, BITNET_ERR_IO, "%s: read error", path);
         return bitnet_fail(err, BITNET_ERR_IO, "%s: larger than %zu bytes: not a %s", path, max_bytes, what);
     }
     bitnet_yc_pool *pool = calloc(1, sizeof *pool);
