@@ -1123,6 +1123,40 @@ TEST(ModelErrors, TlPathRefusesShapeWithoutTiles) {
     ExpectSameRun(a, b, "GQA model, threads 1 vs 3");
 }
 
+// A model freed while another stays loaded releases its own repacked weights from the LUT host's
+// table (regression, issue 12's soak test: they used to stay until the last model was freed, so a process
+// that loads and frees models beside a long-lived one grew by one model's weights per load). Checked on
+// the native TL path and the I2_S path: the table's count returns to the long-lived model's after each of
+// 4 load/free cycles, and that model's logits are bit-identical before and after (its extras are intact).
+TEST(ModelFree, ReleasesItsLutExtrasWhileAnotherModelStaysLoaded) {
+    for (bitnet_kernel_path kp : {BITNET_PATH_AUTO, BITNET_PATH_I2S}) {
+        const size_t n0 = bitnet_lut_n_extras();
+        ModelPtr keep = Load(kTinyI2S, kp);
+        ASSERT_TRUE(keep);
+        const size_t n_keep = bitnet_lut_n_extras() - n0;
+        EXPECT_EQ(n_keep, 14u) << bitnet_kernel_path_name(kp); // 2 layers x 7 projections
+        ContextPtr c = NewContext(keep.get(), 8, 4, 2);
+        ASSERT_TRUE(c);
+        const int32_t toks[3] = {1, 450, 439};
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_decode(c.get(), toks, 3, 0, false, &err), BITNET_OK) << err.msg;
+        const std::vector<float> before(bitnet_get_logits(c.get()), bitnet_get_logits(c.get()) + 512);
+        for (int i = 0; i < 4; i++) {
+            ModelPtr other = Load(kTinyI2S, kp);
+            ASSERT_TRUE(other);
+            EXPECT_EQ(bitnet_lut_n_extras(), n0 + 2 * n_keep);
+            other.reset();
+            EXPECT_EQ(bitnet_lut_n_extras(), n0 + n_keep) << bitnet_kernel_path_name(kp) << ", cycle " << i;
+        }
+        ASSERT_EQ(bitnet_decode(c.get(), toks, 3, 0, false, &err), BITNET_OK) << err.msg;
+        EXPECT_TRUE(SameBytes(before, std::vector<float>(bitnet_get_logits(c.get()), bitnet_get_logits(c.get()) + 512)))
+            << bitnet_kernel_path_name(kp);
+        c.reset();
+        keep.reset();
+        EXPECT_EQ(bitnet_lut_n_extras(), n0);
+    }
+}
+
 TEST(DecodeErrors, ContextOverflowAndBadTokens) {
     ModelPtr m = Load(kTinyI2S, BITNET_PATH_I2S);
     ASSERT_TRUE(m);

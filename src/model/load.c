@@ -522,7 +522,13 @@ bitnet_status bitnet_model_load_memory(const void *image, size_t size, const cha
 
 void bitnet_model_free(bitnet_model *m) {
     if (!m) return;
-    /* the LUT host owns the extras in one table; release it with the last model that used it */
+    /* the LUT host owns the extras in one table: this model's go now (other models may stay loaded for
+     * long: tests/test_soak.cc), the table with the last model that used it */
+    if (m->lut_used && m->layers) {
+        for (int32_t l = m->l_begin; l < m->l_end; l++) {
+            for (int p = 0; p < N_PROJ; p++) bitnet_lut_release_tensor(&layer_proj(&m->layers[l], p)->t);
+        }
+    }
     if (m->lut_used && atomic_fetch_sub(&bitnet_model_n_lut_models, 1) == 1) bitnet_lut_free();
     if (m->layers) {
         for (int32_t l = m->hp.n_layer; l-- > 0;) {

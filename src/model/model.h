@@ -190,9 +190,9 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
  * (they would need an M·K float copy). */
 bitnet_status bitnet_model_load_memory(const void *image, size_t size, const char *name,
                                        const bitnet_model_params *params, bitnet_model **out, bitnet_error *err);
-/* NULL is fine. The LUT host keeps every tensor extra in one table that only bitnet_lut_free releases,
- * so the extras of all models are released together when the last model that used them is freed
- * (a program that also transforms tensors of its own must not rely on them after that). */
+/* NULL is fine. Releases everything the model holds, its repacked weights in the LUT host's table
+ * included (other models keep theirs); the table itself goes with the last model that used it (a program
+ * that also transforms tensors of its own must not rely on their extras after that). */
 void bitnet_model_free(bitnet_model *m);
 
 const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m);

@@ -327,6 +327,24 @@ size_t bitnet_lut_n_extras(void) {
     return n;
 }
 
+void bitnet_lut_release_tensor(bitnet_tensor *t) {
+    if (t == NULL || t->extra == NULL) return;
+    bitnet_host_lock();
+    for (size_t i = bitnet_host_n_extras; i-- > 0;) { /* newest first: a model's are usually the latest */
+        if (bitnet_host_extras[i] != t->extra) continue;
+        bitnet_arena *prev = bitnet_arena_use(bitnet_host_owner);
+        bitnet_host_extra_release(bitnet_host_extras[i]);
+        bitnet_arena_use(prev);
+        /* keep the order of the others (they are only ever scanned or released together) */
+        memmove(&bitnet_host_extras[i], &bitnet_host_extras[i + 1],
+                (bitnet_host_n_extras - i - 1) * sizeof(*bitnet_host_extras));
+        bitnet_host_n_extras--;
+        t->extra = NULL;
+        break;
+    }
+    bitnet_host_unlock();
+}
+
 /* Add `ex` to the table (doubling it when full). Caller holds the mutex. false on out of memory. */
 static bool bitnet_host_register_locked(bitnet_tensor_extra *ex) {
     if (bitnet_host_n_extras == bitnet_host_cap_extras) {
