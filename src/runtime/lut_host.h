@@ -123,9 +123,8 @@ void bitnet_lut_free(void);
 /* Extras in the table now (0 after bitnet_lut_free). */
 size_t bitnet_lut_n_extras(void);
 /* Release the extra attached to t — its repacked buffer and its entry in the table, under the table's
- * allocator — and clear t->extra, so that one model can be freed while others keep theirs (without it a
- * model's extras stayed until the last model was freed: a process that loads and frees models while
- * another stays loaded grew by the repacked weights of every load; tests/test_soak.cc). Nothing happens
+ * allocator — and clear t->extra, so that one model can be freed while others keep theirs (a process that
+ * loads and frees models while another stays loaded stays flat: tests/test_soak.cc). Nothing happens
  * when t is NULL, has no extra, or its extra is not in the table (then t->extra is left as it is: it is
  * not the host's). The table itself stays (bitnet_lut_free releases it). Thread-safe. */
 void bitnet_lut_release_tensor(bitnet_tensor *t);
