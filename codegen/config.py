@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import reprlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -45,7 +46,11 @@ LAYOUT_OPTIONAL = ("num_hidden_layers", "head_dim")
 TABLE_KEYS = ("source", "kernels")
 ENTRY_REQUIRED = ("m", "k", "block_m", "block_k", "simd_m")
 ENTRY_KEYS = ENTRY_REQUIRED + ("note",)
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# \Z, not $: "$" also matches before a final newline, and "name\n" would break the registry's C strings
+NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+# YAML nesting the loader follows (a config needs 5 levels); deeper input is refused before Python's
+# recursion limit turns it into a traceback
+MAX_YAML_DEPTH = 64
 
 
 class ConfigError(Exception):
@@ -138,7 +143,18 @@ class Config:
 # YAML loading with duplicate-key detection (PyYAML silently keeps the last duplicate)
 # ---------------------------------------------------------------------------------------------
 class _Loader(yaml.SafeLoader):
-    pass
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        """PyYAML composes recursively: refuse nesting beyond MAX_YAML_DEPTH with the place it starts."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
@@ -151,7 +167,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
             continue  # SafeLoader reports unhashable keys itself
         if key in seen:
             loader.duplicate_keys.append(
-                f"line {key_node.start_mark.line + 1}: duplicate key '{key}' (first at line {seen[key]})")
+                f"line {key_node.start_mark.line + 1}: duplicate key {_show(key)} (first at line {seen[key]})")
         else:
             seen[key] = key_node.start_mark.line + 1
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
@@ -161,10 +177,17 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 
 def parse_yaml(text: str, file: str) -> tuple[object, list[str]]:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)   # its Reader refuses characters YAML does not allow, here already
+    except yaml.reader.ReaderError as e:
+        return None, [f"{file}: {_text_position(text, e.position)}: YAML syntax error: {_reader_problem(e)}"]
     loader.duplicate_keys = []
     try:
         data = loader.get_single_data()
+    except yaml.reader.ReaderError as e:
+        return None, [f"{file}: {_text_position(text, e.position)}: YAML syntax error: {_reader_problem(e)}"]
+    except RecursionError:   # MAX_YAML_DEPTH keeps the composer below the limit; this is a second guard
+        return None, [f"{file}: YAML syntax error: nesting too deep"]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -178,9 +201,40 @@ def parse_yaml(text: str, file: str) -> tuple[object, list[str]]:
     return data, [f"{file}: {d}" for d in loader.duplicate_keys]
 
 
+def _text_position(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+
+
+def _reader_problem(e: yaml.reader.ReaderError) -> str:
+    """ReaderError's str() spans two lines; one line: the character and why."""
+    ch = e.character
+    ch = f"#x{ch:04x}" if isinstance(ch, int) else repr(ch)
+    return f"unacceptable character {ch}: {e.reason}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 2, 5, 5, 4, 5
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = 60, 40, 60
+
+
+def _show(v: object) -> str:
+    """repr() for messages, abridged: one short line whatever the value (a YAML alias can expand to a
+    value whose full repr takes gigabytes; recursive aliases give self-containing lists)."""
+    return _REPR.repr(v)
+
+
+def _label(v: object) -> str:
+    """A key or m/k value as it reads in a message path: a plain short printable string as it is, else
+    _show (quoted, escaped, abridged)."""
+    if isinstance(v, str) and v.isprintable() and len(v) <= 80:
+        return v
+    return _show(v)
+
+
 def _type_name(v: object) -> str:
     return "null" if v is None else type(v).__name__
 
@@ -199,7 +253,7 @@ def _int_problem(v: object) -> str | None:
 
 
 def _unknown(key: object, allowed: Iterable[str]) -> str:
-    return f"unknown key {key!r} (allowed: {', '.join(allowed)})"
+    return f"unknown key {_show(key)} (allowed: {', '.join(allowed)})"
 
 
 def _check_layout(file: str, raw: object, out: list[str]) -> Layout | None:
@@ -219,7 +273,7 @@ def _check_layout(file: str, raw: object, out: list[str]) -> Layout | None:
         if key in raw:
             p = _int_problem(raw[key])
             if p:
-                out.append(f"{file}: layout.{key} = {raw[key]!r}: {p}")
+                out.append(f"{file}: layout.{key} = {_show(raw[key])}: {p}")
                 ok = False
     if not ok:
         return None
@@ -234,13 +288,13 @@ def _check_layout(file: str, raw: object, out: list[str]) -> Layout | None:
 
 def _check_shapes_key(file: str, raw: object, out: list[str]) -> tuple[tuple[int, int], ...] | None:
     if not isinstance(raw, list) or not raw:
-        out.append(f"{file}: shapes: must be a non-empty list of [M, K] pairs, not {raw!r}")
+        out.append(f"{file}: shapes: must be a non-empty list of [M, K] pairs, not {_show(raw)}")
         return None
     shapes = []
     ok = True
     for i, s in enumerate(raw):
         if (not isinstance(s, list) or len(s) != 2 or _int_problem(s[0]) or _int_problem(s[1])):
-            out.append(f"{file}: shapes[{i}] = {s!r}: must be a pair [M, K] of positive integers")
+            out.append(f"{file}: shapes[{i}] = {_show(s)}: must be a pair [M, K] of positive integers")
             ok = False
             continue
         if tuple(s) in shapes:
@@ -255,7 +309,7 @@ def _check_entry(file: str, where: str, i: int, raw: object, target, out: list[s
         out.append(f"{file}: {where}.kernels[{i}]: must be a mapping with keys "
                    f"{', '.join(ENTRY_REQUIRED)}, not {_type_name(raw)}")
         return None
-    mk = f"(m={raw.get('m', '?')}, k={raw.get('k', '?')})"
+    mk = f"(m={_label(raw.get('m', '?'))}, k={_label(raw.get('k', '?'))})"
     head = f"{file}: {where}.kernels[{i}] {mk}"
     ok = True
     for key in raw:
@@ -269,10 +323,10 @@ def _check_entry(file: str, where: str, i: int, raw: object, target, out: list[s
         else:
             p = _int_problem(raw[key])
             if p:
-                out.append(f"{head}: {key} = {raw[key]!r}: {p}")
+                out.append(f"{head}: {key} = {_show(raw[key])}: {p}")
                 ok = False
     if "note" in raw and not isinstance(raw["note"], str):
-        out.append(f"{head}: note = {raw['note']!r}: must be a string, not {_type_name(raw['note'])}")
+        out.append(f"{head}: note = {_show(raw['note'])}: must be a string, not {_type_name(raw['note'])}")
         ok = False
     if not ok:
         return None
@@ -301,13 +355,13 @@ def _check_table(file: str, tname: str, name: str, raw: object, target, out: lis
             ok = False
     source = raw.get("source")
     if "source" in raw and (not isinstance(source, str) or not source.strip()):
-        out.append(f"{file}: {where}.source = {source!r}: must be a non-empty string saying where the numbers came from")
+        out.append(f"{file}: {where}.source = {_show(source)}: must be a non-empty string saying where the numbers came from")
         ok = False
     kernels = raw.get("kernels")
     entries: list[KernelEntry] = []
     if "kernels" in raw:
         if not isinstance(kernels, list) or not kernels:
-            out.append(f"{file}: {where}.kernels: must be a non-empty list of tile entries, not {kernels!r}")
+            out.append(f"{file}: {where}.kernels: must be a non-empty list of tile entries, not {_show(kernels)}")
             ok = False
         else:
             first_at: dict[tuple, int] = {}
@@ -335,7 +389,7 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
     """Validate one parsed YAML document. Returns (Config or None, violations)."""
     out: list[str] = []
     if not NAME_RE.match(name):
-        out.append(f"{file}: name = {name!r}: the file stem is the config's name in C strings and file "
+        out.append(f"{file}: name = {_show(name)}: the file stem is the config's name in C strings and file "
                    f"names; use letters, digits, '.', '_' and '-' (not first)")
     if not isinstance(data, dict):
         out.append(f"{file}: the document must be a mapping with keys {', '.join(TOP_KEYS)}, "
@@ -345,9 +399,9 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
     for key in data:
         if key in TOP_KEYS:
             continue
-        if isinstance(key, str) and (re.match(r"^tl\d+$", key) or
+        if isinstance(key, str) and (re.fullmatch(r"tl\d+", key) or
                                      (isinstance(data[key], dict) and set(data[key]) & set(TABLE_NAMES))):
-            out.append(f"{file}: {key}: unknown target {key!r} (targets: {', '.join(SCHEMES)})")
+            out.append(f"{file}: {_label(key)}: unknown target {_show(key)} (targets: {', '.join(SCHEMES)})")
             bad_targets += 1
         else:
             out.append(f"{file}: {_unknown(key, TOP_KEYS)}")
@@ -355,10 +409,10 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
     if "model" not in data:
         out.append(f"{file}: missing required key 'model'")
     elif not isinstance(model, str) or not model.strip():
-        out.append(f"{file}: model = {model!r}: must be a non-empty string")
+        out.append(f"{file}: model = {_show(model)}: must be a non-empty string")
     for key in ("hf_repo", "architecture", "notes"):
         if key in data and not isinstance(data[key], str):
-            out.append(f"{file}: {key} = {data[key]!r}: must be a string, not {_type_name(data[key])}")
+            out.append(f"{file}: {key} = {_show(data[key])}: must be a string, not {_type_name(data[key])}")
     layout = declared = None
     shapes_ok = False
     if "layout" in data and "shapes" in data:
@@ -381,11 +435,11 @@ def validate_data(data: object, file: str, name: str) -> tuple[Config | None, li
         target = SCHEMES[tname]
         raw = data[tname]
         if not isinstance(raw, dict) or not raw:
-            out.append(f"{file}: {tname}: must be a mapping of tables ({', '.join(TABLE_NAMES)}), not {raw!r}")
+            out.append(f"{file}: {tname}: must be a mapping of tables ({', '.join(TABLE_NAMES)}), not {_show(raw)}")
             continue
         for tab in raw:
             if tab not in TABLE_NAMES:
-                out.append(f"{file}: {tname}.{tab}: unknown table {tab!r} (tables: {', '.join(TABLE_NAMES)})")
+                out.append(f"{file}: {tname}.{_label(tab)}: unknown table {_show(tab)} (tables: {', '.join(TABLE_NAMES)})")
                 continue
             table = _check_table(file, tname, tab, raw[tab], target, out)
             if table is None:
@@ -421,23 +475,32 @@ def name_of(path: str | os.PathLike) -> str:
     return base
 
 
+def shown_path(path: str) -> str:
+    """A file name as messages show it: as given, or escaped (repr without the quotes) when it holds a
+    newline or another unprintable character, so that every violation stays one line."""
+    return path if path.isprintable() else repr(path)[1:-1]
+
+
 def validate_file(path: str | os.PathLike) -> tuple[Config | None, list[str]]:
     """Read and validate one config file. Returns (Config or None, list of violation lines)."""
     file = os.fspath(path)
+    shown = shown_path(file)
     try:
         with open(file, "rb") as f:
             raw = f.read()
     except OSError as e:
-        return None, [f"{file}: cannot read: {e.strerror or e}"]
+        return None, [f"{shown}: cannot read: {e.strerror or e}"]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        return None, [f"{file}: not UTF-8 text (byte {e.start})"]
-    data, problems = parse_yaml(text, file)
+        return None, [f"{shown}: not UTF-8 text (byte {e.start})"]
+    data, problems = parse_yaml(text, shown)
     if data is None and problems:
         return None, problems
-    cfg, more = validate_data(data, file, name_of(file))
+    cfg, more = validate_data(data, shown, name_of(file))
     problems += more
+    if cfg is not None and shown != file:
+        cfg = replace(cfg, path=file)
     return (cfg if not problems else None), problems
 
 
@@ -484,7 +547,7 @@ def load_all(paths_or_dir) -> list[Config]:
     files = expand_paths(paths_or_dir)
     problems: list[str] = []
     if not files:
-        raise ConfigError([f"{paths_or_dir}: no config files (*.yaml) found"])
+        raise ConfigError([f"{shown_path(str(paths_or_dir))}: no config files (*.yaml) found"])
     configs: list[Config] = []
     for f in files:
         cfg, p = validate_file(f)
@@ -495,7 +558,7 @@ def load_all(paths_or_dir) -> list[Config]:
     for f in files:
         n = name_of(f)
         if n in by_name:
-            problems.append(f"{f}: name = {n!r}: also the name of {by_name[n]} (the file stem is the "
+            problems.append(f"{shown_path(f)}: name = {_show(n)}: also the name of {shown_path(by_name[n])} (the file stem is the "
                             f"config's key in the registry and must be unique)")
         else:
             by_name[n] = f

@@ -67,6 +67,14 @@ def display_path(path: str) -> str:
     return rel.replace(os.sep, "/")
 
 
+def comment_safe(text: str) -> str:
+    """text for a C block comment or a CMake line comment: unprintable characters (newlines) escaped and
+    "*/" broken up (a config in a folder named "x*" inside the repository would end the comment)."""
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text.replace("*/", "*\\/")
+
+
 def collect_kernels(configs: list[Config]) -> list[Kernel]:
     """Every (scheme, ISA, M, K, tiles) of every table, deduplicated, with its origins, sorted by name:
     a table of scheme S yields one kernel per pair of S in targets.PAIRS."""
@@ -87,14 +95,14 @@ def collect_kernels(configs: list[Config]) -> list[Kernel]:
 
 def c_banner(config_files: list[str], template: str) -> str:
     lines = [f"/* {BANNER_LEAD} from"]
-    lines += [f" *   {f}" for f in config_files]
+    lines += [f" *   {comment_safe(f)}" for f in config_files]
     lines += [f" * with {template}; DO NOT EDIT.", " */", "/* clang-format off */"]
     return "\n".join(lines)
 
 
 def cmake_banner(config_files: list[str], template: str) -> str:
     lines = [f"# {BANNER_LEAD} from"]
-    lines += [f"#   {f}" for f in config_files]
+    lines += [f"#   {comment_safe(f)}" for f in config_files]
     lines += [f"# with {template}; DO NOT EDIT."]
     return "\n".join(lines)
 
@@ -148,7 +156,7 @@ def render_all(configs: list[Config], config_files: list[str], template_dirs: li
     tables = []
     for c in configs:
         for table in c.all_tables():
-            tables.append({"config": c.name, "config_file": display_path(c.path), "scheme": SCHEMES[table.target],
+            tables.append({"config": c.name, "config_file": comment_safe(display_path(c.path)), "scheme": SCHEMES[table.target],
                            "name": table.name, "source": table.source, "entries": list(table.kernels)})
     tables.sort(key=lambda x: (x["config"], x["scheme"].name, x["name"]))
 

@@ -121,6 +121,11 @@ class Target:
         return self.key
 
 
+# The largest M or K: the registry's tile fields (bitnet_tiles in src/base/common.h) are int32_t and block_m
+# can be M; with both <= 2^31 - 1, M*K fits the int64_t sizes of the C side.
+DIM_MAX = 2**31 - 1
+
+
 def _common_rules(t_name: str, m: int, k: int, block_m: int, block_k: int, simd_m: int,
                   simd_m_allowed: tuple[int, ...], block_k_max: int) -> list[Violation]:
     v: list[Violation] = []
@@ -129,6 +134,10 @@ def _common_rules(t_name: str, m: int, k: int, block_m: int, block_k: int, simd_
             v.append(Violation(fname, val, "must be a positive integer"))
     if v:
         return v
+    for fname, val in (("m", m), ("k", k)):
+        if val > DIM_MAX:
+            v.append(Violation(fname, val, f"{fname} <= {DIM_MAX}: the generated C keeps block_m in an int32 field "
+                                           f"and M*K in int64"))
     if simd_m not in simd_m_allowed:
         allowed = " or ".join(str(a) for a in simd_m_allowed)
         v.append(Violation("simd_m", simd_m, f"{t_name} kernels compute {allowed} rows per SIMD step"))

@@ -74,6 +74,22 @@ EXPECTED = {
         "line 11: duplicate key 'default' (first at line 5)",
         "tl1.default: the table does not cover exactly the shapes the layout implies (256x256, 256x768, 768x256): "
         "missing 256x768, 768x256"],
+    # found by the property tests (tests/codegen_props): each was a traceback, a multi-line or unbounded
+    # message, or a config that validated but whose generated C did not compile
+    "deep-nesting.yaml": ["line 3, column 72: YAML syntax error: nesting deeper than 64 levels"],
+    "control-character.yaml": [
+        "line 3, column 12: YAML syntax error: unacceptable character #x0001: special characters are not allowed"],
+    "alias-bomb.yaml": [f"unknown key 'l{i}' (allowed: model, hf_repo, architecture, layout, shapes, notes, tl1, tl2)"
+                        for i in range(6)] + [
+        "model = [" + ", ".join(["[" + ", ".join(["[...]"] * 5) + ", ...]"] * 5) + ", ...]: must be a non-empty string"],
+    "dimension-over-int32.yaml": [
+        "tl1.default.kernels[0] (m=4294967296, k=256): m = 4294967296: m <= 2147483647: the generated C keeps "
+        "block_m in an int32 field and M*K in int64"],
+    "newline-in-key.yaml": [
+        "'tl3\\n': unknown target 'tl3\\n' (targets: tl1, tl2)",
+        "tl1.'fast\\n': unknown table 'fast\\n' (tables: default, pretuned)",
+        "tl1.default.kernels[0] (m='2\\n56', k=256): m = '2\\n56': must be an integer, not str",
+        "tl1.default.kernels[1] (m=256, k=256): unknown key 'x\\ny' (allowed: m, k, block_m, block_k, simd_m, note)"],
 }
 
 
@@ -171,6 +187,27 @@ tl1:
     def test_negative_and_zero_values(self):
         text = self.TINY.replace("{m: 256, k: 256, block_m: 256", "{m: 256, k: 256, block_m: 0")
         self.assertEqual(self.validate(text), ["tl1.default.kernels[0] (m=256, k=256): block_m = 0: must be a positive integer"])
+
+    def test_file_stem_with_a_final_newline(self):
+        """"$" matched before a final newline, so "t\\n.yaml" validated and its name broke the registry's C
+        string; the file name itself is shown escaped, so the violation stays one line."""
+        d = tempdir(self)
+        path = write(os.path.join(d, "t\n.yaml"), self.TINY)
+        _, problems = cfg.validate_file(path)
+        self.assertEqual(len(problems), 1)
+        self.assertTrue(problems[0].startswith(os.path.join(d, "t\\n.yaml") + ": name = 't\\n': "), problems)
+        r = run_cli("validate", path)
+        self.assertEqual((r.returncode, r.stderr.splitlines()), (2, problems))
+
+    def test_comments_of_generated_files_stay_comments(self):
+        """A config path inside the repository goes into C block comments and CMake line comments: "*/" and
+        newlines in a folder name must not end them."""
+        from codegen import render
+        self.assertEqual(render.comment_safe("configs/x*/a.yaml"), "configs/x*\\/a.yaml")
+        self.assertEqual(render.comment_safe("configs/a\nb/c.yaml"), "configs/a\\nb/c.yaml")
+        banner = render.c_banner(["configs/x*/a\n.yaml"], "t.j2")
+        self.assertEqual(banner.count("*/"), 2)   # the banner's own end and "/* clang-format off */"
+        self.assertEqual(len(render.cmake_banner(["configs/a\nb/c.yaml"], "t.j2").splitlines()), 3)
 
     def test_duplicate_config_names_in_one_run(self):
         d = tempdir(self)
