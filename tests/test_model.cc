@@ -1157,6 +1157,48 @@ TEST(ModelFree, ReleasesItsLutExtrasWhileAnotherModelStaysLoaded) {
     }
 }
 
+// A pipeline stage's model (layers [1, 2) only) holds the extras of its own layers and gives them back.
+TEST(ModelFree, StageModelReleasesItsLayersExtras) {
+    const size_t n0 = bitnet_lut_n_extras();
+    bitnet_model_params mp{};
+    mp.path = BITNET_PATH_AUTO;
+    mp.first_layer = 1;
+    mp.n_layers = 1;
+    mp.skip_embd_head = true;
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_model_load(kTinyI2S.c_str(), &mp, &m, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(bitnet_lut_n_extras(), n0 + 7); // 1 layer x 7 projections
+    bitnet_model_free(m);
+    EXPECT_EQ(bitnet_lut_n_extras(), n0);
+}
+
+// bitnet_lut_free while a model is loaded drops its extras; a model loaded after that gets new ones,
+// possibly at the same addresses. Freeing the first model must not release the second one's (the table
+// is matched on the owning tensor, never on the first model's dangling extra pointers).
+TEST(ModelFree, AfterLutFreeDoesNotReleaseAnotherModelsExtras) {
+    ModelPtr first = Load(kTinyI2S, BITNET_PATH_AUTO);
+    ASSERT_TRUE(first);
+    bitnet_lut_free();
+    ModelPtr second = Load(kTinyI2S, BITNET_PATH_AUTO);
+    ASSERT_TRUE(second);
+    const size_t n_second = bitnet_lut_n_extras();
+    EXPECT_EQ(n_second, 14u);
+    ContextPtr c = NewContext(second.get(), 8, 4, 2);
+    ASSERT_TRUE(c);
+    const int32_t toks[3] = {1, 450, 439};
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_decode(c.get(), toks, 3, 0, false, &err), BITNET_OK) << err.msg;
+    const std::vector<float> before(bitnet_get_logits(c.get()), bitnet_get_logits(c.get()) + 512);
+    first.reset();
+    EXPECT_EQ(bitnet_lut_n_extras(), n_second);
+    ASSERT_EQ(bitnet_decode(c.get(), toks, 3, 0, false, &err), BITNET_OK) << err.msg;
+    EXPECT_TRUE(SameBytes(before, std::vector<float>(bitnet_get_logits(c.get()), bitnet_get_logits(c.get()) + 512)));
+    c.reset();
+    second.reset();
+    EXPECT_EQ(bitnet_lut_n_extras(), 0u);
+}
+
 TEST(DecodeErrors, ContextOverflowAndBadTokens) {
     ModelPtr m = Load(kTinyI2S, BITNET_PATH_I2S);
     ASSERT_TRUE(m);

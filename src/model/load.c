@@ -14,8 +14,6 @@
 #define BITNET_LUT_TABLE_DEFAULT "default"
 #endif
 
-atomic_int bitnet_model_n_lut_models;
-
 /* ne[0..n_dims-1] as "[a, b]" into buf. */
 static void format_ne(char *buf, size_t size, const int64_t *ne, int n_dims) {
     int o = snprintf(buf, size, "[");
@@ -522,14 +520,13 @@ bitnet_status bitnet_model_load_memory(const void *image, size_t size, const cha
 
 void bitnet_model_free(bitnet_model *m) {
     if (!m) return;
-    /* the LUT host owns the extras in one table: this model's go now (other models may stay loaded for
-     * long: tests/test_soak.cc), the table with the last model that used it */
+    /* the model's repacked weights are entries of the LUT host's table: released here (other models keep
+     * theirs; the table goes with its last entry) */
     if (m->lut_used && m->layers) {
         for (int32_t l = m->l_begin; l < m->l_end; l++) {
             for (int p = 0; p < N_PROJ; p++) bitnet_lut_release_tensor(&layer_proj(&m->layers[l], p)->t);
         }
     }
-    if (m->lut_used && atomic_fetch_sub(&bitnet_model_n_lut_models, 1) == 1) bitnet_lut_free();
     if (m->layers) {
         for (int32_t l = m->hp.n_layer; l-- > 0;) {
             for (int p = N_PROJ; p-- > 0;) bitnet_free(layer_proj(&m->layers[l], p)->dense_owned);

@@ -257,10 +257,7 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
                 }
                 break;
             }
-            if (!m->lut_used) { /* from the first transform on, this model holds host extras */
-                m->lut_used = true;
-                atomic_fetch_add(&bitnet_model_n_lut_models, 1);
-            }
+            m->lut_used = true; /* from the first transform on, this model holds host extras */
             st = bitnet_lut_transform_tensor(&w->t, &stored_tiles, target, &tiles, ld->err);
             if (st == BITNET_OK && !w->t.extra) {
                 st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights",

@@ -191,8 +191,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
 bitnet_status bitnet_model_load_memory(const void *image, size_t size, const char *name,
                                        const bitnet_model_params *params, bitnet_model **out, bitnet_error *err);
 /* NULL is fine. Releases everything the model holds, its repacked weights in the LUT host's table
- * included (other models keep theirs); the table itself goes with the last model that used it (a program
- * that also transforms tensors of its own must not rely on their extras after that). */
+ * included (other models keep theirs; the table itself goes with its last entry). */
 void bitnet_model_free(bitnet_model *m);
 
 const bitnet_hparams *bitnet_model_hparams(const bitnet_model *m);

@@ -101,10 +101,6 @@ void bitnet_model_summary_batch(bitnet_model *m);
 bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp, bool alone, char *note, size_t cap,
                                           bitnet_error *err);
 
-/* Models alive that hold LUT-host extras; the host's table is released with the last of them
- * (bitnet_lut_free releases every extra at once). Defined in load.c. */
-extern atomic_int bitnet_model_n_lut_models;
-
 static inline weight *layer_proj(layer *L, int i) {
     weight *w[N_PROJ] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     return w[i];

@@ -328,19 +328,25 @@ size_t bitnet_lut_n_extras(void) {
 }
 
 void bitnet_lut_release_tensor(bitnet_tensor *t) {
-    if (t == NULL || t->extra == NULL) return;
+    if (t == NULL) return;
     bitnet_host_lock();
-    for (size_t i = bitnet_host_n_extras; i-- > 0;) { /* newest first: a model's are usually the latest */
-        if (bitnet_host_extras[i] != t->extra) continue;
-        bitnet_arena *prev = bitnet_arena_use(bitnet_host_owner);
-        bitnet_host_extra_release(bitnet_host_extras[i]);
-        bitnet_arena_use(prev);
-        /* keep the order of the others (they are only ever scanned or released together) */
-        memmove(&bitnet_host_extras[i], &bitnet_host_extras[i + 1],
-                (bitnet_host_n_extras - i - 1) * sizeof(*bitnet_host_extras));
-        bitnet_host_n_extras--;
+    bool released = false;
+    size_t kept = 0;
+    bitnet_arena *prev = bitnet_arena_use(bitnet_host_owner);
+    for (size_t i = 0; i < bitnet_host_n_extras; i++) { /* compacts the table in place, order kept */
+        bitnet_tensor_extra *ex = bitnet_host_extras[i];
+        if (ex->owner == t) {
+            bitnet_host_extra_release(ex);
+            released = true;
+        } else {
+            bitnet_host_extras[kept++] = ex;
+        }
+    }
+    bitnet_arena_use(prev);
+    bitnet_host_n_extras = kept;
+    if (released) {
         t->extra = NULL;
-        break;
+        if (kept == 0) bitnet_host_free_locked(); /* the last model's last weight: the table goes too */
     }
     bitnet_host_unlock();
 }
@@ -378,7 +384,7 @@ static const char *bitnet_host_i2s_impl_name(void) {
  * nibbles, non-finite scale), BITNET_ERR_NOMEM. Every message names the tensor, M and K, and the tiles
  * where they matter. On error the tensor is unchanged. Transforming a tensor again attaches a new
  * extra; the previous one (its pointer may already dangle after bitnet_lut_free, so it is never
- * dereferenced here) stays in the table until bitnet_lut_free. */
+ * dereferenced here) stays in the table until bitnet_lut_release_tensor(t) or bitnet_lut_free. */
 bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
                                           const bitnet_tiles *tiles, bitnet_error *err) {
     if (t == NULL) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "lut_transform: tensor is NULL");
@@ -543,6 +549,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s': out of memory for its extra", name);
     }
     *heap = ex;
+    heap->owner = t;
     bitnet_host_lock();
     bitnet_host_init_locked();
     const bool ok = bitnet_host_initialized && bitnet_host_register_locked(heap);

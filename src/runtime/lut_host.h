@@ -43,6 +43,7 @@ typedef struct bitnet_tensor_extra {
     const uint8_t *i2s_codes;
     int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
                                 when a model's context is created (bitnet_model_choose_kernels); 0 = never */
+    const bitnet_tensor *owner; /* the tensor it was attached to (bitnet_lut_release_tensor matches on it) */
 } bitnet_tensor_extra;
 
 /* Batch path of TL1/TL2 weights (prompt processing). A TL1/TL2 weight that was transformed from an
@@ -120,13 +121,13 @@ size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *
  * an arena beside models on the heap, or the reverse) is refused with BITNET_ERR_INVALID_ARG. */
 void bitnet_lut_init(void);
 void bitnet_lut_free(void);
-/* Extras in the table now (0 after bitnet_lut_free). */
+/* Extras in the table now (0 after bitnet_lut_free, or when the last one was released). */
 size_t bitnet_lut_n_extras(void);
-/* Release the extra attached to t — its repacked buffer and its entry in the table, under the table's
- * allocator — and clear t->extra, so that one model can be freed while others keep theirs (a process that
- * loads and frees models while another stays loaded stays flat: tests/test_soak.cc). Nothing happens
- * when t is NULL, has no extra, or its extra is not in the table (then t->extra is left as it is: it is
- * not the host's). The table itself stays (bitnet_lut_free releases it). Thread-safe. */
+/* Release every extra in the table that was attached to t (bitnet_lut_transform_tensor records the
+ * tensor; a tensor transformed twice has two) — repacked buffer and entry, under the table's allocator —
+ * and clear t->extra, so that one model can be freed while others keep theirs. The table itself is
+ * released with its last entry. t->extra is not dereferenced: a tensor whose extra went with
+ * bitnet_lut_free matches nothing, and its t->extra is left as it is. NULL is fine. Thread-safe. */
 void bitnet_lut_release_tensor(bitnet_tensor *t);
 
 /* Prepare a ternary weight for the product on layout `target` (I2_S, TL1 or TL2): decode the tensor's
@@ -140,7 +141,8 @@ void bitnet_lut_release_tensor(bitnet_tensor *t);
  * comes from base/mem.h. I2_S rows that straddle 128-weight blocks are used as stored
  * (src/kernels/i2s/i2s.h). TL1/TL2 tiles with BM > 8192 (512 in the bare-metal build) are refused (the
  * per-thread accumulators live on the stack). On error the tensor is unchanged; transforming a
- * tensor again attaches a new extra (the old one is released by bitnet_lut_free). */
+ * tensor again attaches a new extra (the old one is released by bitnet_lut_release_tensor or
+ * bitnet_lut_free). */
 bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *stored_tiles, int target,
                                           const bitnet_tiles *tiles, bitnet_error *err);
 
