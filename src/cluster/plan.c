@@ -111,7 +111,13 @@ static bool read_plan(bitnet_yc *c, const yaml_node_t *root, void *user) {
                               bitnet_yc_line(f[0].val));
     }
     int32_t version = 0;
-    if (!bitnet_yc_int(c, f[1].val, "version", 1, 1, &version) || !read_model(c, p, f[2].val)) return false;
+    if (!bitnet_yc_int(c, f[1].val, "version", 1, INT32_MAX, &version)) return false;
+    if (version != 1) {
+        return bitnet_yc_fail(c, BITNET_ERR_UNSUPPORTED,
+                              "version: %d is not a plan version this build reads (it reads version 1; line %d)",
+                              (int)version, bitnet_yc_line(f[1].val));
+    }
+    if (!read_model(c, p, f[2].val)) return false;
     bitnet_yc_field pf[] = {{"n_ctx", true, NULL}, {"n_batch", false, NULL}, {"objective", false, NULL}};
     if (!bitnet_yc_match(c, f[3].val, "params", pf, 3) || !bitnet_yc_int(c, pf[0].val, "params.n_ctx", 1, 1 << 24, &p->n_ctx) ||
         (pf[1].val && !bitnet_yc_int(c, pf[1].val, "params.n_batch", 1, 1 << 24, &p->n_batch)))

@@ -1,7 +1,8 @@
 /* fuzz_chat.c — libFuzzer target: the chat templates of text/chat.h.
  * Input: two bytes, then parts separated by FUZZ_SEP lines.
  *   byte 0: bits 0-1 family (0 is the unknown family, which must be refused), bit 2
- *           add_generation_prompt, bit 3 reply_open; byte 1: n_past (mod the message count + 1);
+ *           add_generation_prompt, bit 3 reply_open, bit 6 an EOS text ("</s>", which Falcon3's template
+ *           writes after each assistant message); byte 1: n_past (mod the message count + 1);
  *   part 0: a tokenizer.chat_template text for bitnet_chat_detect / bitnet_chat_family_of;
  *   parts 1..: messages; each part's first byte picks the role (system, user, assistant, or an
  *              invalid one), the rest is the content (cut at a NUL byte, as C strings are).

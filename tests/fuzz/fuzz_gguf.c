@@ -1,8 +1,10 @@
 /* fuzz_gguf.c — libFuzzer target: the GGUF reader (base/gguf.h) on an in-memory image, then everything a
  * tool reads from the metadata: every key through every typed getter, string arrays by index, the
  * tensor table, the vocabulary (text/tokenizer.h: bitnet_vocab_load, a tokenize/detokenize round of a
- * fixed text) and the chat template family. Input: the bytes of a GGUF file. The reader must refuse
- * malformed input with a status and a message, never read outside the image. */
+ * fixed text) and the chat template family. Input: one selector byte, then the bytes of a GGUF file;
+ * the selector's bit 0 set opens the image without the string-array index (BITNET_GGUF_NO_STRING_INDEX,
+ * the bare-metal reader's way), clear with it (the hosted tools' way). The reader must refuse malformed
+ * input with a status and a message, never read outside the image. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,15 +37,16 @@ static void exercise_vocab(const bitnet_gguf *g) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    /* a private copy: the reader may assume alignment of nothing, and ASan sees reads past `size` */
+    if (size < 1) return 0;
+    const unsigned flags = (data[0] & 1) ? BITNET_GGUF_NO_STRING_INDEX : 0;
+    data++;
+    size--;
+    /* an exact-size private copy: ASan sees a read one past the image */
     uint8_t *img = (uint8_t *)malloc(size ? size : 1);
     if (!img) return 0;
     if (size) memcpy(img, data, size);
     bitnet_error err = {{0}};
     bitnet_gguf *g = NULL;
-    /* the hosted reader indexes string arrays, the bare-metal one walks them: the last byte's low bit
-     * picks one, so both are reached */
-    const unsigned flags = size > 4 && (data[size - 1] & 1) ? BITNET_GGUF_NO_STRING_INDEX : 0;
     if (bitnet_gguf_open_memory(img, size, "fuzz.gguf", flags, &g, &err) != BITNET_OK) {
         free(img);
         return 0;

@@ -1,8 +1,9 @@
 /* fuzz_model.c — libFuzzer target: bitnet_model_load (model/model.h), the entry point llama-cli and
  * llama-bench use, on a GGUF file: architecture and hyperparameter keys, every tensor's name, shape and
- * type against the graph, tile records, the repack of ternary weights to the CPU's path. Input: the bytes
- * of a GGUF file (the seeds are small dummy models of every architecture and layout). The model is loaded
- * on the path the input's last byte picks (AUTO, I2_S, STORED), so each loader branch is reached.
+ * type against the graph, tile records, the repack of ternary weights to a kernel path. Input: one
+ * selector byte, then the bytes of a GGUF file (the seeds are small dummy models of every architecture,
+ * I2_S and TL1). The selector modulo 5 picks the path: AUTO (TL2 on x86-64, which refuses the seeds'
+ * K = 64: its legal tiles need K >= 256), I2_S, TL1, TL2 or STORED, so each loader branch is reached.
  * BITNET_KERNEL_CACHE is set to "off" (no cache file is written) and no context is made. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,12 +19,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char path[512];
-    fuzz_write("model.gguf", data, size, path, sizeof path);
+    if (size < 1) return 0;
+    static const bitnet_kernel_path paths[5] = {BITNET_PATH_AUTO, BITNET_PATH_I2S, BITNET_PATH_TL1, BITNET_PATH_TL2,
+                                                BITNET_PATH_STORED};
     bitnet_model_params mp;
     memset(&mp, 0, sizeof mp);
-    static const bitnet_kernel_path paths[3] = {BITNET_PATH_AUTO, BITNET_PATH_I2S, BITNET_PATH_STORED};
-    mp.path = paths[size ? data[size - 1] % 3 : 0];
+    mp.path = paths[data[0] % 5];
+    char path[512];
+    fuzz_write("model.gguf", data + 1, size - 1, path, sizeof path);
     bitnet_error err = {{0}};
     bitnet_model *m = NULL;
     if (bitnet_model_load(path, &mp, &m, &err) == BITNET_OK) {

@@ -2,6 +2,10 @@
  * parsers that take a path (files are rewritten for every input; tmpfs /dev/shm when there is one), and
  * splitting one input into the several files a Hugging Face folder holds.
  *
+ * The scratch directory is made in $BITNET_FUZZ_SCRATCH when set (run.sh sets it to a directory of its
+ * own, which it removes at the end, since a process that dies on a finding never runs its atexit
+ * handlers), else in /dev/shm, else in $TMPDIR or /tmp.
+ *
  * Every target defines LLVMFuzzerTestOneInput (libFuzzer's entry point, https://llvm.org/docs/LibFuzzer.html)
  * and must return 0 for every input: a parser's error status is an expected outcome, only a sanitizer
  * report, a crash, a timeout or a leak is a finding. */
@@ -42,7 +46,8 @@ static inline void fuzz_dir_remove(void) {
  * made: a target without its directory would report every input as a parser error. */
 static inline const char *fuzz_dir(void) {
     if (fuzz_dir_path[0]) return fuzz_dir_path;
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    const char *base = getenv("BITNET_FUZZ_SCRATCH");
+    if (!base || !*base) base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/bitnet-fuzz-XXXXXX", base);
     if (!mkdtemp(fuzz_dir_path)) {
         perror("fuzz_dir: mkdtemp");
@@ -52,7 +57,7 @@ static inline const char *fuzz_dir(void) {
     return fuzz_dir_path;
 }
 
-/* Path of `name` in the scratch directory (static buffer: one per call site is enough). */
+/* Path of `name` in the scratch directory, written into buf (cap bytes); returns buf. */
 static inline const char *fuzz_path(const char *name, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%s", fuzz_dir(), name);
     return buf;

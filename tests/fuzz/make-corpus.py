@@ -21,15 +21,18 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SEP = b"\n=====\n"  # fuzz_util.h FUZZ_SEP: between the files of a multi-file input
 
 
+OUT = os.path.join(HERE, "corpus")  # main() points this at a temporary directory, swapped in at the end
+
+
 def put(target, name, data):
-    d = os.path.join(HERE, "corpus", target)
+    d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     if r.returncode != 0:
         sys.exit(f"make-corpus: {' '.join(cmd)} failed:\n{r.stderr}")
 
@@ -145,8 +148,8 @@ def spm_tokenizer_json():
     }, ensure_ascii=False)
 
 
-def tokenizer_config(template):
-    return json.dumps({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+def tokenizer_config(template, bos="<s>", eos="</s>"):
+    return json.dumps({"add_bos_token": True, "add_eos_token": False, "bos_token": bos, "eos_token": eos,
                        "chat_template": template, "added_tokens_decoder": {
                            "1": {"content": "<s>", "special": True}, "2": {"content": "</s>", "special": True}}})
 
@@ -184,26 +187,36 @@ def spm_model():
 
 
 def main():
+    """Writes every target's seeds into a temporary directory, then replaces tests/fuzz/corpus with it (a
+    failing tool leaves the committed corpus as it was). Exit status as the module's docstring says."""
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=os.environ.get("BITNET_BUILD_DIR", os.path.join(ROOT, "build")))
     a = ap.parse_args()
     dummy = os.path.join(a.build_dir, "bin", "bitnet-dummy")
     if not os.access(dummy, os.X_OK):
         sys.exit(f"make-corpus: {dummy} not found: build the native tools first (cmake --build build)")
-    shutil.rmtree(os.path.join(HERE, "corpus"), ignore_errors=True)
     tmp = tempfile.mkdtemp(prefix="bitnet-corpus-")
+    OUT = os.path.join(tmp, "corpus")
     try:
         # model and gguf: dummy models of each architecture and layout (n_embd 64: about 37 KB)
-        for arch, outtype in [("bitnet", "i2_s"), ("bitnet-b1.58", "tl1"), ("bitnet-25", "i2_s"), ("llama", "i2_s"),
-                              ("llama", "tl1")]:
+        # fuzz_model.c's selector byte (mod 5): 0 AUTO, 1 I2_S, 2 TL1, 3 TL2, 4 STORED
+        paths = {"auto": 0, "i2_s": 1, "tl1": 2, "tl2": 3, "stored": 4}
+        for arch, outtype, on in [("bitnet", "i2_s", ["i2_s", "auto"]), ("bitnet-b1.58", "tl1", ["tl1", "stored"]),
+                                  ("bitnet-25", "i2_s", ["stored", "tl1"]), ("llama", "i2_s", ["i2_s", "tl2"]),
+                                  ("llama", "tl1", ["i2_s"])]:
             p = os.path.join(tmp, f"{arch}-{outtype}.gguf")
             run([dummy, "-o", p, "--arch", arch, "--n-embd", "64", "--n-ff", "128", "--n-layer", "1", "--n-head", "2",
                  "--vocab-size", "259", "--ctx", "32", "--outtype", outtype, "-q"])
             with open(p, "rb") as f:
-                put("model", f"{arch}-{outtype}.gguf", f.read())
+                gguf = f.read()
+            for path in on:
+                put("model", f"{arch}-{outtype}-on-{path}", bytes([paths[path]]) + gguf)
+        # fuzz_gguf.c's selector byte: 0 with the string-array index, 1 without
         with open(os.path.join(tmp, "llama-i2_s.gguf"), "rb") as f:
-            put("gguf", "dummy-llama-i2_s.gguf", f.read())
-        put("gguf", "all-types.gguf", small_gguf())
+            put("gguf", "dummy-llama-i2_s-indexed", b"\0" + f.read())
+        put("gguf", "all-types-indexed", b"\0" + small_gguf())
+        put("gguf", "all-types-walked", b"\1" + small_gguf())
 
         put("safetensors", "f32-bf16-f16.safetensors", safetensors(
             [("model.embed_tokens.weight", "F32", [2, 4], struct.pack("<8f", *range(8))),
@@ -221,7 +234,8 @@ def main():
                 {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}).encode() +
             SEP + tokenizer_config("{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-                                   "{{ m['content'] }}<|eot_id|>{% endfor %}").encode())
+                                   "{{ m['content'] }}<|eot_id|>{% endfor %}", "<|begin_of_text|>",
+                                   "<|eot_id|>").encode())
         put("hf_tokenizer_json", "gpt2.json", bpe_tokenizer_json(
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}, True))
         put("hf_tokenizer_json", "falcon3.json", bpe_tokenizer_json(
@@ -272,10 +286,12 @@ def main():
         m = os.path.join(tmp, "plan-model.gguf")
         run([dummy, "-o", m, "--n-embd", "64", "--n-ff", "128", "--n-layer", "2", "--n-head", "2", "--vocab-size", "259",
              "-q"])
+        env = dict(os.environ, BITNET_BUILD_DIR=a.build_dir)
         for nodes in (1, 2):
             out = os.path.join(tmp, f"plan-{nodes}.yaml")
-            run([sys.executable, os.path.join(ROOT, "utils", "plan-cluster.py"), "-m", m, "--cluster",
-                 os.path.join(ROOT, "clusters", "host-loopback-4.yaml"), "--nodes", str(nodes), "--out", out])
+            # the cluster file by its path in the repository (the plan records it), run from the root
+            run([sys.executable, os.path.join("utils", "plan-cluster.py"), "-m", m, "--cluster",
+                 os.path.join("clusters", "host-loopback-4.yaml"), "--nodes", str(nodes), "--out", out], env)
             with open(out, "rb") as f:
                 text = f.read()
             # the plan names the model by its path and SHA-256: make the path stable
@@ -283,6 +299,9 @@ def main():
         put("kchoice_cache", "two-records", "v1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 16\n"
                                             "v1|x|tl2-avx2|i2s-avx512|TL2|8640x3200|160,96,32|t1 128\n")
         put("kchoice_cache", "cut-record", "v1|x|y 12\nv1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 9")
+        final = os.path.join(HERE, "corpus")
+        shutil.rmtree(final, ignore_errors=True)
+        shutil.move(OUT, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -66,6 +66,13 @@ max_len() {
     esac
 }
 
+# The targets tests/fuzz/CMakeLists.txt defines (cluster_plan only where Open MPI is found).
+KNOWN=$(sed -n 's/^ *fuzz_target(\([a-z_0-9]*\) .*/\1/p' "$FUZZ_DIR/CMakeLists.txt")
+for t in "${TARGETS[@]}"; do
+    printf '%s\n' "$KNOWN" | grep -qx "$t" ||
+        { echo "run.sh: unknown target '$t' (known: $(echo $KNOWN))" >&2; exit 2; }
+done
+
 if [ "$BUILD_IT" = 1 ]; then
     export CC=${CC:-clang} CXX=${CXX:-clang++}
     if ! command -v "$CC" >/dev/null || ! command -v "$CXX" >/dev/null; then
@@ -94,6 +101,13 @@ for t in "${TARGETS[@]}"; do
 done
 
 mkdir -p "$BUILD/findings" "$BUILD/logs"
+for t in "${TARGETS[@]}"; do rm -f "$BUILD/logs/$t.result"; done
+# The targets' scratch files (fuzz_util.h) go to a directory of this run, removed at the end even when a
+# target died on a finding (its own atexit cleanup does not run then); tmpfs when there is one.
+SCRATCH=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/bitnet-fuzz-run.XXXXXX") ||
+    { echo "run.sh: cannot make a scratch directory" >&2; exit 1; }
+trap 'rm -rf "$SCRATCH"' EXIT
+export BITNET_FUZZ_SCRATCH=$SCRATCH
 # ASan: report leaks; a 32 MiB quarantine (freed blocks stay poisoned across many inputs, each input's own
 # use-after-free is still caught) and no 0xbe fill of new blocks: both cost page faults, which made the
 # targets 1.5-2x slower on this project's VMs. UBSan: stop at the first report with a stack.
@@ -108,7 +122,8 @@ run_target() {
         [ -d "$d" ] && [ -n "$(ls -A "$d" 2>/dev/null)" ] && inputs+=("$d"/*)
     done
     : >"$log"
-    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" >>"$log" 2>&1; then
+    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$BUILD/findings/$t-" \
+            "${inputs[@]}" >>"$log" 2>&1; then
         echo "FAILED replaying the committed inputs (see $log)" >"$res"
         return
     fi
@@ -153,15 +168,14 @@ for t in "${TARGETS[@]}"; do
 done
 wait
 
-status=0
 {
     echo "fuzz summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $limit per target, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'))"
     for t in "${TARGETS[@]}"; do
         r=$(cat "$BUILD/logs/$t.result" 2>/dev/null || echo "FAILED: no result")
         printf '  %-20s %s\n' "$t" "$r"
-        case "$r" in FAILED*) status=1 ;; esac
     done
 } | tee "$BUILD/fuzz-summary.txt"
+status=0
 grep -q FAILED "$BUILD/fuzz-summary.txt" && status=1
 if [ "$status" != 0 ]; then
     for t in "${TARGETS[@]}"; do
