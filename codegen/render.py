@@ -68,11 +68,12 @@ def display_path(path: str) -> str:
 
 
 def comment_safe(text: str) -> str:
-    """text for a C block comment or a CMake line comment: unprintable characters (newlines) escaped and
-    "*/" broken up (a config in a folder named "x*" inside the repository would end the comment)."""
+    """text for a C block comment or a CMake line comment: unprintable characters (newlines) escaped, and
+    "*/" and "/*" broken up (a config in a folder named "x*" inside the repository would end the comment;
+    one named "*x" would open a nested one, which -Wcomment rejects under -Werror)."""
     if not text.isprintable():
         text = repr(text)[1:-1]
-    return text.replace("*/", "*\\/")
+    return text.replace("*/", "*\\/").replace("/*", "/\\*")
 
 
 def collect_kernels(configs: list[Config]) -> list[Kernel]:

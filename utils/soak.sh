@@ -9,7 +9,8 @@
 #   --build DIR   a configured build directory with -DBITNET_BUILD_TESTS=ON (default build-asan/, the
 #                 AddressSanitizer build of tests/run-all.sh; build/ for the plain Release build)
 #   --seconds S   run rounds until S seconds have passed (default 300; at least 30 rounds)
-#   --rounds N    run exactly N rounds instead
+#   --rounds N    run exactly N rounds instead (at least 4: every way of starting a round once after the
+#                 first); --seconds and --rounds exclude each other
 #   --verbose     one line per round: turns, tokens, where the context filled, RSS (and growth),
 #                 live heap, fds, threads, elapsed seconds
 #   --all         also the llama-cli tests of test_soak (fixed size: a few seconds)
@@ -23,22 +24,27 @@ cd "$(dirname "$0")/.." || exit 2
 BUILD=build-asan
 SECONDS_ARG=300
 ROUNDS=""
+GOT_SECONDS=0
 VERBOSE=0
 FILTER=Soak.ChatFillsTheContextManyTimes
 while [ $# -gt 0 ]; do
     case "$1" in
         --build) BUILD=${2:-}; shift ;;
-        --seconds) SECONDS_ARG=${2:-}; ROUNDS=""; shift ;;
+        --seconds) SECONDS_ARG=${2:-}; GOT_SECONDS=1; shift ;;
         --rounds) ROUNDS=${2:-}; shift ;;
         --verbose) VERBOSE=1 ;;
         --all) FILTER='Soak.*' ;;
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \?//'; exit 0 ;;
         *) echo "utils/soak.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 case "$SECONDS_ARG" in ''|*[!0-9]*) echo "utils/soak.sh: --seconds needs a whole number" >&2; exit 2 ;; esac
 case "$ROUNDS" in *[!0-9]*) echo "utils/soak.sh: --rounds needs a whole number" >&2; exit 2 ;; esac
+if [ -n "$ROUNDS" ] && [ "$GOT_SECONDS" = 1 ]; then
+    echo "utils/soak.sh: --seconds and --rounds exclude each other" >&2
+    exit 2
+fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     echo "utils/soak.sh: $BUILD is not a configured build directory (see tests/run-all.sh for the configure lines)" >&2
     exit 2

@@ -330,8 +330,8 @@ bitnet_status bitnet_yc_load(const char *path, size_t max_bytes, const char *wha
     *pool_out = NULL;
     FILE *fp = fopen(path, "rb");
     if (!fp) return bitnet_fail(err, BITNET_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
-    /* read in a buffer that grows with the file (up to max_bytes + 1, which tells a file too large) rather
-     * than one of max_bytes: board and plan files are a few KiB, the limits MiBs */
+    /* a buffer that grows with the file up to max_bytes + 1 bytes (reading that many tells a file too
+     * large): board and plan files are a few KiB, the limits MiBs */
     size_t cap = max_bytes < 16384 ? max_bytes + 1 : 16384, n = 0;
     char *text = malloc(cap);
     while (text) {

@@ -200,13 +200,15 @@ tl1:
         self.assertEqual((r.returncode, r.stderr.splitlines()), (2, problems))
 
     def test_comments_of_generated_files_stay_comments(self):
-        """A config path inside the repository goes into C block comments and CMake line comments: "*/" and
-        newlines in a folder name must not end them."""
+        """A config path inside the repository goes into C block comments and CMake line comments: "*/",
+        "/*" and newlines in a folder name must not end them or open a nested comment."""
         from codegen import render
         self.assertEqual(render.comment_safe("configs/x*/a.yaml"), "configs/x*\\/a.yaml")
         self.assertEqual(render.comment_safe("configs/a\nb/c.yaml"), "configs/a\\nb/c.yaml")
-        banner = render.c_banner(["configs/x*/a\n.yaml"], "t.j2")
+        self.assertEqual(render.comment_safe("configs/*x/a.yaml"), "configs/\\*x/a.yaml")  # no nested "/*"
+        banner = render.c_banner(["configs/x*/a\n.yaml", "configs/*y/b.yaml"], "t.j2")
         self.assertEqual(banner.count("*/"), 2)   # the banner's own end and "/* clang-format off */"
+        self.assertEqual(banner.count("/*"), 2)   # the banner's own start and "/* clang-format off */"
         self.assertEqual(len(render.cmake_banner(["configs/a\nb/c.yaml"], "t.j2").splitlines()), 3)
 
     def test_duplicate_config_names_in_one_run(self):
