@@ -128,9 +128,12 @@ class BadInputs(unittest.TestCase):
                 argv[0] = sys.executable
             elif argv[0].startswith(BIN):
                 argv = PREFIX + argv
+            env = dict(os.environ)
+            if "--plan" in argv:  # Open MPI's own allocations are not freed at exit (as ctest cluster_mpi)
+                env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
             with self.subTest(row=line, input=what):
                 p = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   errors="replace", timeout=300)
+                                   errors="replace", timeout=300, env=env)
                 self.assertNotRegex(p.stderr, r"Sanitizer|runtime error:|Traceback|Segmentation", cmd)
                 self.assertEqual(p.returncode, status, f"{DOC}:{line}: {cmd}\n{p.stderr[-2000:]}")
                 self.assertIn(msg, p.stdout + p.stderr, f"{DOC}:{line}: {cmd}")
