@@ -488,31 +488,12 @@ TEST(Soak, ChatFillsTheContextManyTimes) {
 
 const std::string kCli = std::string(BITNET_BINARY_DIR) + "/bin/llama-cli";
 
-struct CliResult {
-    int rc = -1;
-    std::string out, err;
-};
+using CliResult = bitnet_test::RunResult;
 
-std::string ReadText(const std::string &path) {
-    std::vector<uint8_t> b = bitnet_test::read_file(path);
-    return std::string(b.begin(), b.end());
-}
-
-// Runs llama-cli with `args`, stdin = `input`; exit status, stdout and stderr.
+// Runs llama-cli with `args`, stdin = `input`: exit status, stdout and stderr.
 CliResult RunCli(const std::string &args, const std::string &input) {
     static int k = 0;
-    const std::string base = g_dir + "/cli" + std::to_string(k++);
-    {
-        std::ofstream in(base + ".in", std::ios::binary);
-        in << input;
-    }
-    const std::string cmd = "'" + kCli + "' " + args + " <'" + base + ".in' >'" + base + ".out' 2>'" + base + ".err'";
-    CliResult r;
-    const int st = std::system(cmd.c_str());
-    r.rc = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
-    r.out = ReadText(base + ".out");
-    r.err = ReadText(base + ".err");
-    return r;
+    return bitnet_test::run_program("", kCli, args, input, g_dir + "/cli" + std::to_string(k++));
 }
 
 size_t Count(const std::string &s, const std::string &what) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -133,6 +134,32 @@ inline std::string field_float(uint32_t f, float x) {
     std::string s = varint((uint64_t)f << 3 | 5);
     for (int i = 0; i < 4; i++) s += (char)((bits >> (8 * i)) & 0xFF);
     return s;
+}
+
+// A program run through the shell: exit status (-1 when it did not exit normally), stdout, stderr.
+struct RunResult {
+    int rc = -1;
+    std::string out, err;
+};
+
+// Runs `prefix` (an emulator, or "") then the program at `exe` with `args` (shell words, quoted by the
+// caller) and `input` on stdin. The streams go through files <base>.in/.out/.err, base a path prefix the
+// caller keeps unique (its scratch directory and a counter).
+inline RunResult run_program(const std::string &prefix, const std::string &exe, const std::string &args,
+                             const std::string &input, const std::string &base) {
+    {
+        std::ofstream in(base + ".in", std::ios::binary);
+        in << input;
+    }
+    const std::string cmd = (prefix.empty() ? "" : prefix + " ") + "'" + exe + "' " + args + " <'" + base +
+                            ".in' >'" + base + ".out' 2>'" + base + ".err'";
+    RunResult r;
+    const int st = std::system(cmd.c_str());
+    r.rc = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+    const std::vector<uint8_t> o = read_file(base + ".out"), e = read_file(base + ".err");
+    r.out.assign(o.begin(), o.end());
+    r.err.assign(e.begin(), e.end());
+    return r;
 }
 
 }  // namespace bitnet_test
