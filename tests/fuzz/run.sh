@@ -81,10 +81,11 @@ if [ "$BUILD_IT" = 1 ]; then
     fi
     GEN=()
     command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD/CMakeCache.txt" ] && GEN=(-G Ninja)
+    mkdir -p "$BUILD"
     cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBITNET_BUILD_TESTS=OFF \
         -DBITNET_FUZZ=ON -DBITNET_SANITIZE=address,undefined \
-        -DBITNET_GENERATED_DIR="$ROOT/generated" -DBITNET_LUT_TABLE=default >"$BUILD-configure.log" 2>&1 ||
-        { cat "$BUILD-configure.log"; echo "run.sh: configure failed" >&2; exit 1; }
+        -DBITNET_GENERATED_DIR="$ROOT/generated" -DBITNET_LUT_TABLE=default >"$BUILD/configure.log" 2>&1 ||
+        { cat "$BUILD/configure.log"; echo "run.sh: configure failed" >&2; exit 1; }
     if [ ${#TARGETS[@]} -gt 0 ]; then
         cmake --build "$BUILD" --parallel "$JOBS" --target "${TARGETS[@]/#/fuzz_}" || { echo "run.sh: build failed" >&2; exit 1; }
     else
