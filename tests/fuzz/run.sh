@@ -13,11 +13,11 @@
 # libclang-rt-dev, deps/debian-packages [fuzz]).
 #
 # Each target first replays its committed inputs (tests/fuzz/corpus/T and tests/fuzz/regressions/T), then
-# fuzzes for N seconds with the dictionary of its format (tests/fuzz/dict/: gguf, json, yaml, chat). The corpus it grows
-# lives in build-fuzz/corpus/T (kept between runs, never written into the repository). A finding (crash,
-# sanitizer report, leak, timeout > 10 s, RSS > 2 GiB) leaves its input in build-fuzz/findings/ and fails
-# the run; commit that input to tests/fuzz/regressions/T with the fix. The summary (executions, rate,
-# corpus size per target) is printed and written to build-fuzz/fuzz-summary.txt.
+# fuzzes for N seconds with the dictionary of its format (tests/fuzz/dict/: gguf, json, yaml, chat). The
+# corpus it grows lives in build-fuzz/corpus/T (kept between runs, never written into the repository). A
+# finding (crash, sanitizer report, leak, timeout > 10 s, RSS > 2 GiB) leaves its input in
+# build-fuzz/findings/ and fails the run; commit that input to tests/fuzz/regressions/T with the fix. The
+# summary (executions, rate, corpus size per target) is printed and written to build-fuzz/fuzz-summary.txt.
 # Exit status: 0 all passed, 1 a finding or a build failure, 2 bad arguments.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
         --jobs) shift; JOBS=${1:-}
                 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs needs a positive number (got '$JOBS')" >&2; exit 2; } ;;
         --no-build) BUILD_IT=0 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \?//'; exit 0 ;;
         -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) TARGETS+=("$1") ;;
     esac
