@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
         --jobs) shift; JOBS=${1:-}
                 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs needs a positive number (got '$JOBS')" >&2; exit 2; } ;;
         --no-build) BUILD_IT=0 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \?//'; exit 0 ;;
         -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) TARGETS+=("$1") ;;
     esac
