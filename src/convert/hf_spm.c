@@ -249,10 +249,10 @@ bitnet_status bitnet_hf_apply_added_decoder(bitnet_hf_vocab *v, const char *dir,
         char *end;
         errno = 0;
         const long long id = strtoll(key, &end, 10);
-        if (errno || *end || id < 0 || id >= INT32_MAX - 1 || !get_str(val, "content")) {
+        if (errno || *end || id < 0 || id >= BITNET_HF_MAX_VOCAB || !get_str(val, "content")) {
             return bitnet_fail(err, BITNET_ERR_FORMAT,
-                               "%s/tokenizer_config.json: added_tokens_decoder entry \"%.20s\" is not an id with a content",
-                               dir, key);
+                               "%s/tokenizer_config.json: added_tokens_decoder entry \"%.20s\" is not an id (0 to %lld) "
+                               "with a content", dir, key, (long long)BITNET_HF_MAX_VOCAB - 1);
         }
         if (id > max_id) max_id = id;
     }

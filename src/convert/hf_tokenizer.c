@@ -223,8 +223,9 @@ bitnet_status bitnet_hf_vocab_pad(bitnet_hf_vocab *v, int64_t n_vocab, bitnet_er
                            "row for the last %lld tokens",
                            v->source, (int)v->n_tokens, (long long)n_vocab, (long long)(v->n_tokens - n_vocab));
     }
-    if (n_vocab > (int64_t)INT32_MAX - 1) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "vocab_size %lld is too large", (long long)n_vocab);
+    if (n_vocab > BITNET_HF_MAX_VOCAB) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "vocab_size %lld is too large (at most %lld)", (long long)n_vocab,
+                           (long long)BITNET_HF_MAX_VOCAB);
     }
     const int32_t old = v->n_tokens, n = (int32_t)n_vocab;
     char **t = (char **)realloc(v->tokens, (size_t)n * sizeof *t);
@@ -586,9 +587,9 @@ static bitnet_status max_token_id(json_object *vocab, json_object *added, size_t
             return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] is not an integer id", path, key);
         }
         const int64_t id = json_object_get_int64(val);
-        if (id < 0 || id >= INT32_MAX - 1) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] = %lld is not a valid id", path, key,
-                               (long long)id);
+        if (id < 0 || id >= BITNET_HF_MAX_VOCAB) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: model.vocab[\"%.40s\"] = %lld is not a valid id (0 to %lld)",
+                               path, key, (long long)id, (long long)BITNET_HF_MAX_VOCAB - 1);
         }
         if (id > max_id) max_id = id;
     }
@@ -600,9 +601,9 @@ static bitnet_status max_token_id(json_object *vocab, json_object *added, size_t
                                "%s: added_tokens[%zu] has no integer \"id\" and string \"content\"", path, i);
         }
         const int64_t id = json_object_get_int64(idv);
-        if (id < 0 || id >= INT32_MAX - 1) {
-            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu].id = %lld is not a valid id", path, i,
-                               (long long)id);
+        if (id < 0 || id >= BITNET_HF_MAX_VOCAB) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: added_tokens[%zu].id = %lld is not a valid id (0 to %lld)",
+                               path, i, (long long)id, (long long)BITNET_HF_MAX_VOCAB - 1);
         }
         if (id > max_id) max_id = id;
     }

@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest vocabulary the importer builds: ids from 0 to BITNET_HF_MAX_VOCAB - 1 (2^21; the largest
+ * real vocabularies have about 2^18 entries). A file naming a larger id is refused: padding the holes up to
+ * it would take memory and time without bound (an id of 2^30 in a 1 KB file asked for 7.5 GB). */
+#define BITNET_HF_MAX_VOCAB ((int64_t)1 << 21)
+
 static inline bitnet_status oom(bitnet_error *err) { return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory reading the tokenizer"); }
 
 
