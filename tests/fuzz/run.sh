@@ -18,7 +18,8 @@
 # finding (crash, sanitizer report, leak, timeout > 10 s, RSS > 2 GiB) leaves its input in
 # build-fuzz/findings/ and fails the run; commit that input to tests/fuzz/regressions/T with the fix. The
 # summary (executions, rate, corpus size per target) is printed and written to build-fuzz/fuzz-summary.txt.
-# Exit status: 0 all passed, 1 a finding or a build failure, 2 bad arguments.
+# Exit status: 0 all passed, 1 a finding or a build failure, 2 bad arguments, 130 stopped by SIGINT or
+# SIGTERM (each target stopped is reported INTERRUPTED with its executions so far).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
         --jobs) shift; JOBS=${1:-}
                 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs needs a positive number (got '$JOBS')" >&2; exit 2; } ;;
         --no-build) BUILD_IT=0 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \?//'; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \?//'; exit 0 ;;
         -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) TARGETS+=("$1") ;;
     esac
@@ -142,14 +143,28 @@ run_target() {
     [ -d "$FUZZ_DIR/corpus/$t" ] && seeds+=("$FUZZ_DIR/corpus/$t")
     [ -d "$FUZZ_DIR/regressions/$t" ] && seeds+=("$FUZZ_DIR/regressions/$t")
     local t0=$SECONDS
-    if "$bin" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$SECONDS_PER" -runs="$RUNS" -max_len="$(max_len "$t")" \
-            -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$BUILD/findings/$t-" \
-            >>"$log" 2>&1; then
-        local execs rate size
-        execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
-        rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
-        size=$(ls "$work" | wc -l)
+    # The fuzzer runs in the background so that a SIGINT or SIGTERM to this run reaches it and is waited
+    # for: the scratch directory is removed only after the fuzzer has stopped (libFuzzer then prints its
+    # statistics and exits 72), and an interrupted run is reported as such, not as a finding.
+    "$bin" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$SECONDS_PER" -runs="$RUNS" -max_len="$(max_len "$t")" \
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$BUILD/findings/$t-" >>"$log" 2>&1 &
+    local fpid=$! rc stopped=0
+    trap 'stopped=1; kill -INT "$fpid" 2>/dev/null' INT TERM
+    wait "$fpid"
+    rc=$?
+    while [ "$rc" -gt 128 ] && kill -0 "$fpid" 2>/dev/null; do
+        wait "$fpid"
+        rc=$?
+    done
+    trap - INT TERM
+    local execs rate size
+    execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+    rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+    size=$(ls "$work" | wc -l)
+    if [ "$rc" = 0 ]; then
         echo "passed: ${execs:-?} executions in $((SECONDS - t0)) s (${rate:-?}/s), corpus $size inputs" >"$res"
+    elif [ "$stopped" = 1 ]; then
+        echo "INTERRUPTED: ${execs:-?} executions in $((SECONDS - t0)) s (${rate:-?}/s), corpus $size inputs" >"$res"
     else
         echo "FAILED: a finding after $((SECONDS - t0)) s (input in $BUILD/findings/, log $log)" >"$res"
     fi
@@ -158,8 +173,12 @@ run_target() {
 limit="${SECONDS_PER} s"
 [ "$RUNS" -gt 0 ] && limit="$limit or $RUNS executions"
 echo "==> fuzzing ${#TARGETS[@]} targets, $limit each, $JOBS at a time (logs in $BUILD/logs)"
+# SIGINT/SIGTERM: no further target starts; the running ones are told to stop and are waited for.
+interrupted=0
+trap 'interrupted=1; kill -TERM $(jobs -pr) 2>/dev/null' INT TERM
 running=0
 for t in "${TARGETS[@]}"; do
+    [ "$interrupted" = 1 ] && break
     run_target "$t" &
     running=$((running + 1))
     if [ "$running" -ge "$JOBS" ]; then
@@ -167,17 +186,20 @@ for t in "${TARGETS[@]}"; do
         running=$((running - 1))
     fi
 done
-wait
+while [ -n "$(jobs -pr)" ]; do wait; done
 
 {
     echo "fuzz summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), $limit per target, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'))"
     for t in "${TARGETS[@]}"; do
-        r=$(cat "$BUILD/logs/$t.result" 2>/dev/null || echo "FAILED: no result")
+        if [ -f "$BUILD/logs/$t.result" ]; then r=$(cat "$BUILD/logs/$t.result")
+        elif [ "$interrupted" = 1 ]; then r="NOT RUN: the run was stopped before this target"
+        else r="FAILED: no result"; fi
         printf '  %-20s %s\n' "$t" "$r"
     done
 } | tee "$BUILD/fuzz-summary.txt"
 status=0
 grep -q FAILED "$BUILD/fuzz-summary.txt" && status=1
+[ "$interrupted" = 1 ] && [ "$status" = 0 ] && status=130
 if [ "$status" != 0 ]; then
     for t in "${TARGETS[@]}"; do
         case "$(cat "$BUILD/logs/$t.result" 2>/dev/null)" in
