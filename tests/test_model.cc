@@ -936,6 +936,135 @@ TEST_F(Golden, BatchSizeDoesNotChangeLogits) {
     }
 }
 
+// Continuous batching: four sequences that start at different steps share one context (n_seq 4); each
+// step is one bitnet_decode_batch over a prompt chunk of some sequences and the next greedy token of
+// others, at most n_batch tokens. Every sequence's ids and the logits that chose them must equal its
+// run alone (bitnet_decode in a context of its own), byte for byte, on every kernel path and with 1 and
+// 2 threads: the property llama-server's identical-output guarantee rests on.
+TEST_F(Golden, BatchOfSequencesEqualsEachSequenceAlone) {
+    const std::vector<std::vector<int32_t>> prompts = {
+        kGoldenPrompt, {1, 17, 99}, {1, 450, 451, 452, 453, 454, 455}, {1}};
+    const int n_gen = 8, n_seq = (int)prompts.size(), n_batch = 6;
+    const bitnet_kernel_path paths[3] = {BITNET_PATH_AUTO, BITNET_PATH_I2S, BITNET_PATH_TL1};
+    for (bitnet_kernel_path kp : paths) {
+        ModelPtr m = Load(path_[0], kp);
+        ASSERT_TRUE(m);
+        const int V = bitnet_model_hparams(m.get())->n_vocab;
+        for (int nt : {1, 2}) {
+            const std::string what = std::string(bitnet_kernel_path_name(kp)) + ", " + std::to_string(nt) + " threads";
+            std::vector<GreedyRun> alone;
+            for (const auto &pr : prompts) alone.push_back(Greedy(m.get(), pr, n_gen, nt));
+            bitnet_context_params cp = {32, n_batch, nt, 1, n_seq};
+            bitnet_context *raw = nullptr;
+            bitnet_error err{};
+            ASSERT_EQ(bitnet_context_create_params(m.get(), &cp, &raw, &err), BITNET_OK) << err.msg;
+            ContextPtr c(raw);
+            EXPECT_EQ(bitnet_context_n_seq(c.get()), n_seq);
+            std::vector<GreedyRun> got(n_seq);
+            std::vector<int> fed(n_seq, 0);   // prompt tokens evaluated
+            std::vector<int32_t> next(n_seq); // the token to feed once the prompt is done
+            int steps = 0, largest = 0;
+            for (int step = 0; steps < 200; step++, steps++) {
+                std::vector<int32_t> tok, pos, seq;
+                std::vector<char> want;
+                for (int s = 0; s < n_seq && (int)tok.size() < n_batch; s++) {
+                    if (step < s || (int)got[s].ids.size() == n_gen) continue; // not started, or done
+                    const int plen = (int)prompts[s].size();
+                    if (fed[s] < plen) { // a prompt chunk, as much as fits
+                        while (fed[s] < plen && (int)tok.size() < n_batch) {
+                            tok.push_back(prompts[s][fed[s]]);
+                            pos.push_back(fed[s]);
+                            seq.push_back(s);
+                            want.push_back(fed[s] + 1 == plen);
+                            fed[s]++;
+                        }
+                    } else { // the next generated token
+                        tok.push_back(next[s]);
+                        pos.push_back(plen + (int)got[s].ids.size() - 1);
+                        seq.push_back(s);
+                        want.push_back(1);
+                    }
+                }
+                if (tok.empty()) break;
+                largest = std::max(largest, (int)tok.size());
+                std::vector<bool> keep(want.begin(), want.end());
+                std::unique_ptr<bool[]> keep_arr(new bool[tok.size()]);
+                for (size_t i = 0; i < tok.size(); i++) keep_arr[i] = keep[i];
+                const bitnet_batch b = {(int32_t)tok.size(), tok.data(), pos.data(), seq.data(), keep_arr.get()};
+                ASSERT_EQ(bitnet_decode_batch(c.get(), &b, &err), BITNET_OK) << err.msg << " (" << what << ")";
+                for (size_t i = 0; i < tok.size(); i++) {
+                    const float *l = bitnet_get_logits_ith(c.get(), (int32_t)i);
+                    if (!keep[i]) {
+                        EXPECT_EQ(l, nullptr);
+                        continue;
+                    }
+                    ASSERT_NE(l, nullptr);
+                    const int s = seq[i];
+                    got[s].logits.emplace_back(l, l + V);
+                    got[s].ids.push_back(bitnet_argmax(l, V));
+                    next[s] = got[s].ids.back();
+                }
+            }
+            EXPECT_EQ(largest, n_batch) << what; // some steps were full batches of mixed sequences
+            for (int s = 0; s < n_seq; s++) ExpectSameRun(alone[s], got[s], what + ", sequence " + std::to_string(s));
+        }
+    }
+}
+
+// Bad batches are refused with the index and the value, and nothing runs (the last logits stay).
+TEST_F(Golden, BadBatchesAreRefusedByIndex) {
+    ModelPtr m = Load(path_[0], BITNET_PATH_I2S);
+    ASSERT_TRUE(m);
+    bitnet_context_params cp = {16, 4, 1, 1, 2};
+    bitnet_context *raw = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_context_create_params(m.get(), &cp, &raw, &err), BITNET_OK) << err.msg;
+    ContextPtr c(raw);
+    const int32_t ok_tok[2] = {1, 2}, ok_pos[2] = {0, 0}, ok_seq[2] = {0, 1};
+    const bitnet_batch good = {2, ok_tok, ok_pos, ok_seq, nullptr};
+    ASSERT_EQ(bitnet_decode_batch(c.get(), &good, &err), BITNET_OK) << err.msg;
+    const float *before = bitnet_get_logits(c.get());
+    ASSERT_NE(before, nullptr);
+    EXPECT_EQ(bitnet_get_logits_ith(c.get(), 0), nullptr); // only the last token's logits by default
+    const std::vector<float> kept(before, before + 512);
+    struct Bad {
+        std::vector<int32_t> tok, pos, seq;
+        const char *msg;
+    } bad[] = {
+        {{1, 600}, {1, 1}, {0, 1}, "token id 600 at index 1 is out of range [0, 512)"},
+        {{1, 2}, {1, 16}, {0, 1}, "position 16 at index 1 is out of range [0, n_ctx = 16)"},
+        {{1, 2}, {1, -1}, {0, 1}, "position -1 at index 1"},
+        {{1, 2}, {1, 1}, {0, 2}, "sequence 2 at index 1 is out of range [0, n_seq = 2)"},
+        {{1, 2, 3}, {1, 3, 2}, {0, 1, 1}, "sequence 1 has position 2 at index 2 after position 3 at index 1"},
+        {{1, 2}, {1, 1}, {0, 0}, "sequence 0 has position 1 at index 1 after position 1 at index 0"},
+        {{1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {0, 0, 0, 0, 0}, "n_tokens = 5 must be in [1, n_batch = 4]"},
+    };
+    for (const Bad &b : bad) {
+        const bitnet_batch bb = {(int32_t)b.tok.size(), b.tok.data(), b.pos.data(), b.seq.data(), nullptr};
+        EXPECT_EQ(bitnet_decode_batch(c.get(), &bb, &err), BITNET_ERR_INVALID_ARG) << b.msg;
+        EXPECT_NE(std::string(err.msg).find(b.msg), std::string::npos) << err.msg;
+        const float *now = bitnet_get_logits(c.get());
+        ASSERT_NE(now, nullptr);
+        EXPECT_TRUE(SameBytes(kept, std::vector<float>(now, now + 512))) << b.msg;
+    }
+    // n_seq out of range at creation, and n_seq 0 meaning 1
+    for (int bad_seq : {-1, 1025}) {
+        bitnet_context_params bp = {16, 4, 1, 1, bad_seq};
+        EXPECT_EQ(bitnet_context_create_params(m.get(), &bp, &raw, &err), BITNET_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(err.msg).find("n_seq = " + std::to_string(bad_seq)), std::string::npos) << err.msg;
+    }
+    bitnet_context_params zp = {16, 4, 1, 1, 0};
+    ASSERT_EQ(bitnet_context_create_params(m.get(), &zp, &raw, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(bitnet_context_n_seq(raw), 1);
+    bitnet_context_free(raw);
+    // the KV cache grows with n_seq
+    bitnet_context_budget b1, b3;
+    bitnet_context_params p1 = {16, 4, 1, 1, 1}, p3 = {16, 4, 1, 1, 3};
+    ASSERT_EQ(bitnet_context_arena_bytes(m.get(), &p1, 0, &b1, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_context_arena_bytes(m.get(), &p3, 0, &b3, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(b3.kv_cache, 3 * b1.kv_cache);
+}
+
 // F16 projection weights take the dense float path like F32 ones. The dummy writer stores the same
 // ternary values · scale in both (every scale is exact in F16), so only token_embd differs: F32 in the
 // F32 file, F16 in the F16 file (and the F16 head rounds its input to F16). At position 0 (no

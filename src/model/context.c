@@ -61,6 +61,10 @@ static bitnet_status check_params(const bitnet_context_params *p, bitnet_error *
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_logits = %d must be in [1, n_ctx = %d]", (int)p->n_logits,
                            (int)p->n_ctx);
     }
+    if (p->n_seq < 0 || p->n_seq > 1024 || (int64_t)(p->n_seq ? p->n_seq : 1) * p->n_ctx > MAX_CTX) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_seq = %d must be in [1, 1024] with n_seq x n_ctx (%d) <= %d",
+                           (int)p->n_seq, (int)p->n_ctx, MAX_CTX);
+    }
     return BITNET_OK;
 }
 
@@ -103,9 +107,9 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         }
     }
     size_t cache_elems;
-    if (!mul3((size_t)(m->l_end - m->l_begin), C, KV, &cache_elems) || cache_elems > SIZE_MAX / 4) {
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers x %d positions x %llu overflows",
-                           (int)(m->l_end - m->l_begin), (int)p->n_ctx, (unsigned long long)KV);
+    if (!mul3((size_t)(m->l_end - m->l_begin), C * (size_t)p->n_seq, KV, &cache_elems) || cache_elems > SIZE_MAX / 4) {
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "KV cache of %d layers x %d sequences x %d positions x %llu overflows",
+                           (int)(m->l_end - m->l_begin), (int)p->n_seq, (int)p->n_ctx, (unsigned long long)KV);
     }
     bytes[CB_KCACHE] = cache_elems * h;
     bytes[CB_VCACHE] = cache_elems * h;
@@ -138,10 +142,11 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
     return BITNET_OK;
 }
 
-/* The params with n_batch clamped to n_ctx. */
+/* The params with n_batch clamped to n_ctx · n_seq and n_seq 0 as 1. */
 static bitnet_context_params clamped(const bitnet_context_params *p) {
     bitnet_context_params q = *p;
-    if (q.n_batch > q.n_ctx) q.n_batch = q.n_ctx;
+    if (q.n_seq == 0) q.n_seq = 1;
+    if ((int64_t)q.n_batch > (int64_t)q.n_ctx * q.n_seq) q.n_batch = q.n_ctx * q.n_seq;
     return q;
 }
 
@@ -179,7 +184,7 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
 
 bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                     bitnet_context **out, bitnet_error *err) {
-    const bitnet_context_params p = {n_ctx, n_batch, n_threads, 1};
+    const bitnet_context_params p = {n_ctx, n_batch, n_threads, 1, 1};
     return bitnet_context_create_params(m, &p, out, err);
 }
 
@@ -199,6 +204,8 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
+    c->n_seq = p.n_seq;
+    c->kv_rows = (size_t)p.n_seq * (size_t)p.n_ctx;
     c->wsize = wsize;
     c->head_act_bytes = m->head_kernel->act_bytes(m->hp.n_embd);
     c->logits_cap = p.n_logits;
@@ -247,12 +254,14 @@ void bitnet_context_free(bitnet_context *c) {
     void *bufs[CB_COUNT] = {c->x,     c->xb,       c->q,     c->k,     c->v,        c->att,      c->proj,
                             c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
                             c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1]};
+    bitnet_free(c->out_row);
     for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);
     bitnet_free(c);
 }
 
 int32_t bitnet_context_n_ctx(const bitnet_context *c) { return c->n_ctx; }
 int32_t bitnet_context_n_threads(const bitnet_context *c) { return c->n_threads; }
+int32_t bitnet_context_n_seq(const bitnet_context *c) { return c->n_seq; }
 const char *bitnet_context_kernel_choice(const bitnet_context *c) { return c->kchoice_note; }
 
 /* The checks every decode call shares: n_tokens, n_past within the context. */
@@ -271,6 +280,17 @@ static bitnet_status check_span(const bitnet_context *c, const char *fn, int32_t
 
 void bitnet_context_set_link(bitnet_context *c, const bitnet_stage_link *link) {
     if (c) c->link = link;
+}
+
+/* Grows the logits to `rows` rows (kept contents are not needed). */
+static bitnet_status reserve_logits(bitnet_context *c, int32_t rows, const char *fn, bitnet_error *err) {
+    if (rows <= c->logits_cap) return BITNET_OK;
+    const int32_t n_vocab = c->m->hp.n_vocab;
+    float *nl = bitnet_realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
+    if (!nl) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d × %d logits", fn, (int)rows, (int)n_vocab);
+    c->logits = nl;
+    c->logits_cap = rows;
+    return BITNET_OK;
 }
 
 bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_tokens, int32_t n_past,
@@ -294,16 +314,9 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
                                "bitnet_decode: token id %d at index %d is out of range [0, %d)", (int)tokens[i], (int)i, (int)n_vocab);
         }
     }
-    const int32_t rows = all_logits ? n_tokens : 1;
-    if (rows > c->logits_cap) {
-        float *nl = bitnet_realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
-        if (!nl) {
-            return bitnet_fail(err, BITNET_ERR_NOMEM, "bitnet_decode: out of memory for %d × %d logits", (int)rows, (int)n_vocab);
-        }
-        c->logits = nl;
-        c->logits_cap = rows;
-    }
+    if ((st = reserve_logits(c, all_logits ? n_tokens : 1, "bitnet_decode", err)) != BITNET_OK) return st;
     c->n_last = 0; /* no logits until the call succeeds */
+    c->batch_last = false;
     const bool piped = c->link != NULL;
     /* with a link: every batch embedded, through this stage's layers and sent on (pass 0), then each
      * received back after the last stage and through the head (pass 1); without: one pass does all */
@@ -337,6 +350,78 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
     return BITNET_OK;
 }
 
+bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *b, bitnet_error *err) {
+    static const char fn[] = "bitnet_decode_batch";
+    if (!c || !b || !b->token || !b->pos || !b->seq) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: NULL context, batch, token, pos or seq", fn);
+    }
+    const bitnet_model *m = c->m;
+    if (!m->io || m->l_begin != 0 || m->l_end != m->hp.n_layer || c->link) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: needs a whole model without a pipeline link", fn);
+    }
+    const int32_t n = b->n_tokens;
+    if (n < 1 || n > c->n_batch) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: n_tokens = %d must be in [1, n_batch = %d]", fn, (int)n,
+                           (int)c->n_batch);
+    }
+    if (n > c->out_cap) {
+        int32_t *nr = bitnet_realloc(c->out_row, (size_t)c->n_batch * sizeof *nr);
+        if (!nr) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for the logits map", fn);
+        c->out_row = nr;
+        c->out_cap = c->n_batch;
+    }
+    /* checks first (nothing is run on a bad batch); out_row doubles as each sequence's last position */
+    const int32_t n_vocab = m->hp.n_vocab;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= n_vocab) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: token id %d at index %d is out of range [0, %d)", fn,
+                               (int)b->token[i], (int)i, (int)n_vocab);
+        }
+        if (b->pos[i] < 0 || b->pos[i] >= c->n_ctx) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: position %d at index %d is out of range [0, n_ctx = %d)",
+                               fn, (int)b->pos[i], (int)i, (int)c->n_ctx);
+        }
+        if (b->seq[i] < 0 || b->seq[i] >= c->n_seq) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: sequence %d at index %d is out of range [0, n_seq = %d)",
+                               fn, (int)b->seq[i], (int)i, (int)c->n_seq);
+        }
+        for (int32_t j = i - 1; j >= 0; j--) { /* the same sequence's previous token in the batch */
+            if (b->seq[j] != b->seq[i]) continue;
+            if (b->pos[j] >= b->pos[i]) {
+                return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                                   "%s: sequence %d has position %d at index %d after position %d at index %d: positions "
+                                   "of a sequence must increase within a batch",
+                                   fn, (int)b->seq[i], (int)b->pos[i], (int)i, (int)b->pos[j], (int)j);
+            }
+            break;
+        }
+        if (b->logits ? b->logits[i] : i == n - 1) n_out++;
+    }
+    bitnet_status st = reserve_logits(c, n_out, fn, err);
+    if (st != BITNET_OK) return st;
+    int32_t row = 0;
+    for (int32_t i = 0; i < n; i++) c->out_row[i] = (b->logits ? b->logits[i] : i == n - 1) ? row++ : -1;
+    c->n_last = 0;
+    fwd_job job = {
+        .c = c,
+        .tokens = b->token,
+        .n = n,
+        .pos = b->pos,
+        .seq = b->seq,
+        .out_row = c->out_row,
+        .n_out = n_out,
+        .logits = c->logits,
+        .layers = true,
+        .head = n_out > 0,
+    };
+    bitnet_threadpool_run(c->tp, bitnet_model_forward_task, &job);
+    c->n_last = n;
+    c->all_last = false;
+    c->batch_last = true;
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens, int32_t n_past, bitnet_error *err) {
     if (!c || !x) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_decode_hidden: NULL context or x");
     bitnet_status st = check_span(c, "bitnet_decode_hidden", n_tokens, n_past, err);
@@ -358,6 +443,7 @@ bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens
 
 const float *bitnet_get_logits(const bitnet_context *c) {
     if (!c || c->n_last == 0) return NULL;
+    if (c->batch_last) return bitnet_get_logits_ith(c, -1);
     return c->logits + (c->all_last ? (size_t)(c->n_last - 1) * c->m->hp.n_vocab : 0);
 }
 
@@ -365,6 +451,7 @@ const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i) {
     if (!c || c->n_last == 0) return NULL;
     if (i < 0) i += c->n_last;
     if (i < 0 || i >= c->n_last) return NULL;
+    if (c->batch_last) return c->out_row[i] < 0 ? NULL : c->logits + (size_t)c->out_row[i] * c->m->hp.n_vocab;
     if (c->all_last) return c->logits + (size_t)i * c->m->hp.n_vocab;
     return i == c->n_last - 1 ? c->logits : NULL;
 }

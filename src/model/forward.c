@@ -73,10 +73,18 @@ static void rope_head(float *v, const float *cos_p, const float *sin_p, int32_t 
     }
 }
 
-/* One head of causal attention for the token at position pos in layer l:
- * out (d) = Σ_j softmax_j(q·k_j / √d) · v_j over j = 0..pos, rounding like ggml's CPU path: q to F16
- * before q·k_j, the probabilities to F16 before the product with V. */
-static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const float *q, float *out, int ith) {
+/* Token t's position and the cache row of position 0 of its sequence (fwd_job: pos0 + t and sequence 0
+ * unless the job lists them per token). */
+static inline int64_t tok_pos(const fwd_job *J, int64_t t) { return J->pos ? J->pos[t] : J->pos0 + t; }
+static inline size_t tok_row0(const bitnet_context *c, const fwd_job *J, int64_t t) {
+    return J->seq ? (size_t)J->seq[t] * (size_t)c->n_ctx : 0;
+}
+
+/* One head of causal attention for the token at position pos of the sequence whose position 0 is cache
+ * row row0, in layer l: out (d) = Σ_j softmax_j(q·k_j / √d) · v_j over j = 0..pos, rounding like ggml's
+ * CPU path: q to F16 before q·k_j, the probabilities to F16 before the product with V. */
+static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32_t h, const float *q, float *out,
+                   int ith) {
     const bitnet_model *m = c->m;
     const int32_t d = m->hp.n_embd_head, KV = m->kv_dim;
     const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
@@ -85,8 +93,8 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
     float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
     const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
-    const uint16_t *kc = c->kcache + lc * c->n_ctx * KV + (size_t)kvh * d;       /* row j at j·KV */
-    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->n_ctx;     /* channel i at i·n_ctx */
+    const uint16_t *kc = c->kcache + (lc * c->kv_rows + row0) * KV + (size_t)kvh * d; /* position j at j·KV */
+    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->kv_rows + row0; /* channel i at i·kv_rows */
 
     bitnet_dense_round_f16_row(q, 1.0f, q16, d);
     float max = -INFINITY;
@@ -99,24 +107,25 @@ static void attend(bitnet_context *c, int32_t l, int32_t pos, int32_t h, const f
     for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
     bitnet_dense_round_f16_row(score, inv, p16, (int64_t)pos + 1);
-    for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->n_ctx, p16, (int64_t)pos + 1);
+    for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->kv_rows, p16, (int64_t)pos + 1);
 }
 
 /* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
- * place and stored with v head g at positions pos0 + t of layer l. */
+ * place and stored with v head g at each token's position of its sequence in layer l. */
 static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_t g, int64_t t0, int64_t t1) {
     const bitnet_model *m = c->m;
     const int64_t KV = m->kv_dim, hd = m->hp.n_embd_head, half = hd / 2;
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t pos = J->pos0 + t;
+        const int64_t pos = tok_pos(J, t);
+        const size_t row = tok_row0(c, J, t) + (size_t)pos;
         float *k = c->k + t * KV + g * hd;
         const float *v = c->v + t * KV + g * hd;
         rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
         const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
-        uint16_t *kc = c->kcache + (lc * c->n_ctx + (size_t)pos) * KV + g * hd; /* (hd) */
-        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->n_ctx + (size_t)pos; /* stride n_ctx */
+        uint16_t *kc = c->kcache + (lc * c->kv_rows + row) * KV + g * hd; /* (hd) */
+        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->kv_rows + row; /* stride kv_rows */
         bitnet_dense_to_f16(k, 1.0f, kc, 1, hd);
-        bitnet_dense_to_f16(v, 1.0f, vc, (size_t)c->n_ctx, hd);
+        bitnet_dense_to_f16(v, 1.0f, vc, c->kv_rows, hd);
     }
 }
 
@@ -142,14 +151,14 @@ static void head_logits(bitnet_context *c, const fwd_job *J, int ith, int nth) {
     }
 }
 
-/* After the last layer: token t's final norm, xb[j] = rmsnorm(x[t]) · output_norm for output row
- * j = t - out_first (when t is an output token), in the head's input format (F16 head: rounded to F16;
- * Q8_0 head: Q8_0 blocks). */
+/* After the last layer: token t's final norm, xb[j] = rmsnorm(x[t]) · output_norm for output row j
+ * (J->out_row[t], or t - out_first; tokens without one are skipped), in the head's input format (F16
+ * head: rounded to F16; Q8_0 head: Q8_0 blocks). */
 static void final_norm(bitnet_context *c, const fwd_job *J, int64_t t) {
     const bitnet_model *m = c->m;
     const int64_t D = m->hp.n_embd;
-    if (t < J->out_first || t >= J->out_first + J->n_out) return;
-    const int64_t j = t - J->out_first;
+    const int64_t j = J->out_row ? J->out_row[t] : t - J->out_first;
+    if (j < 0 || j >= J->n_out) return;
     float *xo = c->xb + j * D;
     rmsnorm(xo, c->x + t * D, m->output_norm, D, m->hp.rms_eps);
     m->head_kernel->prepare(xo, c->head_act + (size_t)j * c->head_act_bytes, D);
@@ -205,25 +214,25 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         matmul(c, &L->wk, c->xb, c->k, n, ith, nth, 1, false);
         matmul(c, &L->wv, c->xb, c->v, n, ith, nth, 0, true);
 
-        /* RoPE on every head of q and k; k and v into the F16 cache at position pos0 + t; attention per
-         * (token, head) over positions 0..pos0+t                                     att (n, QD) */
+        /* RoPE on every head of q and k; k and v into the F16 cache of the token's sequence at its
+         * position p; attention per (token, head) over that sequence's positions 0..p       att (n, QD) */
         if (attn_by_kv_head) {
             int64_t g0, g1;
             bitnet_split_range(hp->n_head_kv, ith, nth, &g0, &g1);
             for (int64_t g = g0; g < g1; g++) {
                 rope_store_kv(c, J, l, g, 0, n);
                 for (int64_t t = 0; t < n; t++) {
-                    const int64_t pos = J->pos0 + t;
+                    const int64_t pos = tok_pos(J, t);
                     for (int64_t h = g * group; h < (g + 1) * group; h++) {
                         float *q = c->q + t * QD + h * hd;
                         rope_head(q, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, hp->rope_type);
-                        attend(c, l, (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
+                        attend(c, l, tok_row0(c, J, t), (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
                     }
                 }
             }
         } else {
             for (int64_t t = t0; t < t1; t++) {
-                const int64_t pos = J->pos0 + t;
+                const int64_t pos = tok_pos(J, t);
                 const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
                 for (int32_t h = 0; h < hp->n_head; h++)
                     rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
@@ -234,8 +243,8 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
             bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
             for (int64_t a = a0; a < a1; a++) {
                 const int64_t t = a / hp->n_head, h = a % hp->n_head;
-                attend(c, l, (int32_t)(J->pos0 + t), (int32_t)h, c->q + t * QD + h * hd, c->att + t * QD + h * hd,
-                       ith);
+                attend(c, l, tok_row0(c, J, t), (int32_t)tok_pos(J, t), (int32_t)h, c->q + t * QD + h * hd,
+                       c->att + t * QD + h * hd, ith);
             }
         }
         sync_threads(c);

@@ -227,9 +227,11 @@ typedef struct bitnet_context_params {
     int32_t n_threads; /* [1, 1024]; 1 in the bare-metal build */
     int32_t n_logits;  /* rows of logits allocated at creation, [1, n_ctx]: bitnet_decode with all_logits on
                           more tokens grows them (which fails in a sealed arena) */
+    int32_t n_seq;     /* sequences with a KV cache of n_ctx positions each (bitnet_decode_batch), [1, 1024]
+                          with n_seq · n_ctx <= 2^24; 0 means 1. bitnet_decode works on sequence 0. */
 } bitnet_context_params;
 
-/* Memory: KV cache 2 · n_layer · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
+/* Memory: KV cache 2 · n_layer · n_seq · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
  * tables (2 · n_ctx · head_size / 2 floats), per-thread attention scratch, two LUT workspaces and
  * n_logits rows of logits: 21 buffers, each 64-byte aligned (bitnet_context_arena_bytes counts them).
  * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
@@ -243,7 +245,7 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
 typedef struct bitnet_context_budget {
     size_t activations;   /* n_batch rows of x, xb, q, k, v, attention output, projection output, gate,
                              up and the head input */
-    size_t kv_cache;      /* 2 · n_layer · n_ctx · kv_dim F16 values */
+    size_t kv_cache;      /* 2 · n_layer · n_seq · n_ctx · kv_dim F16 values */
     size_t rope_tables;   /* cos and sin of n_ctx · head_size/2 angles (floats) */
     size_t attention;     /* per thread: scores and probabilities (n_ctx floats each), the query, and one
                              head row as floats (Q6_K heads) */
@@ -310,10 +312,35 @@ void bitnet_context_set_link(bitnet_context *c, const bitnet_stage_link *link);
  * bitnet_decode), n_tokens < 1, n_past < 0 or n_past + n_tokens > n_ctx. */
 bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens, int32_t n_past, bitnet_error *err);
 
-/* [n_vocab] logits of the last token of the last bitnet_decode call; NULL before the first call. */
+/* Several sequences in one forward pass (continuous batching: prompt chunks of some sequences and single
+ * generated tokens of others). Token i is tokens[i] at position pos[i] of sequence seq[i]; its key and
+ * value go into that sequence's KV cache at that position, and it attends to positions 0 .. pos[i] of
+ * the same sequence (earlier calls' entries and this batch's). With logits[i] true its logits are kept
+ * (bitnet_get_logits_ith(c, i)). Every product runs once over all n_tokens columns, and each column's
+ * arithmetic is the same as when its sequence runs alone through bitnet_decode (activations are
+ * quantized per token, attention reads only the token's own sequence), so a token's logits are
+ * bit-identical to a single-sequence run of the same tokens, whatever else is in the batch. */
+typedef struct bitnet_batch {
+    int32_t n_tokens;     /* [1, n_batch] */
+    const int32_t *token; /* (n_tokens) ids in [0, n_vocab) */
+    const int32_t *pos;   /* (n_tokens) positions in [0, n_ctx) */
+    const int32_t *seq;   /* (n_tokens) sequences in [0, n_seq) */
+    const bool *logits;   /* (n_tokens) keep this token's logits; NULL: only the last token's */
+} bitnet_batch;
+
+/* Evaluate a batch of tokens of several sequences (bitnet_batch above) in one forward pass.
+ * Errors (BITNET_ERR_INVALID_ARG naming the index and value, nothing run): n_tokens outside [1, n_batch],
+ * a token id, position or sequence out of range, positions of one sequence that do not increase within
+ * the batch, a pipeline-stage model or a context with a link; BITNET_ERR_NOMEM growing the logits. */
+bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *batch, bitnet_error *err);
+int32_t bitnet_context_n_seq(const bitnet_context *c);
+
+/* [n_vocab] logits of the last token of the last bitnet_decode call; NULL before the first call. After a
+ * bitnet_decode_batch call: the logits of the batch's last token, NULL when they were not kept. */
 const float *bitnet_get_logits(const bitnet_context *c);
 /* [n_vocab] logits of the i-th token of the last call (negative i counts from the end); NULL when
- * that token's logits were not kept (call without all_logits: only the last token). */
+ * that token's logits were not kept (call without all_logits: only the last token; bitnet_decode_batch:
+ * the tokens with logits[i] false). */
 const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i);
 
 #ifdef __cplusplus

@@ -133,6 +133,8 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
 struct bitnet_context {
     bitnet_model *m;
     int32_t n_ctx, n_batch, n_threads;
+    int32_t n_seq;           /* sequences, each with n_ctx cache positions */
+    size_t kv_rows;          /* n_seq · n_ctx: cache rows per layer (sequence s, position p at s · n_ctx + p) */
     bitnet_threadpool *tp;
     char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
     bool counted;            /* counted in m->n_contexts */
@@ -146,8 +148,8 @@ struct bitnet_context {
     float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
 
-    uint16_t *kcache; /* (n_layer, n_ctx, kv_dim) F16 keys, position-major */
-    uint16_t *vcache; /* (n_layer, kv_dim, n_ctx) F16 values, transposed: a row per value channel */
+    uint16_t *kcache; /* (n_layer, kv_rows, kv_dim) F16 keys, row-major */
+    uint16_t *vcache; /* (n_layer, kv_dim, kv_rows) F16 values, transposed: a row per value channel */
 
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 
@@ -168,6 +170,9 @@ struct bitnet_context {
     int32_t logits_cap;   /* rows allocated */
     int32_t n_last;       /* tokens in the last bitnet_decode call */
     bool all_last;        /* the last call kept every token's logits */
+    int32_t *out_row;     /* (out_cap) after bitnet_decode_batch (batch_last): token i's logits row or -1 */
+    int32_t out_cap;
+    bool batch_last;      /* the last call was bitnet_decode_batch */
     const bitnet_stage_link *link; /* stage 0 of a pipeline: where the hidden states go and come back */
 };
 
@@ -176,8 +181,11 @@ typedef struct fwd_job {
     bitnet_context *c;
     const int32_t *tokens; /* (n) token ids to embed; NULL: c->x already holds the batch's hidden states */
     int32_t n;             /* tokens in this batch */
-    int32_t pos0;          /* position of tokens[0] */
-    int32_t out_first;     /* logits for tokens out_first .. out_first+n_out-1 of the batch */
+    int32_t pos0;          /* position of tokens[0] (pos NULL) */
+    const int32_t *pos;    /* (n) per-token positions, or NULL: pos0 + t */
+    const int32_t *seq;    /* (n) per-token sequences, or NULL: sequence 0 */
+    int32_t out_first;     /* logits for tokens out_first .. out_first+n_out-1 of the batch (out_row NULL) */
+    const int32_t *out_row; /* (n) per-token logits row or -1, or NULL: out_first .. out_first+n_out-1 */
     int32_t n_out;
     float *logits;         /* (n_out, n_vocab) */
     bool layers;           /* run the model's layers [l_begin, l_end) */
