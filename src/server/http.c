@@ -1,0 +1,720 @@
+/* http.c — llama-server's endpoints on libmicrohttpd (server.h): routing, the API key, the body limit,
+ * JSON responses with json-c, server-sent event streams, and noticing clients that went away.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so a handler
+ * may block: a non-streamed request waits for its job in the access handler, a stream waits in its
+ * content reader. Both wake at least every POLL_MS to check whether the client closed its socket. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/request.h"
+#include "text/tokenizer.h"
+
+enum { POLL_MS = 100 };
+
+struct bitnet_server {
+    bitnet_model *m;
+    const bitnet_vocab *v;
+    bitnet_engine *e;
+    bitnet_server_config cfg;
+    char *model_id, *api_key;
+    struct MHD_Daemon *d;
+    int port;
+    atomic_int active;       /* requests between their first byte and their completion */
+    atomic_bool stopping;
+    atomic_uint_fast64_t next_id;   /* response ids */
+    atomic_uint_fast64_t seed_count; /* requests given a fresh seed */
+    time_t started;
+};
+
+typedef enum route {
+    R_NONE = 0, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE
+} route;
+
+/* One request: its body as it arrives. */
+typedef struct req_state {
+    route r;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    bool answered; /* a response was queued before the body was read */
+} req_state;
+
+/* A streamed response: the job and the bytes of events not yet handed to libmicrohttpd. */
+typedef struct stream_state {
+    bitnet_server *s;
+    bitnet_job *job;
+    bitnet_srv_kind kind;
+    int fd;
+    char id[48];
+    time_t created;
+    bool include_usage;
+    bool role_sent, ended, done;
+    size_t have; /* bytes of the job's text already sent */
+    char *buf;
+    size_t len, off;
+} stream_state;
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+char *bitnet_server_utf8_clean(const char *s, size_t n, size_t *out_len) {
+    char *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        size_t len = 1;
+        if (p[i] >= 0x80) {
+            len = p[i] >= 0xF0 ? 4 : p[i] >= 0xE0 ? 3 : 2;
+            if (i + len > n || !bitnet_srv_utf8_valid(s + i, len)) {
+                memcpy(o + k, "\xEF\xBF\xBD", 3);
+                k += 3;
+                i++;
+                continue;
+            }
+        }
+        memcpy(o + k, s + i, len);
+        k += len;
+        i += len;
+    }
+    o[k] = 0;
+    if (out_len) *out_len = k;
+    return o;
+}
+
+/* A JSON string of n bytes of generated text (cleaned to valid UTF-8). */
+static json_object *text_json(const char *s, size_t n) {
+    size_t len;
+    char *c = bitnet_server_utf8_clean(s ? s : "", s ? n : 0, &len);
+    if (!c) return NULL;
+    json_object *o = json_object_new_string_len(c, (int)len);
+    free(c);
+    return o;
+}
+
+static int client_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Whether the peer has closed the connection (a 0-byte read) or it failed. */
+static bool client_gone(int fd) {
+    if (fd < 0) return false;
+    char ch;
+    const ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_object *o) {
+    const char *txt = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                        : "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(txt), (void *)txt, MHD_RESPMEM_MUST_COPY);
+    json_object_put(o);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (status == 429) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    const enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static json_object *error_json(const bitnet_srv_error *e) {
+    json_object *o = json_object_new_object(), *in = json_object_new_object();
+    json_object_object_add(in, "message", text_json(e->message, strlen(e->message)));
+    json_object_object_add(in, "type", json_object_new_string(e->type));
+    json_object_object_add(in, "param", e->param[0] ? json_object_new_string(e->param) : NULL);
+    json_object_object_add(in, "code", e->code[0] ? json_object_new_string(e->code) : NULL);
+    json_object_object_add(o, "error", in);
+    return o;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const bitnet_srv_error *e) {
+    return send_json(c, (unsigned)e->http_status, error_json(e));
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 6, 7)))
+#endif
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *param, const char *code,
+                            const char *fmt, ...) {
+    bitnet_srv_error e;
+    memset(&e, 0, sizeof e);
+    e.http_status = status;
+    snprintf(e.type, sizeof e.type, "%s", type);
+    snprintf(e.param, sizeof e.param, "%s", param ? param : "");
+    snprintf(e.code, sizeof e.code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return send_error(c, &e);
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer <key>". */
+static bool key_ok(const bitnet_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    const size_t n = strlen(h), k = strlen(s->api_key);
+    unsigned char diff = (unsigned char)(n != k);
+    for (size_t i = 0; i < k; i++) diff |= (unsigned char)(s->api_key[i] ^ (i < n ? h[i] : 0));
+    return diff == 0;
+}
+
+static route route_of(const char *url, const char *method, bool *wrong_method) {
+    static const struct {
+        const char *path;
+        route r;
+        bool post;
+    } k[] = {
+        {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
+        {"/v1/completions", R_COMPLETION, true}, {"/completions", R_COMPLETION, true},
+        {"/v1/models", R_MODELS, false},         {"/models", R_MODELS, false},
+        {"/health", R_HEALTH, false},            {"/v1/health", R_HEALTH, false},
+        {"/tokenize", R_TOKENIZE, true},         {"/detokenize", R_DETOKENIZE, true},
+    };
+    *wrong_method = false;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (strcmp(url, k[i].path) != 0) continue;
+        const bool is_post = strcmp(method, "POST") == 0;
+        const bool is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if ((k[i].post && !is_post) || (!k[i].post && !is_get)) {
+            *wrong_method = true;
+            return R_NONE;
+        }
+        return k[i].r;
+    }
+    return R_NONE;
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+static json_object *usage_json(int32_t n_prompt, int32_t n_gen) {
+    json_object *u = json_object_new_object();
+    json_object_object_add(u, "prompt_tokens", json_object_new_int(n_prompt));
+    json_object_object_add(u, "completion_tokens", json_object_new_int(n_gen));
+    json_object_object_add(u, "total_tokens", json_object_new_int(n_prompt + n_gen));
+    return u;
+}
+
+/* The envelope every completion object has: id, object, created, model, choices. */
+static json_object *envelope(const bitnet_server *s, const char *id, const char *object, time_t created,
+                             json_object **choices) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_string(id));
+    json_object_object_add(o, "object", json_object_new_string(object));
+    json_object_object_add(o, "created", json_object_new_int64((int64_t)created));
+    json_object_object_add(o, "model", json_object_new_string(s->model_id));
+    json_object_object_add(o, "system_fingerprint", json_object_new_string("bitnet-c11"));
+    *choices = json_object_new_array();
+    json_object_object_add(o, "choices", *choices);
+    return o;
+}
+
+/* One streamed chunk: text (may be NULL), finish (NULL: still running), or the usage chunk. */
+static json_object *chunk_json(const stream_state *st, const char *text, size_t n, const char *finish, bool role,
+                               const bitnet_job_update *usage) {
+    json_object *choices;
+    const bool chat = st->kind == BITNET_SRV_CHAT;
+    json_object *o = envelope(st->s, st->id, chat ? "chat.completion.chunk" : "text_completion", st->created, &choices);
+    if (usage) {
+        json_object_object_add(o, "usage", usage_json(usage->n_prompt, usage->n_gen));
+        return o;
+    }
+    json_object *ch = json_object_new_object();
+    json_object_object_add(ch, "index", json_object_new_int(0));
+    if (chat) {
+        json_object *delta = json_object_new_object();
+        if (role) json_object_object_add(delta, "role", json_object_new_string("assistant"));
+        if (text || role) json_object_object_add(delta, "content", text_json(text, n));
+        json_object_object_add(ch, "delta", delta);
+    } else {
+        json_object_object_add(ch, "text", text_json(text, n));
+        json_object_object_add(ch, "logprobs", NULL);
+    }
+    json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
+    json_object_array_add(choices, ch);
+    return o;
+}
+
+/* The whole answer of a non-streamed request. */
+static json_object *final_json(const bitnet_server *s, bitnet_srv_kind kind, const char *id, time_t created,
+                               const char *text, size_t n, const bitnet_job_update *u) {
+    json_object *choices;
+    const bool chat = kind == BITNET_SRV_CHAT;
+    json_object *o = envelope(s, id, chat ? "chat.completion" : "text_completion", created, &choices);
+    json_object *ch = json_object_new_object();
+    json_object_object_add(ch, "index", json_object_new_int(0));
+    if (chat) {
+        json_object *msg = json_object_new_object();
+        json_object_object_add(msg, "role", json_object_new_string("assistant"));
+        json_object_object_add(msg, "content", text_json(text, n));
+        json_object_object_add(ch, "message", msg);
+    } else {
+        json_object_object_add(ch, "text", text_json(text, n));
+    }
+    json_object_object_add(ch, "logprobs", NULL);
+    json_object_object_add(ch, "finish_reason", json_object_new_string(bitnet_finish_name(u->finish)));
+    json_object_array_add(choices, ch);
+    json_object_object_add(o, "usage", usage_json(u->n_prompt, u->n_gen));
+    return o;
+}
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+static bool stream_add(stream_state *st, const char *event, size_t n) {
+    if (st->off == st->len) st->off = st->len = 0;
+    char *b = realloc(st->buf, st->len + n);
+    if (!b) return false;
+    st->buf = b;
+    memcpy(st->buf + st->len, event, n);
+    st->len += n;
+    return true;
+}
+
+static bool stream_event(stream_state *st, json_object *o) {
+    if (!o) return false;
+    const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const bool ok = stream_add(st, "data: ", 6) && stream_add(st, txt, strlen(txt)) && stream_add(st, "\n\n", 2);
+    json_object_put(o);
+    return ok;
+}
+
+/* libmicrohttpd's content reader: the next events, waiting for the job when none are ready. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    (void)pos;
+    stream_state *st = cls;
+    while (st->off == st->len) {
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->ended) {
+            stream_add(st, "data: [DONE]\n\n", 14);
+            st->done = true;
+            break;
+        }
+        if (!st->role_sent && st->kind == BITNET_SRV_CHAT) {
+            st->role_sent = true;
+            if (!stream_event(st, chunk_json(st, "", 0, NULL, true, NULL))) return MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
+        char *text = NULL;
+        bitnet_job_update u;
+        if (!bitnet_job_poll(st->job, st->have, POLL_MS, &text, &u)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        bool ok = true;
+        if (u.text_len > st->have) {
+            ok = stream_event(st, chunk_json(st, text, u.text_len - st->have, NULL, false, NULL));
+            st->have = u.text_len;
+        }
+        free(text);
+        if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (u.finish == BITNET_FINISH_ERROR) {
+            bitnet_srv_error e;
+            bitnet_srv_fail(&e, 500, "server_error", "", "", "generation failed: %s", u.error);
+            stream_event(st, error_json(&e));
+            st->ended = true;
+        } else if (u.finish == BITNET_FINISH_CANCELLED) {
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        } else if (u.finish != BITNET_FINISH_NONE) {
+            ok = stream_event(st, chunk_json(st, NULL, 0, bitnet_finish_name(u.finish), false, NULL));
+            if (ok && st->include_usage) ok = stream_event(st, chunk_json(st, NULL, 0, NULL, false, &u));
+            if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+            st->ended = true;
+        } else if (st->off == st->len && client_gone(st->fd)) {
+            bitnet_job_cancel(st->job);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    const size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(out, st->buf + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    stream_state *st = cls;
+    bitnet_job_release(st->job); /* cancels it when the client left early */
+    free(st->buf);
+    free(st);
+}
+
+/* ---- generation requests -------------------------------------------------------------------- */
+
+static uint64_t fresh_seed(bitnet_server *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (atomic_fetch_add(&s->seed_count, 1) * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 31;
+    return x * 0xBF58476D1CE4E5B9ULL;
+}
+
+/* The prompt's token ids of a chat or completion request; on failure the error is sent. */
+static bool prompt_tokens(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q, int32_t **ids,
+                          size_t *n, enum MHD_Result *ret) {
+    bitnet_error err = {{0}};
+    if (q->tokens) {
+        *ids = malloc((q->n_tokens ? q->n_tokens : 1) * sizeof **ids);
+        if (!*ids) return *ret = fail(c, 500, "server_error", "", "", "out of memory"), false;
+        memcpy(*ids, q->tokens, q->n_tokens * sizeof **ids);
+        *n = q->n_tokens;
+        return true;
+    }
+    char *text = q->prompt;
+    size_t len = q->prompt_len;
+    char *chat = NULL;
+    if (q->kind == BITNET_SRV_CHAT) {
+        if (s->cfg.tmpl.family == BITNET_CHAT_UNKNOWN) {
+            *ret = fail(c, 400, "invalid_request_error", "messages", "",
+                        "this model has no chat template this server knows (tokenizer.chat_template is missing or "
+                        "not one of %s): start llama-server with --chat-template NAME, or use /v1/completions",
+                        bitnet_chat_known_names());
+            return false;
+        }
+        if (bitnet_chat_format(&s->cfg.tmpl, q->messages, q->n_messages, true, &chat, &len, &err) != BITNET_OK) {
+            *ret = fail(c, 400, "invalid_request_error", "messages", "", "%s", err.msg);
+            return false;
+        }
+        text = chat;
+    }
+    const bitnet_status st = bitnet_tokenize(s->v, text ? text : "", len, true, true, ids, n, &err);
+    free(chat);
+    if (st != BITNET_OK) {
+        *ret = fail(c, 400, "invalid_request_error", q->kind == BITNET_SRV_CHAT ? "messages" : "prompt", "",
+                    "cannot tokenize the prompt: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q) {
+    enum MHD_Result ret = MHD_NO;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (!prompt_tokens(s, c, q, &ids, &n_ids, &ret)) return ret;
+    const int32_t slot_ctx = s->cfg.n_ctx_slot;
+    if (n_ids == 0) {
+        free(ids);
+        return fail(c, 400, "invalid_request_error", q->kind == BITNET_SRV_CHAT ? "messages" : "prompt", "",
+                    "the prompt is empty (no tokens, and the vocabulary adds no BOS)");
+    }
+    if (n_ids > (size_t)slot_ctx) {
+        free(ids);
+        return fail(c, 400, "invalid_request_error", q->kind == BITNET_SRV_CHAT ? "messages" : "prompt",
+                    "context_length_exceeded",
+                    "the prompt has %zu tokens, more than the %d tokens of a slot's context (llama-server -c N_CTX -np "
+                    "N_SLOTS gives each slot N_CTX / N_SLOTS)",
+                    n_ids, (int)slot_ctx);
+    }
+    int32_t max_tokens = q->max_tokens;
+    if (max_tokens < 0) max_tokens = s->cfg.n_predict > 0 ? s->cfg.n_predict : slot_ctx;
+    bitnet_gen_params gp = {
+        .prompt = ids,
+        .n_prompt = n_ids,
+        .max_tokens = max_tokens,
+        .temperature = q->has_temperature ? q->temperature : s->cfg.temp,
+        .top_k = q->has_top_k ? q->top_k : s->cfg.top_k,
+        .top_p = q->has_top_p ? q->top_p : s->cfg.top_p,
+        .seed = q->has_seed ? q->seed : s->cfg.seed >= 0 ? (uint64_t)s->cfg.seed : fresh_seed(s),
+        .stop = q->stop,
+        .n_stop = q->n_stop,
+    };
+    bitnet_job *job = NULL;
+    bool busy = false;
+    bitnet_error err = {{0}};
+    const bitnet_status st = bitnet_engine_submit(s->e, &gp, &job, &busy, &err);
+    free(ids);
+    if (st != BITNET_OK) {
+        if (busy) return fail(c, 429, "rate_limit_error", "", "rate_limit_exceeded", "the server is busy: %s", err.msg);
+        if (st == BITNET_ERR_UNSUPPORTED) return fail(c, 503, "server_error", "", "", "%s", err.msg);
+        return fail(c, st == BITNET_ERR_NOMEM ? 500 : 400, st == BITNET_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                    "", "", "%s", err.msg);
+    }
+    char id[48];
+    snprintf(id, sizeof id, "%s-%llu", q->kind == BITNET_SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    const time_t created = time(NULL);
+
+    if (q->stream) {
+        stream_state *ss = calloc(1, sizeof *ss);
+        if (!ss) {
+            bitnet_job_release(job);
+            return fail(c, 500, "server_error", "", "", "out of memory");
+        }
+        ss->s = s;
+        ss->job = job;
+        ss->kind = q->kind;
+        ss->fd = client_fd(c);
+        snprintf(ss->id, sizeof ss->id, "%s", id);
+        ss->created = created;
+        ss->include_usage = q->include_usage;
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, ss, stream_free);
+        if (!r) {
+            stream_free(ss);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+
+    /* not streamed: wait for the end, watching the client */
+    const int fd = client_fd(c);
+    bitnet_job_update u;
+    char *text = NULL;
+    for (;;) {
+        if (!bitnet_job_poll(job, 0, POLL_MS, &text, &u)) {
+            bitnet_job_release(job);
+            return fail(c, 500, "server_error", "", "", "out of memory");
+        }
+        if (u.finish != BITNET_FINISH_NONE) break;
+        free(text);
+        text = NULL;
+        if (client_gone(fd)) {
+            bitnet_job_release(job);
+            return MHD_NO; /* nobody to answer */
+        }
+    }
+    bitnet_job_release(job);
+    if (u.finish == BITNET_FINISH_ERROR) {
+        free(text);
+        return fail(c, 500, "server_error", "", "", "generation failed: %s", u.error);
+    }
+    if (u.finish == BITNET_FINISH_CANCELLED) {
+        free(text);
+        return fail(c, 503, "server_error", "", "", "the request was cancelled (the server is stopping)");
+    }
+    ret = send_json(c, MHD_HTTP_OK, final_json(s, q->kind, id, created, text, u.text_len, &u));
+    free(text);
+    return ret;
+}
+
+/* ---- the other endpoints -------------------------------------------------------------------- */
+
+static enum MHD_Result tokenize(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    bitnet_error err = {{0}};
+    if (bitnet_tokenize(s->v, q->prompt, q->prompt_len, q->add_special, true, &ids, &n, &err) != BITNET_OK) {
+        return fail(c, 400, "invalid_request_error", "content", "", "cannot tokenize: %s", err.msg);
+    }
+    json_object *o = json_object_new_object(), *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++) json_object_array_add(arr, json_object_new_int(ids[i]));
+    free(ids);
+    json_object_object_add(o, "tokens", arr);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result detokenize(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q) {
+    const size_t need = bitnet_detokenize(s->v, q->tokens, q->n_tokens, false, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return fail(c, 500, "server_error", "", "", "out of memory");
+    bitnet_detokenize(s->v, q->tokens, q->n_tokens, false, buf, need);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "content", text_json(buf, need));
+    free(buf);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result models(bitnet_server *s, struct MHD_Connection *c) {
+    json_object *o = json_object_new_object(), *arr = json_object_new_array(), *m = json_object_new_object();
+    json_object_object_add(m, "id", json_object_new_string(s->model_id));
+    json_object_object_add(m, "object", json_object_new_string("model"));
+    json_object_object_add(m, "created", json_object_new_int64((int64_t)s->started));
+    json_object_object_add(m, "owned_by", json_object_new_string("bitnet"));
+    json_object_array_add(arr, m);
+    json_object_object_add(o, "object", json_object_new_string("list"));
+    json_object_object_add(o, "data", arr);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+/* ---- libmicrohttpd callbacks ---------------------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    bitnet_server *s = cls;
+    req_state *rs = *con_cls;
+    if (!rs) { /* first call: the headers are in */
+        rs = calloc(1, sizeof *rs);
+        if (!rs) return MHD_NO;
+        *con_cls = rs;
+        atomic_fetch_add(&s->active, 1);
+        bool wrong_method;
+        rs->r = route_of(url, method, &wrong_method);
+        if (rs->r == R_NONE) {
+            rs->answered = true;
+            return wrong_method ? fail(c, 405, "invalid_request_error", "", "", "%s is not allowed on %s", method, url)
+                                : fail(c, 404, "invalid_request_error", "", "not_found",
+                                       "no endpoint %s %s (see llama-server --help)", method, url);
+        }
+        if (rs->r != R_HEALTH && !key_ok(s, c)) {
+            rs->answered = true;
+            return fail(c, 401, "invalid_request_error", "", "invalid_api_key",
+                        "Invalid API key: send the key given with --api-key as \"Authorization: Bearer KEY\"");
+        }
+        if (atomic_load(&s->stopping) && (rs->r == R_CHAT || rs->r == R_COMPLETION)) {
+            rs->answered = true;
+            return fail(c, 503, "server_error", "", "", "the server is shutting down");
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+            rs->answered = true;
+            return fail(c, 413, "invalid_request_error", "", "", "the request body has %s bytes, more than the %zu accepted",
+                        cl, s->cfg.max_body);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size > 0) { /* a piece of the body */
+        if (!rs->answered && !rs->too_large) {
+            if (rs->len + *upload_size > s->cfg.max_body) {
+                rs->too_large = true;
+            } else {
+                if (rs->len + *upload_size > rs->cap) {
+                    size_t cap = rs->cap ? rs->cap : 4096;
+                    while (cap < rs->len + *upload_size) cap *= 2;
+                    char *b = realloc(rs->body, cap);
+                    if (!b) return MHD_NO;
+                    rs->body = b;
+                    rs->cap = cap;
+                }
+                memcpy(rs->body + rs->len, upload, *upload_size);
+                rs->len += *upload_size;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rs->answered) return MHD_YES;
+    rs->answered = true;
+    if (rs->too_large) {
+        return fail(c, 413, "invalid_request_error", "", "", "the request body is larger than the %zu bytes accepted",
+                    s->cfg.max_body);
+    }
+    switch (rs->r) {
+    case R_HEALTH: {
+        int32_t busy, waiting;
+        bitnet_engine_load(s->e, &busy, &waiting);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "status", json_object_new_string("ok"));
+        json_object_object_add(o, "slots_processing", json_object_new_int(busy));
+        json_object_object_add(o, "requests_waiting", json_object_new_int(waiting));
+        return send_json(c, MHD_HTTP_OK, o);
+    }
+    case R_MODELS: return models(s, c);
+    default: break;
+    }
+    static const bitnet_srv_kind kinds[] = {[R_CHAT] = BITNET_SRV_CHAT, [R_COMPLETION] = BITNET_SRV_COMPLETION,
+                                            [R_TOKENIZE] = BITNET_SRV_TOKENIZE, [R_DETOKENIZE] = BITNET_SRV_DETOKENIZE};
+    const bitnet_srv_limits lim = {s->model_id, bitnet_model_hparams(s->m)->n_vocab, s->cfg.max_tokens_cap, 16, 256};
+    bitnet_srv_request q;
+    bitnet_srv_error e;
+    enum MHD_Result ret;
+    if (bitnet_srv_parse(kinds[rs->r], rs->body ? rs->body : "", rs->len, &lim, &q, &e) != BITNET_OK) {
+        ret = send_error(c, &e);
+    } else if (rs->r == R_TOKENIZE) {
+        ret = tokenize(s, c, &q);
+    } else if (rs->r == R_DETOKENIZE) {
+        ret = detokenize(s, c, &q);
+    } else {
+        ret = generate(s, c, &q);
+    }
+    bitnet_srv_request_free(&q);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    (void)toe;
+    bitnet_server *s = cls;
+    req_state *rs = *con_cls;
+    if (!rs) return;
+    free(rs->body);
+    free(rs);
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->active, 1);
+}
+
+/* ---- start and stop ------------------------------------------------------------------------- */
+
+bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitnet_server_config *cfg,
+                                  bitnet_server **out, bitnet_error *err) {
+    *out = NULL;
+    bitnet_server *s = calloc(1, sizeof *s);
+    if (!s) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the server");
+    s->m = m;
+    s->v = bitnet_model_vocab(m);
+    s->e = e;
+    s->cfg = *cfg;
+    s->model_id = strdup(cfg->model_id ? cfg->model_id : "model");
+    s->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
+    s->started = time(NULL);
+    atomic_init(&s->active, 0);
+    atomic_init(&s->stopping, false);
+    atomic_init(&s->next_id, 1);
+    atomic_init(&s->seed_count, 0);
+    if (!s->model_id || (cfg->api_key && !s->api_key)) {
+        bitnet_server_stop(s, 0);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the server");
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    const int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        bitnet_server_stop(s, 0);
+        return bitnet_fail(err, BITNET_ERR_IO, "cannot resolve --host %s: %s", cfg->host, gai_strerror(gai));
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 64u,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 600u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        const int e2 = errno;
+        bitnet_server_stop(s, 0);
+        return bitnet_fail(err, BITNET_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+                           e2 ? strerror(e2) : "libmicrohttpd could not start");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    *out = s;
+    return BITNET_OK;
+}
+
+int bitnet_server_port(const bitnet_server *s) { return s->port; }
+
+void bitnet_server_stop(bitnet_server *s, int grace_ms) {
+    if (!s) return;
+    if (s->d) {
+        atomic_store(&s->stopping, true);
+        MHD_quiesce_daemon(s->d); /* no new connections */
+        bitnet_engine_drain(s->e);
+        /* the drained jobs' last bytes are being written: wait for the handlers to finish */
+        const struct timespec tick = {0, 10 * 1000 * 1000};
+        for (int waited = 0; atomic_load(&s->active) > 0 && waited < grace_ms; waited += 10) nanosleep(&tick, NULL);
+        MHD_stop_daemon(s->d);
+    }
+    free(s->model_id);
+    free(s->api_key);
+    free(s);
+}
