@@ -27,6 +27,7 @@ struct bitnet_job {
     float temperature, top_p;
     int32_t top_k;
     uint64_t seed;
+    bool ignore_eos;
     char **stop;
     size_t *stop_len;
     size_t n_stop;
@@ -205,7 +206,7 @@ static void cut_stops(slot *s, const bitnet_job *j) {
 /* The sampled token tok of slot s: its end, or its text and the next step's input. */
 static void take_token(bitnet_engine *e, slot *s, int32_t tok) {
     const bitnet_job *j = s->job;
-    if (bitnet_vocab_is_eog(e->v, tok)) {
+    if (!j->ignore_eos && bitnet_vocab_is_eog(e->v, tok)) {
         s->finish = BITNET_FINISH_STOP;
         return;
     }
@@ -484,6 +485,7 @@ bitnet_status bitnet_engine_submit(bitnet_engine *e, const bitnet_gen_params *p,
     j->top_k = p->top_k;
     j->top_p = p->top_p;
     j->seed = p->seed;
+    j->ignore_eos = p->ignore_eos;
     j->refs = 2;
 
     pthread_mutex_lock(&e->mu);
@@ -493,12 +495,12 @@ bitnet_status bitnet_engine_submit(bitnet_engine *e, const bitnet_gen_params *p,
         return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "the server is shutting down");
     }
     if (e->n_busy + e->n_waiting >= e->p.n_slots + e->p.queue_max) {
-        const int32_t nb = e->n_busy, nw = e->n_waiting;
         pthread_mutex_unlock(&e->mu);
         job_free(j);
         *busy = true;
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "all %d slots are busy and %d requests are waiting (the most the queue takes)",
-                           (int)nb, (int)nw);
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "all %d slots are taken and %d requests wait, the most the queue holds (--queue)",
+                           (int)e->p.n_slots, (int)e->p.queue_max);
     }
     j->id = e->next_id++;
     if (e->q_tail) e->q_tail->next = j;

@@ -44,6 +44,7 @@ typedef struct bitnet_gen_params {
     uint64_t seed;
     char *const *stop;     /* n_stop non-empty strings */
     size_t n_stop;
+    bool ignore_eos;       /* end-of-generation tokens do not end the request (their text is empty) */
 } bitnet_gen_params;
 
 typedef enum bitnet_finish {

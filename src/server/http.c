@@ -69,35 +69,10 @@ typedef struct stream_state {
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
-char *bitnet_server_utf8_clean(const char *s, size_t n, size_t *out_len) {
-    char *o = malloc(3 * n + 1);
-    if (!o) return NULL;
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, k = 0;
-    while (i < n) {
-        size_t len = 1;
-        if (p[i] >= 0x80) {
-            len = p[i] >= 0xF0 ? 4 : p[i] >= 0xE0 ? 3 : 2;
-            if (i + len > n || !bitnet_srv_utf8_valid(s + i, len)) {
-                memcpy(o + k, "\xEF\xBF\xBD", 3);
-                k += 3;
-                i++;
-                continue;
-            }
-        }
-        memcpy(o + k, s + i, len);
-        k += len;
-        i += len;
-    }
-    o[k] = 0;
-    if (out_len) *out_len = k;
-    return o;
-}
-
 /* A JSON string of n bytes of generated text (cleaned to valid UTF-8). */
 static json_object *text_json(const char *s, size_t n) {
     size_t len;
-    char *c = bitnet_server_utf8_clean(s ? s : "", s ? n : 0, &len);
+    char *c = bitnet_srv_utf8_clean(s ? s : "", s ? n : 0, &len);
     if (!c) return NULL;
     json_object *o = json_object_new_string_len(c, (int)len);
     free(c);
@@ -429,6 +404,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         .seed = q->has_seed ? q->seed : s->cfg.seed >= 0 ? (uint64_t)s->cfg.seed : fresh_seed(s),
         .stop = q->stop,
         .n_stop = q->n_stop,
+        .ignore_eos = q->ignore_eos,
     };
     bitnet_job *job = NULL;
     bool busy = false;

@@ -55,6 +55,31 @@ bool bitnet_srv_utf8_valid(const char *s, size_t n) {
     return true;
 }
 
+char *bitnet_srv_utf8_clean(const char *s, size_t n, size_t *out_len) {
+    char *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, k = 0;
+    while (i < n) {
+        size_t len = 1;
+        if (p[i] >= 0x80) {
+            len = p[i] >= 0xF0 ? 4 : p[i] >= 0xE0 ? 3 : 2;
+            if (i + len > n || !bitnet_srv_utf8_valid(s + i, len)) {
+                memcpy(o + k, "\xEF\xBF\xBD", 3);
+                k += 3;
+                i++;
+                continue;
+            }
+        }
+        memcpy(o + k, s + i, len);
+        k += len;
+        i += len;
+    }
+    o[k] = 0;
+    if (out_len) *out_len = k;
+    return o;
+}
+
 /* A short printable rendering of a JSON value for messages (at most about 60 bytes). */
 static const char *shown(json_object *v, char *buf, size_t cap) {
     const char *s = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -352,6 +377,7 @@ static bitnet_status parse_generation(json_object *root, const bitnet_srv_limits
     }
     if ((st = parse_stop(root, lim, r, e)) != BITNET_OK) return st;
     if ((st = bool_field(root, "stream", &r->stream, e)) != BITNET_OK) return st;
+    if ((st = bool_field(root, "ignore_eos", &r->ignore_eos, e)) != BITNET_OK) return st;
     if (field(root, "stream_options", &v)) {
         if (json_object_get_type(v) != json_type_object) {
             return BAD("stream_options", "'stream_options' must be an object, got %s %s", type_name(v), shown(v, b, sizeof b));

@@ -6,7 +6,7 @@
  *   chat:        {"messages": [{"role": "system"|"developer"|"user"|"assistant", "content": STRING or
  *                 [{"type": "text", "text": STRING}, ...]}, ...], "model", "max_tokens" (or
  *                 "max_completion_tokens"), "temperature", "top_p", "top_k", "seed", "stop", "stream",
- *                 "stream_options": {"include_usage"}, "n"}
+ *                 "stream_options": {"include_usage"}, "n", and llama.cpp's "ignore_eos"}
  *   completion:  {"prompt": STRING, [STRING] or [token ids], and the same sampling fields}
  *   tokenize:    {"content": STRING, "add_special": BOOL (default false)}
  *   detokenize:  {"tokens": [ids]}
@@ -64,6 +64,7 @@ typedef struct bitnet_srv_request {
     bool stream;
     bool include_usage;            /* stream_options.include_usage */
     bool add_special;              /* tokenize */
+    bool ignore_eos;               /* llama.cpp's "ignore_eos": generate through end-of-generation tokens */
 } bitnet_srv_request;
 
 /* An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with HTTP status http_status. */
@@ -96,6 +97,11 @@ void bitnet_srv_request_free(bitnet_srv_request *r);
 
 /* Whether n bytes at s are valid UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF). */
 bool bitnet_srv_utf8_valid(const char *s, size_t n);
+
+/* n bytes of text as valid UTF-8 (for JSON responses): every byte that does not belong to a well-formed
+ * character (RFC 3629) becomes U+FFFD. malloc'ed, NUL-terminated, length in *out_len (may be NULL);
+ * NULL on out of memory. */
+char *bitnet_srv_utf8_clean(const char *s, size_t n, size_t *out_len);
 
 #ifdef __cplusplus
 }

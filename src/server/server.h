@@ -60,10 +60,6 @@ int bitnet_server_port(const bitnet_server *s);
  * drained; then closes everything and frees the server. */
 void bitnet_server_stop(bitnet_server *s, int grace_ms);
 
-/* n bytes of text as valid UTF-8: every byte that does not belong to a well-formed character (RFC 3629)
- * becomes U+FFFD. malloc'ed, NUL-terminated, length in *out_len; NULL on out of memory. */
-char *bitnet_server_utf8_clean(const char *s, size_t n, size_t *out_len);
-
 #ifdef __cplusplus
 }
 #endif
