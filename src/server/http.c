@@ -61,6 +61,7 @@ typedef struct stream_state {
     char id[48];
     time_t created;
     bool include_usage;
+    struct timespec t0;
     bool role_sent, ended, done;
     size_t have; /* bytes of the job's text already sent */
     char *buf;
@@ -174,6 +175,23 @@ static route route_of(const char *url, const char *method, bool *wrong_method) {
         return k[i].r;
     }
     return R_NONE;
+}
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The log line of a generation request that ended (client_gone: it ended because the client left). */
+static void log_end(const bitnet_server *s, const char *id, bitnet_srv_kind kind, const bitnet_job_update *u,
+                    bool client_left, const struct timespec *t0) {
+    if (!s->cfg.log) return;
+    fprintf(s->cfg.log, "llama-server: %s %s: prompt %d tokens, %d generated, finish %s, %.0f ms\n", id,
+            kind == BITNET_SRV_CHAT ? "/v1/chat/completions" : "/v1/completions", (int)u->n_prompt, (int)u->n_gen,
+            client_left ? "client gone" : bitnet_finish_name(u->finish) ? bitnet_finish_name(u->finish) : "?",
+            ms_since(t0));
+    fflush(s->cfg.log);
 }
 
 /* ---- responses ------------------------------------------------------------------------------ */
@@ -320,6 +338,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 
 static void stream_free(void *cls) {
     stream_state *st = cls;
+    char *text = NULL;
+    bitnet_job_update u;
+    if (bitnet_job_poll(st->job, st->have, 0, &text, &u)) log_end(st->s, st->id, st->kind, &u, !st->done, &st->t0);
+    free(text);
     bitnet_job_release(st->job); /* cancels it when the client left early */
     free(st->buf);
     free(st);
@@ -421,6 +443,8 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
     snprintf(id, sizeof id, "%s-%llu", q->kind == BITNET_SRV_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1));
     const time_t created = time(NULL);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
 
     if (q->stream) {
         stream_state *ss = calloc(1, sizeof *ss);
@@ -435,6 +459,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         snprintf(ss->id, sizeof ss->id, "%s", id);
         ss->created = created;
         ss->include_usage = q->include_usage;
+        ss->t0 = t0;
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, ss, stream_free);
         if (!r) {
             stream_free(ss);
@@ -460,10 +485,12 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         free(text);
         text = NULL;
         if (client_gone(fd)) {
+            log_end(s, id, q->kind, &u, true, &t0);
             bitnet_job_release(job);
             return MHD_NO; /* nobody to answer */
         }
     }
+    log_end(s, id, q->kind, &u, false, &t0);
     bitnet_job_release(job);
     if (u.finish == BITNET_FINISH_ERROR) {
         free(text);

@@ -16,9 +16,13 @@
  * Errors are {"error": {"message", "type", "param", "code"}} with a 4xx/5xx status: 400 bad body or
  * field, 401 missing or wrong API key, 404 unknown path or model, 405 wrong method, 413 body larger than
  * the limit, 429 every slot busy and the queue full (with Retry-After), 503 shutting down.
- * A client that disconnects stops its generation (its slot is freed at the next step). */
+ * A client that disconnects stops its generation (its slot is freed at the next step).
+ * Log (config.log): "<id> <path>: prompt P tokens, G generated, finish F, T ms" per generation request,
+ * F being stop, length, error or "client gone". */
 #ifndef BITNET_SERVER_SERVER_H
 #define BITNET_SERVER_SERVER_H
+
+#include <stdio.h>
 
 #include "base/common.h"
 #include "model/model.h"
@@ -43,6 +47,7 @@ typedef struct bitnet_server_config {
     int64_t seed;             /* seed when a request gives none; -1: a new one per request */
     bitnet_chat_template tmpl;/* family BITNET_CHAT_UNKNOWN: chat requests are refused (400) with a message */
     unsigned max_connections; /* simultaneous connections */
+    FILE *log;                /* one line per generation request when it ends (NULL: none) */
 } bitnet_server_config;
 
 typedef struct bitnet_server bitnet_server;

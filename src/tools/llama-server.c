@@ -5,7 +5,8 @@
  * stderr: the model line, the kernel line, then "llama-server: listening on http://HOST:PORT (N slots x
  * C positions, batch B, threads T)" once requests are accepted; one line at shutdown.
  * Signals: the first SIGINT or SIGTERM stops accepting connections, lets every request already received
- * finish and be answered, and exits 0; a second one exits at once with status 1.
+ * finish and be answered, and exits 0; a second one exits at once with status 1. Every generation request
+ * logs one line when it ends (server.h).
  * Exit status (tools/common/args.h): 0 after a signal-initiated shutdown, 1 a model, address or runtime
  * error, 2 a bad command line. */
 #include <errno.h>
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
         .seed = o.seed,
         .tmpl = tmpl,
         .max_connections = (unsigned)o.max_connections,
+        .log = stderr,
     };
     if (bitnet_server_start(model, engine, &cfg, &server, &err) != BITNET_OK) {
         fail("%s", err.msg);

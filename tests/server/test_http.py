@@ -1,0 +1,258 @@
+"""tests/server/test_http.py — llama-server at the HTTP level, driven by curl (ctest server_http):
+the error cases (status, OpenAI error object, the field named), the API key, the body limit, 429 when the
+queue is full, a disconnected client freeing its slot, server-sent events against the non-streamed
+answer, and SIGTERM answering the request in flight before exiting 0. The server listens on 127.0.0.1
+only, on a port the system picks; every wait is bounded (server_util).
+"""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import unittest
+
+from tests.server.server_util import BIN, Server, curl, make_model
+
+TMP = tempfile.mkdtemp(prefix="bitnet_server_http_")
+TINY = make_model(os.path.join(TMP, "tiny.gguf"))
+
+
+def error_of(test, status, body, want_status, param=None, code=None, words=None, typ="invalid_request_error"):
+    test.assertEqual(status, want_status, body)
+    err = json.loads(body)["error"]
+    test.assertEqual(err["type"], typ, body)
+    test.assertEqual(err["param"], param, body)
+    test.assertEqual(err["code"], code, body)
+    if words:
+        test.assertIn(words, err["message"])
+    return err
+
+
+def sse_events(body):
+    """The JSON of every "data:" event of a stream, and whether it ended with [DONE]."""
+    events, done = [], False
+    for block in body.split("\n\n"):
+        if not block.strip():
+            continue
+        line = block.strip()
+        assert line.startswith("data: "), block
+        payload = line[6:]
+        if payload == "[DONE]":
+            done = True
+            continue
+        assert not done, "an event after [DONE]"
+        events.append(json.loads(payload))
+    return events, done
+
+
+class Errors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # 2 slots of 32 positions
+        cls.s = Server(TINY, "-np", 2, "-c", 64, "-t", 1, "--max-body", 4096, "--max-tokens", 50,
+                       "--chat-template", "bitnet")
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.s.stop()
+        if rc != 0:
+            raise AssertionError(f"llama-server exited {rc}: " + "".join(cls.s.log))
+
+    def post(self, path, body, **kw):
+        return curl(self.s.url(path), data=body, **kw)
+
+    def test_bad_bodies_and_fields(self):
+        cases = [
+            ("/v1/chat/completions", "{", 400, None, None, "not a complete JSON object"),
+            ("/v1/chat/completions", "", 400, None, None, "it is empty"),
+            ("/v1/chat/completions", b'{"messages":"\xff"}', 400, None, None, "not valid UTF-8"),
+            ("/v1/chat/completions", '{"messages":[{"role":"user","content":1}]}', 400, "messages[0].content", None,
+             "got an integer 1"),
+            ("/v1/chat/completions", '{"messages":[{"role":"user","content":"x"}],"model":"gpt-4o"}', 404, "model",
+             "model_not_found", "does not exist"),
+            ("/v1/completions", '{"prompt":"x","max_tokens":51}', 400, "max_tokens", None, "[1, 50], got 51"),
+            ("/v1/completions", '{"prompt":"x","temperature":-1}', 400, "temperature", None, "[0, 2]"),
+            ("/v1/completions", '{"prompt":[1,512]}', 400, "prompt", None, "not a token id"),
+            ("/v1/completions", '{"prompt":"' + "word " * 60 + '"}', 400, "prompt", "context_length_exceeded",
+             "more than the 32 tokens of a slot's context"),
+            ("/tokenize", '{"content":null}', 400, "content", None, "must be a string"),
+            ("/detokenize", '{"tokens":[1,99999]}', 400, "tokens", None, "'tokens'[1] = 99999"),
+        ]
+        for path, body, want, param, code, words in cases:
+            with self.subTest(path=path, body=body[:40]):
+                status, _, text = self.post(path, body)
+                error_of(self, status, text, want, param, code, words)
+        # the process is still fine
+        self.assertEqual(self.s.health()["status"], "ok")
+
+    def test_paths_methods_and_body_limit(self):
+        status, _, body = curl(self.s.url("/v1/nothing"))
+        error_of(self, status, body, 404, code="not_found", words="no endpoint GET /v1/nothing")
+        status, _, body = curl(self.s.url("/v1/completions"))
+        error_of(self, status, body, 405, words="GET is not allowed on /v1/completions")
+        big = '{"prompt":"' + "x" * 5000 + '"}'
+        status, _, body = self.post("/v1/completions", big)
+        error_of(self, status, body, 413, words="more than the 4096 accepted")
+        # without Content-Length (chunked): refused when the body passes the limit
+        status, _, body = self.post("/v1/completions", big, headers=["Transfer-Encoding: chunked"])
+        error_of(self, status, body, 413, words="larger than the 4096 bytes accepted")
+
+    def test_tokenize_detokenize_models_health(self):
+        status, _, body = self.post("/tokenize", '{"content":"Hello world"}')
+        self.assertEqual(status, 200, body)
+        toks = json.loads(body)["tokens"]
+        self.assertGreater(len(toks), 1)
+        status, _, body = self.post("/detokenize", json.dumps({"tokens": toks}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["content"], "Hello world")
+        status, _, body = curl(self.s.url("/v1/models"))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["data"][0]["id"], "tiny.gguf")
+        h = self.s.health()
+        self.assertEqual((h["slots_processing"], h["requests_waiting"]), (0, 0))
+
+
+class ApiKey(unittest.TestCase):
+    def test_bearer_key(self):
+        for how in ("flag", "env"):
+            with self.subTest(how=how):
+                args, env = (["--api-key", "k-123"], None) if how == "flag" else ([], {"LLAMA_API_KEY": "k-123"})
+                s = Server(TINY, "-np", 1, "-t", 1, *args, env=env)
+                try:
+                    url = s.url("/v1/models")
+                    for hdr in ([], ["Authorization: Bearer k-12"], ["Authorization: Bearer k-1234"],
+                                ["Authorization: k-123"]):
+                        status, hs, body = curl(url, headers=hdr)
+                        error_of(self, status, body, 401, code="invalid_api_key", words="Invalid API key")
+                        self.assertEqual(hs.get("www-authenticate"), "Bearer")
+                    status, _, body = curl(url, headers=["Authorization: Bearer k-123"])
+                    self.assertEqual(status, 200, body)
+                    self.assertEqual(curl(s.url("/health"))[0], 200)  # no key needed
+                    self.assertTrue(any("API key required" in line for line in s.log))
+                finally:
+                    self.assertEqual(s.stop(), 0)
+
+
+class Slots(unittest.TestCase):
+    def test_queue_full_then_disconnect_frees_the_slot(self):
+        # one slot, no queue: a long request holds it; the next gets 429; when the first client goes away,
+        # its generation stops at once (it would run 6000 tokens)
+        s = Server(TINY, "-np", 1, "--queue", 0, "-c", 8192, "-t", 1, "--max-tokens", 8000)
+        try:
+            body = json.dumps({"prompt": "Once", "max_tokens": 6000, "ignore_eos": True, "temperature": 0})
+            long_req = subprocess.Popen(["curl", "-sS", "-m", "600", "-o", "/dev/null", "--data-binary", body,
+                                         s.url("/v1/completions")], stderr=subprocess.DEVNULL)
+            try:
+                s.wait_until(lambda h: h["slots_processing"] == 1, what="the long request running")
+                status, hs, text = curl(s.url("/v1/completions"), data='{"prompt":"x","max_tokens":2}')
+                error_of(self, status, text, 429, code="rate_limit_exceeded", typ="rate_limit_error",
+                         words="all 1 slots are taken")
+                self.assertEqual(hs.get("retry-after"), "1")
+            finally:
+                long_req.terminate()
+                long_req.wait(30)
+            s.wait_until(lambda h: h["slots_processing"] == 0, timeout=30, what="the slot freed after the disconnect")
+            ended = [line for line in s.log if "/v1/completions: prompt" in line]
+            self.assertEqual(len(ended), 1, s.log)
+            self.assertIn("finish client gone", ended[0])
+            generated = int(ended[0].split(" generated")[0].rsplit(" ", 1)[1])
+            self.assertLess(generated, 6000, ended[0])
+            status, _, text = curl(s.url("/v1/completions"), data='{"prompt":"x","max_tokens":2}')
+            self.assertEqual(status, 200, text)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_sigterm_answers_the_request_in_flight(self):
+        s = Server(TINY, "-np", 2, "-c", 4096, "-t", 1, "--max-tokens", 2000)
+        out = tempfile.NamedTemporaryFile(delete=False)
+        out.close()
+        body = json.dumps({"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
+        req = subprocess.Popen(["curl", "-sS", "-m", "600", "-o", out.name, "-w", "%{http_code}", "--data-binary", body,
+                                s.url("/v1/completions")], stdout=subprocess.PIPE, text=True)
+        try:
+            s.wait_until(lambda h: h["slots_processing"] == 1, what="the request running")
+            self.assertEqual(s.stop(signal.SIGTERM), 0)
+            code, _ = req.communicate(timeout=600)
+        finally:
+            if req.poll() is None:
+                req.kill()
+        self.assertEqual(code.strip(), "200")
+        with open(out.name) as f:
+            answer = json.load(f)
+        os.unlink(out.name)
+        self.assertEqual(answer["usage"]["completion_tokens"], 1500)
+        self.assertEqual(answer["choices"][0]["finish_reason"], "length")
+        log = "".join(s.log)
+        self.assertIn("shutting down: finishing 1 running and 0 waiting requests", log)
+        self.assertIn("llama-server: stopped", log)
+
+
+class Streams(unittest.TestCase):
+    def test_events_equal_the_whole_answer(self):
+        s = Server(TINY, "-np", 2, "-t", 1, "--chat-template", "bitnet", "--temp", 0)
+        try:
+            for path, req in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi there"}]}),
+                              ("/v1/completions", {"prompt": "Hello"})):
+                req = dict(req, max_tokens=20, ignore_eos=True)
+                status, _, whole = curl(s.url(path), data=json.dumps(req))
+                self.assertEqual(status, 200, whole)
+                whole = json.loads(whole)
+                status, hs, body = curl(s.url(path), data=json.dumps(
+                    dict(req, stream=True, stream_options={"include_usage": True})))
+                self.assertEqual(status, 200, body)
+                self.assertTrue(hs["content-type"].startswith("text/event-stream"))
+                events, done = sse_events(body)
+                self.assertTrue(done, body)
+                chat = path.startswith("/v1/chat")
+                self.assertEqual({e["object"] for e in events}, {"chat.completion.chunk" if chat else "text_completion"})
+                self.assertEqual(len({e["id"] for e in events}), 1)
+                usage = events[-1]
+                self.assertEqual(usage["choices"], [])
+                self.assertEqual(usage["usage"], whole["usage"])
+                finish = events[-2]["choices"][0]
+                self.assertEqual(finish["finish_reason"], "length")
+                pieces = events[:-2]
+                if chat:
+                    self.assertEqual(pieces[0]["choices"][0]["delta"], {"role": "assistant", "content": ""})
+                    text = "".join(e["choices"][0]["delta"].get("content", "") for e in pieces)
+                    self.assertEqual(text, whole["choices"][0]["message"]["content"])
+                else:
+                    text = "".join(e["choices"][0]["text"] for e in pieces)
+                    self.assertEqual(text, whole["choices"][0]["text"])
+                self.assertTrue(all(e["choices"][0]["finish_reason"] is None for e in pieces))
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_no_chat_template_is_a_clear_400(self):
+        s = Server(TINY, "-np", 1, "-t", 1)
+        try:
+            self.assertTrue(any("has no tokenizer.chat_template" in line for line in s.log))
+            status, _, body = curl(s.url("/v1/chat/completions"),
+                                   data='{"messages":[{"role":"user","content":"x"}]}')
+            error_of(self, status, body, 400, param="messages", words="--chat-template NAME")
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+
+class CommandLine(unittest.TestCase):
+    def test_bad_flags_and_files(self):
+        exe = os.path.join(BIN, "llama-server")
+        cases = [
+            (["-m", TINY, "--port", "70000"], 2, "--port"),
+            (["-m", TINY, "-np", "0"], 2, "-np"),
+            (["-m", TINY, "-c", "2", "-np", "4"], 2, "-c 2 is smaller than -np 4"),
+            (["-m", TINY, "--chat-template", "chatml"], 2, "--chat-template expects one of"),
+            (["-p", "x"], 2, "unknown"),
+            ([], 2, "no model given"),
+            (["-m", "/nonexistent.gguf", "--port", "0"], 1, "/nonexistent.gguf"),
+            (["-m", TINY, "--host", "no.such.host.invalid", "--port", "0"], 1, "cannot resolve --host no.such.host.invalid"),
+        ]
+        for args, rc, words in cases:
+            with self.subTest(args=args):
+                r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120)
+                self.assertEqual(r.returncode, rc, r.stderr)
+                self.assertIn(words, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
