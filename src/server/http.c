@@ -29,7 +29,7 @@ struct bitnet_server {
     const bitnet_vocab *v;
     bitnet_engine *e;
     bitnet_server_config cfg;
-    char *model_id, *api_key;
+    char *model_id, *api_key, *system_prompt;
     struct MHD_Daemon *d;
     int port;
     atomic_int active;       /* requests between their first byte and their completion */
@@ -379,7 +379,21 @@ static bool prompt_tokens(bitnet_server *s, struct MHD_Connection *c, const bitn
                         bitnet_chat_known_names());
             return false;
         }
-        if (bitnet_chat_format(&s->cfg.tmpl, q->messages, q->n_messages, true, &chat, &len, &err) != BITNET_OK) {
+        const bitnet_chat_message *msgs = q->messages;
+        size_t n_msgs = q->n_messages;
+        bitnet_chat_message *with_system = NULL;
+        if (s->system_prompt && strcmp(msgs[0].role, "system") != 0) { /* --system-prompt */
+            with_system = malloc((n_msgs + 1) * sizeof *with_system);
+            if (!with_system) return *ret = fail(c, 500, "server_error", "", "", "out of memory"), false;
+            with_system[0].role = "system";
+            with_system[0].content = s->system_prompt;
+            memcpy(with_system + 1, msgs, n_msgs * sizeof *msgs);
+            msgs = with_system;
+            n_msgs++;
+        }
+        const bitnet_status fst = bitnet_chat_format(&s->cfg.tmpl, msgs, n_msgs, true, &chat, &len, &err);
+        free(with_system);
+        if (fst != BITNET_OK) {
             *ret = fail(c, 400, "invalid_request_error", "messages", "", "%s", err.msg);
             return false;
         }
@@ -664,12 +678,13 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
     s->cfg = *cfg;
     s->model_id = strdup(cfg->model_id ? cfg->model_id : "model");
     s->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
+    s->system_prompt = cfg->system_prompt ? strdup(cfg->system_prompt) : NULL;
     s->started = time(NULL);
     atomic_init(&s->active, 0);
     atomic_init(&s->stopping, false);
     atomic_init(&s->next_id, 1);
     atomic_init(&s->seed_count, 0);
-    if (!s->model_id || (cfg->api_key && !s->api_key)) {
+    if (!s->model_id || (cfg->api_key && !s->api_key) || (cfg->system_prompt && !s->system_prompt)) {
         bitnet_server_stop(s, 0);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the server");
     }
@@ -719,5 +734,6 @@ void bitnet_server_stop(bitnet_server *s, int grace_ms) {
     }
     free(s->model_id);
     free(s->api_key);
+    free(s->system_prompt);
     free(s);
 }

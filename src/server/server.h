@@ -46,6 +46,7 @@ typedef struct bitnet_server_config {
     int32_t top_k;
     int64_t seed;             /* seed when a request gives none; -1: a new one per request */
     bitnet_chat_template tmpl;/* family BITNET_CHAT_UNKNOWN: chat requests are refused (400) with a message */
+    const char *system_prompt;/* NULL, or the system message of chat requests that do not start with one */
     unsigned max_connections; /* simultaneous connections */
     FILE *log;                /* one line per generation request when it ends (NULL: none) */
 } bitnet_server_config;

@@ -50,6 +50,7 @@ typedef struct options {
     const char *lut_table;
     const char *lut_tiles;
     const char *chat_template;
+    const char *system_prompt;
 } options;
 
 #define fail(...) bitnet_tool_error("llama-server", BITNET_EXIT_FAILURE, __VA_ARGS__)
@@ -113,6 +114,9 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--chat-template", "NAME", "bitnet|llama3|falcon3: chat template when the model's\n"
                                              "tokenizer.chat_template is missing or not a known one",
                    BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
+        BITNET_OPT("-sp, --system-prompt", "TEXT", "system message of chat requests that do not begin with one\n"
+                                                  "(run_inference_server.py -p)",
+                   BITNET_ARG_STRING, &o->system_prompt),
         BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only)", BITNET_ARG_LONG,
                    &ignored, .lo = -1, .hi = INT_MAX),
     };
@@ -261,6 +265,7 @@ int main(int argc, char **argv) {
         .tmpl = tmpl,
         .max_connections = (unsigned)o.max_connections,
         .log = stderr,
+        .system_prompt = o.system_prompt,
     };
     if (bitnet_server_start(model, engine, &cfg, &server, &err) != BITNET_OK) {
         fail("%s", err.msg);

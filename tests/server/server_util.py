@@ -37,8 +37,9 @@ class Server:
     """llama-server -m MODEL --port 0 ARGS..., started and waited for (at most start_timeout seconds).
     stderr is collected in self.log; self.port is the port it listens on."""
 
-    def __init__(self, model, *args, env=None, start_timeout=120):
-        cmd = [os.path.join(BIN, "llama-server"), "-m", model, "--port", "0"] + [str(a) for a in args]
+    def __init__(self, model, *args, env=None, start_timeout=120, launcher=None):
+        """launcher: the command before "-m MODEL" (default: llama-server itself)."""
+        cmd = (launcher or [os.path.join(BIN, "llama-server")]) + ["-m", model, "--port", "0"] + [str(a) for a in args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **(env or {})))
         self.log = []

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -232,6 +233,35 @@ class Streams(unittest.TestCase):
             error_of(self, status, body, 400, param="messages", words="--chat-template NAME")
         finally:
             self.assertEqual(s.stop(), 0)
+
+
+class Script(unittest.TestCase):
+    def test_run_inference_server_flags(self):
+        # bitnet.cpp's flags: -p is the system prompt of chat requests without one, -temp the default temperature
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        launcher = [sys.executable, os.path.join(root, "run_inference_server.py"), "--build-dir", os.path.dirname(BIN)]
+        s = Server(TINY, "-p", "You are terse.", "-temp", "0", "-np", "2", "-c", "512", "-t", "1", "-n", "12",
+                   "--chat-template", "bitnet", launcher=launcher)
+        try:
+            self.assertTrue(any("2 slots x 256 positions" in line for line in s.log), s.log)
+            user = {"role": "user", "content": "Hello"}
+            status, _, implicit = curl(s.url("/v1/chat/completions"), data=json.dumps({"messages": [user]}))
+            self.assertEqual(status, 200, implicit)
+            explicit_req = {"messages": [{"role": "system", "content": "You are terse."}, user]}
+            status, _, explicit = curl(s.url("/v1/chat/completions"), data=json.dumps(explicit_req))
+            self.assertEqual(status, 200, explicit)
+            implicit, explicit = json.loads(implicit), json.loads(explicit)
+            self.assertEqual(implicit["choices"][0]["message"], explicit["choices"][0]["message"])
+            self.assertEqual(implicit["usage"], explicit["usage"])
+            self.assertLessEqual(implicit["usage"]["completion_tokens"], 12)  # -n
+        finally:
+            self.assertEqual(s.stop(), 0)
+        r = subprocess.run(launcher + ["-m", "/nonexistent.gguf"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("model file /nonexistent.gguf not found", r.stderr)
+        r = subprocess.run(launcher + ["-m", TINY, "-c", "2", "-np", "4"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("-c 2 is smaller than -np 4", r.stderr)
 
 
 class CommandLine(unittest.TestCase):
