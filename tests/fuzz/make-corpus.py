@@ -299,6 +299,19 @@ def main():
         put("kchoice_cache", "two-records", "v1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 16\n"
                                             "v1|x|tl2-avx2|i2s-avx512|TL2|8640x3200|160,96,32|t1 128\n")
         put("kchoice_cache", "cut-record", "v1|x|y 12\nv1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 9")
+        # server_request: selector byte (fuzz_server_request.c: 0 chat, 1 completion, 2 tokenize, 3 detokenize)
+        put("server_request", "chat", b"\0" + json.dumps({
+            "model": "model.gguf", "messages": [{"role": "system", "content": "Be brief."},
+                                                {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                                                {"role": "assistant", "content": "Hello."},
+                                                {"role": "developer", "content": "x"}],
+            "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": -1, "stop": ["\n", "END"],
+            "stream": True, "stream_options": {"include_usage": True}, "n": 1, "ignore_eos": False}).encode())
+        put("server_request", "completion", b"\1" + json.dumps({
+            "prompt": "caf\u00e9 \U0001F600", "max_completion_tokens": 8, "stop": "x", "logprobs": None}).encode())
+        put("server_request", "completion-ids", b"\1" + json.dumps({"prompt": [1, 2, 511], "seed": 2**64 - 1}).encode())
+        put("server_request", "tokenize", b"\2" + json.dumps({"content": "Hello world", "add_special": True}).encode())
+        put("server_request", "detokenize", b"\3" + json.dumps({"tokens": [1, 300, 511]}).encode())
         final = os.path.join(HERE, "corpus")
         shutil.rmtree(final, ignore_errors=True)
         shutil.move(OUT, final)

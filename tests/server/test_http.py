@@ -6,6 +6,7 @@ only, on a port the system picks; every wait is bounded (server_util).
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,40 @@ def error_of(test, status, body, want_status, param=None, code=None, words=None,
     if words:
         test.assertIn(words, err["message"])
     return err
+
+
+DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs",
+                   "RELIABILITY.md")
+
+
+def bad_request_rows():
+    """(what, method, path, body bytes or None, status, param or None, words) of each row of the table between
+    <!-- bad-requests:begin --> and <!-- bad-requests:end --> in docs/RELIABILITY.md."""
+    with open(DOC, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    rows = []
+    for line in lines[lines.index("<!-- bad-requests:begin -->") + 3:lines.index("<!-- bad-requests:end -->")]:
+        cells = [c.strip() for c in line.strip()[1:-1].split("|")]  # no body holds a "|"
+        assert len(cells) == 6, line
+        what, endpoint, body, status, param, words = cells
+        method, path = endpoint.strip("`").split(" ", 1)
+        if body:
+            body = body[1:-1]  # the backquotes
+            body = '{"prompt":"' + "x" * 5000 + '"}' if body == "{big}" else body
+            body = re.sub(r"\\x([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), body).encode("latin-1")
+        elif method == "POST":
+            body = b""
+        else:
+            body = None
+        rows.append((what, method, path, body, int(status), param.strip("`") or None, words.strip("`")))
+    return rows
+
+
+def code_of(status, param, words):
+    """The error code a row's answer carries."""
+    if status == 404:
+        return "model_not_found" if param == "model" else "not_found"
+    return "context_length_exceeded" if "slot's context" in words else None
 
 
 def sse_events(body):
@@ -62,39 +97,19 @@ class Errors(unittest.TestCase):
     def post(self, path, body, **kw):
         return curl(self.s.url(path), data=body, **kw)
 
-    def test_bad_bodies_and_fields(self):
-        cases = [
-            ("/v1/chat/completions", "{", 400, None, None, "not a complete JSON object"),
-            ("/v1/chat/completions", "", 400, None, None, "it is empty"),
-            ("/v1/chat/completions", b'{"messages":"\xff"}', 400, None, None, "not valid UTF-8"),
-            ("/v1/chat/completions", '{"messages":[{"role":"user","content":1}]}', 400, "messages[0].content", None,
-             "got an integer 1"),
-            ("/v1/chat/completions", '{"messages":[{"role":"user","content":"x"}],"model":"gpt-4o"}', 404, "model",
-             "model_not_found", "does not exist"),
-            ("/v1/completions", '{"prompt":"x","max_tokens":51}', 400, "max_tokens", None, "[1, 50], got 51"),
-            ("/v1/completions", '{"prompt":"x","temperature":-1}', 400, "temperature", None, "[0, 2]"),
-            ("/v1/completions", '{"prompt":[1,512]}', 400, "prompt", None, "not a token id"),
-            ("/v1/completions", '{"prompt":"' + "word " * 60 + '"}', 400, "prompt", "context_length_exceeded",
-             "more than the 32 tokens of a slot's context"),
-            ("/tokenize", '{"content":null}', 400, "content", None, "must be a string"),
-            ("/detokenize", '{"tokens":[1,99999]}', 400, "tokens", None, "'tokens'[1] = 99999"),
-        ]
-        for path, body, want, param, code, words in cases:
-            with self.subTest(path=path, body=body[:40]):
-                status, _, text = self.post(path, body)
-                error_of(self, status, text, want, param, code, words)
-        # the process is still fine
-        self.assertEqual(self.s.health()["status"], "ok")
+    def test_bad_request_table(self):
+        # docs/RELIABILITY.md's table of bad HTTP requests, row by row
+        rows = bad_request_rows()
+        self.assertGreaterEqual(len(rows), 15)
+        for what, method, path, body, status, param, words in rows:
+            with self.subTest(row=what):
+                got, _, text = curl(self.s.url(path), data=body, method=method if body is None else None)
+                error_of(self, got, text, status, param, code_of(status, param, words), words)
+        self.assertEqual(self.s.health()["status"], "ok")  # still serving
 
-    def test_paths_methods_and_body_limit(self):
-        status, _, body = curl(self.s.url("/v1/nothing"))
-        error_of(self, status, body, 404, code="not_found", words="no endpoint GET /v1/nothing")
-        status, _, body = curl(self.s.url("/v1/completions"))
-        error_of(self, status, body, 405, words="GET is not allowed on /v1/completions")
-        big = '{"prompt":"' + "x" * 5000 + '"}'
-        status, _, body = self.post("/v1/completions", big)
-        error_of(self, status, body, 413, words="more than the 4096 accepted")
+    def test_chunked_body_above_the_limit(self):
         # without Content-Length (chunked): refused when the body passes the limit
+        big = '{"prompt":"' + "x" * 5000 + '"}'
         status, _, body = self.post("/v1/completions", big, headers=["Transfer-Encoding: chunked"])
         error_of(self, status, body, 413, words="larger than the 4096 bytes accepted")
 
