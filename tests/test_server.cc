@@ -297,7 +297,9 @@ TEST_F(Engine, EightConcurrentRequestsEqualEachAlone) {
                     EXPECT_EQ(got.u.n_gen, alone[i].u.n_gen) << what;
                     EXPECT_EQ(got.u.finish, alone[i].u.finish) << what;
                     EXPECT_EQ(got.u.n_prompt, (int)rs[i].prompt.size()) << what;
-                    if (rs[i].ignore_eos) EXPECT_EQ(got.u.n_gen, rs[i].max_tokens) << what;
+                    if (rs[i].ignore_eos) {
+                        EXPECT_EQ(got.u.n_gen, rs[i].max_tokens) << what;
+                    }
                 }
             }
         }
