@@ -26,17 +26,10 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+from utils.launch import missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
+
 DEFAULT_MODEL = os.path.join("models", "dummy-bitnet-125m.i2_s.gguf")
-
-
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{v} must be positive")
-    return v
 
 
 def parse_args(argv):
@@ -72,18 +65,11 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    bdir = a.build_dir or os.environ.get("BITNET_BUILD_DIR") or os.path.join(ROOT, "build")
-    cli = os.path.join(bdir, "bin", "llama-cli")
-    if not os.path.isfile(a.model):
-        print(f"run_inference: model file {a.model} not found (make one with `python3 utils/generate-dummy-bitnet-"
-              f"model.py`, or prepare a model with `python3 setup_env.py`)", file=sys.stderr)
-        return 1
-    if a.lut_tiles and not os.path.isfile(a.lut_tiles):
-        print(f"run_inference: --lut-tiles {a.lut_tiles}: file not found", file=sys.stderr)
-        return 1
-    if not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
-        print(f"run_inference: {cli} not found: build first (`python3 setup_env.py --build-only` or "
-              f"`cmake -S . -B build && cmake --build build`)", file=sys.stderr)
+    cli = tool_path(a.build_dir, "llama-cli")
+    why = missing_input("run_inference", a.model, a.lut_tiles, cli, "make one with `python3 utils/generate-dummy-"
+                        "bitnet-model.py`, or prepare a model with `python3 setup_env.py`")
+    if why:
+        print(why, file=sys.stderr)
         return 1
     cmd = [cli, "-m", a.model, "-n", str(a.n_predict), "-t", str(a.threads), "-p", a.prompt,
            "-c", str(a.ctx_size), "--temp", str(a.temperature)]

@@ -22,17 +22,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+from utils.launch import missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
+
 DEFAULT_MODEL = os.path.join("models", "dummy-bitnet-125m.i2_s.gguf")
-
-
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{v} must be positive")
-    return v
 
 
 def port_number(text: str) -> int:
@@ -96,18 +89,11 @@ def command(a, server):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    bdir = a.build_dir or os.environ.get("BITNET_BUILD_DIR") or os.path.join(ROOT, "build")
-    server = os.path.join(bdir, "bin", "llama-server")
-    if not os.path.isfile(a.model):
-        print(f"run_inference_server: model file {a.model} not found (make one with `python3 utils/generate-dummy-"
-              f"bitnet-model.py`, or prepare a model with `python3 setup_env.py`)", file=sys.stderr)
-        return 1
-    if a.lut_tiles and not os.path.isfile(a.lut_tiles):
-        print(f"run_inference_server: --lut-tiles {a.lut_tiles}: file not found", file=sys.stderr)
-        return 1
-    if not (os.path.isfile(server) and os.access(server, os.X_OK)):
-        print(f"run_inference_server: {server} not found: build first (`python3 setup_env.py --build-only`)",
-              file=sys.stderr)
+    server = tool_path(a.build_dir, "llama-server")
+    why = missing_input("run_inference_server", a.model, a.lut_tiles, server, "make one with `python3 utils/generate-"
+                        "dummy-bitnet-model.py`, or prepare a model with `python3 setup_env.py`")
+    if why:
+        print(why, file=sys.stderr)
         return 1
     cmd = command(a, server)
     sys.stdout.flush()

@@ -27,6 +27,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from utils.launch import missing_input, tool_path  # noqa: E402  (needs ROOT on sys.path)
 KERNELS = ("auto", "i2_s", "tl1", "tl2")
 
 
@@ -102,19 +104,12 @@ def bench_command(a, bench: str) -> list[str]:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    bdir = a.build_dir or os.environ.get("BITNET_BUILD_DIR") or os.path.join(ROOT, "build")
-    bench = os.path.join(bdir, "bin", "llama-bench")
-    if not os.path.isfile(a.model):
-        print(f"e2e_benchmark: model file {a.model} not found (make a dummy model with `python3 utils/generate-"
-              f"dummy-bitnet-model.py --model-size 125M --outfile {a.model}`, or prepare one with "
-              f"`python3 setup_env.py`)", file=sys.stderr)
-        return 1
-    if a.lut_tiles and not os.path.isfile(a.lut_tiles):
-        print(f"e2e_benchmark: --lut-tiles {a.lut_tiles}: file not found", file=sys.stderr)
-        return 1
-    if not (os.path.isfile(bench) and os.access(bench, os.X_OK)):
-        print(f"e2e_benchmark: {bench} not found: build first (`python3 setup_env.py --build-only` or "
-              f"`cmake -S . -B build && cmake --build build`)", file=sys.stderr)
+    bench = tool_path(a.build_dir, "llama-bench")
+    why = missing_input("e2e_benchmark", a.model, a.lut_tiles, bench, "make a dummy model with `python3 utils/"
+                        f"generate-dummy-bitnet-model.py --model-size 125M --outfile {a.model}`, or prepare one with "
+                        "`python3 setup_env.py`")
+    if why:
+        print(why, file=sys.stderr)
         return 1
     cmd = bench_command(a, bench)
     print("e2e_benchmark: " + " ".join(cmd), file=sys.stderr)

@@ -106,21 +106,24 @@ static void job_unref(bitnet_job *j) {
     if (--j->refs == 0) job_free(j);
 }
 
-/* Appends n bytes to the job's text (under e->mu); false on out of memory. */
-static bool job_append(bitnet_job *j, const char *s, size_t n) {
+/* Appends n bytes at s to the growing buffer *buf (*len bytes used of *cap); false on out of memory. */
+static bool buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
     if (n == 0) return true;
-    if (j->len + n > j->cap) {
-        size_t cap = j->cap ? j->cap : 256;
-        while (cap < j->len + n) cap *= 2;
-        char *t = realloc(j->text, cap);
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n) c *= 2;
+        char *t = realloc(*buf, c);
         if (!t) return false;
-        j->text = t;
-        j->cap = cap;
+        *buf = t;
+        *cap = c;
     }
-    memcpy(j->text + j->len, s, n);
-    j->len += n;
+    memcpy(*buf + *len, s, n);
+    *len += n;
     return true;
 }
+
+/* Appends n bytes to the job's text (under e->mu); false on out of memory. */
+static bool job_append(bitnet_job *j, const char *s, size_t n) { return buf_append(&j->text, &j->len, &j->cap, s, n); }
 
 /* The end of a job that never reached a slot, or of one in a slot (under e->mu): its final state, the
  * engine's reference dropped, the waiters woken by the caller. */
@@ -152,19 +155,7 @@ static void slot_start(bitnet_engine *e, slot *s, bitnet_job *j) {
 }
 
 /* Appends n bytes to the slot's generated text; false on out of memory. */
-static bool gen_append(slot *s, const char *p, size_t n) {
-    if (s->gen_len + n + 1 > s->gen_cap) {
-        size_t cap = s->gen_cap ? s->gen_cap : 256;
-        while (cap < s->gen_len + n + 1) cap *= 2;
-        char *t = realloc(s->gen, cap);
-        if (!t) return false;
-        s->gen = t;
-        s->gen_cap = cap;
-    }
-    memcpy(s->gen + s->gen_len, p, n);
-    s->gen_len += n;
-    return true;
-}
+static bool gen_append(slot *s, const char *p, size_t n) { return buf_append(&s->gen, &s->gen_len, &s->gen_cap, p, n); }
 
 /* After new text: ends the generation at the first stop string that occurs (the text is cut where it
  * begins), else moves release_to up to the longest tail that could still grow into a stop string. */

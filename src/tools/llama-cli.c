@@ -38,6 +38,7 @@
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "tools/common/args.h"
+#include "tools/common/chat_opt.h"
 #include "tools/common/bench_util.h"
 #include "tools/common/cluster_opt.h"
 #include "tools/common/text_file.h"
@@ -77,14 +78,6 @@ typedef struct options {
 
 #define fail(...) bitnet_tool_error("llama-cli", BITNET_EXIT_FAILURE, __VA_ARGS__)
 
-static int on_chat_template(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
-    (void)flag;
-    if (bitnet_chat_family_parse(v) == BITNET_CHAT_UNKNOWN)
-        return bitnet_args_fail(args, "--chat-template expects one of %s, got '%s'", bitnet_chat_known_names(), v);
-    *(const char **)opt->dst = v;
-    return 0;
-}
-
 /* The command line into o; -1 to go on, else the exit status (help printed, or a bad command line). */
 static int parse_args(int argc, char **argv, options *o) {
     long ignored;
@@ -123,10 +116,7 @@ static int parse_args(int argc, char **argv, options *o) {
          "(one per line; Ctrl-D ends); -n limits each reply",
          BITNET_ARG_FLAG, &o->conversation),
         BITNET_OPT_PLAN(&o->plan, &o->link_emulate),
-        BITNET_OPT("--chat-template", "NAME",
-         "bitnet|llama3|falcon3: chat template when the model's\n"
-         "tokenizer.chat_template is missing or not a known one",
-         BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
+        BITNET_OPT_CHAT_TEMPLATE(&o->chat_template),
     };
     char arch_names[256], k_desc[400];
     snprintf(k_desc, sizeof k_desc, "Generate text with a ternary (BitNet b1.58) model: GGUF, architecture %s.\n",

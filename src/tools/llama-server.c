@@ -26,6 +26,7 @@
 #include "text/chat.h"
 #include "tilefile/tile_file.h"
 #include "tools/common/args.h"
+#include "tools/common/chat_opt.h"
 
 typedef struct options {
     const char *model;
@@ -54,14 +55,6 @@ typedef struct options {
 } options;
 
 #define fail(...) bitnet_tool_error("llama-server", BITNET_EXIT_FAILURE, __VA_ARGS__)
-
-static int on_chat_template(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
-    (void)flag;
-    if (bitnet_chat_family_parse(v) == BITNET_CHAT_UNKNOWN)
-        return bitnet_args_fail(args, "--chat-template expects one of %s, got '%s'", bitnet_chat_known_names(), v);
-    *(const char **)opt->dst = v;
-    return 0;
-}
 
 static int parse_args(int argc, char **argv, options *o) {
     long ignored;
@@ -111,9 +104,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
                    BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
-        BITNET_OPT("--chat-template", "NAME", "bitnet|llama3|falcon3: chat template when the model's\n"
-                                             "tokenizer.chat_template is missing or not a known one",
-                   BITNET_ARG_CALL, &o->chat_template, .fn = on_chat_template),
+        BITNET_OPT_CHAT_TEMPLATE(&o->chat_template),
         BITNET_OPT("-sp, --system-prompt", "TEXT", "system message of chat requests that do not begin with one\n"
                                                   "(run_inference_server.py -p)",
                    BITNET_ARG_STRING, &o->system_prompt),
