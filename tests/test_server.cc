@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -372,8 +373,8 @@ TEST_F(Engine, QueueFullIsRefusedAndCancelFreesTheSlot) {
     Req longr;
     longr.prompt = {1, 300, 301};
     longr.ignore_eos = true;
-    longr.max_tokens = 200;
-    EnginePtr e = Start(m.get(), 1, 256, 16, 1, 1);
+    longr.max_tokens = 3000;
+    EnginePtr e = Start(m.get(), 1, 4096, 16, 1, 1);
     bitnet_job *a = Submit(e.get(), longr);
     bitnet_job *b = Submit(e.get(), longr);
     ASSERT_NE(a, nullptr);
@@ -401,7 +402,7 @@ TEST_F(Engine, QueueFullIsRefusedAndCancelFreesTheSlot) {
     bitnet_job_cancel(a);
     Result ra = Wait(a);
     EXPECT_EQ(ra.u.finish, BITNET_FINISH_CANCELLED);
-    EXPECT_LT(ra.u.n_gen, 200);
+    EXPECT_LT(ra.u.n_gen, 3000);
     // the slot is free again at once
     bitnet_engine_load(e.get(), &nb, &nw);
     EXPECT_EQ(nb + nw, 0);
@@ -412,32 +413,48 @@ TEST_F(Engine, QueueFullIsRefusedAndCancelFreesTheSlot) {
     EXPECT_EQ(c.u.n_gen, 3);
 }
 
-// Releasing a job without waiting cancels it; draining waits for the rest; then submits are refused.
+// Releasing a job without waiting cancels it (the engine counts it cancelled long before its 3000 tokens);
+// draining waits for the rest, then submits are refused.
 TEST_F(Engine, ReleaseCancelsAndDrainRefusesNewWork) {
     ModelPtr m = Load();
     Req r;
     r.prompt = {1, 300};
     r.ignore_eos = true;
-    r.max_tokens = 150;
-    EnginePtr e = Start(m.get(), 2, 256, 16, 1, 4);
+    r.max_tokens = 3000;
+    EnginePtr e = Start(m.get(), 2, 4096, 16, 1, 4);
     bitnet_job_release(Submit(e.get(), r));
-    r.max_tokens = 10;
+    bitnet_engine_stats st{};
+    for (int i = 0; i < 2000; i++) { // bounded: 2000 x 5 ms
+        bitnet_engine_get_stats(e.get(), &st);
+        if (st.finished == 1) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(st.finished, 1u);
+    EXPECT_EQ(st.cancelled, 1u);
+    EXPECT_LT(st.generated, 3000u);
+    r.max_tokens = 40;
     bitnet_job *kept = Submit(e.get(), r);
     ASSERT_NE(kept, nullptr);
-    std::thread drainer([&] { bitnet_engine_drain(e.get()); });
-    drainer.join();
+    bitnet_engine_drain(e.get()); // returns only when the kept job has ended
+    char *t = nullptr;
+    bitnet_job_update u{};
+    ASSERT_TRUE(bitnet_job_poll(kept, 0, 0, &t, &u));
+    free(t);
+    EXPECT_EQ(u.finish, BITNET_FINISH_LENGTH);
+    EXPECT_EQ(u.n_gen, 40);
     int32_t nb = -1, nw = -1;
     bitnet_engine_load(e.get(), &nb, &nw);
     EXPECT_EQ(nb, 0);
     EXPECT_EQ(nw, 0);
-    Result k = Wait(kept);
-    EXPECT_EQ(k.u.finish, BITNET_FINISH_LENGTH);
-    EXPECT_EQ(k.u.n_gen, 10);
+    bitnet_job_release(kept);
     bool busy = true;
     std::string msg;
     EXPECT_EQ(Submit(e.get(), r, &busy, &msg), nullptr);
     EXPECT_FALSE(busy);
     EXPECT_NE(msg.find("shutting down"), std::string::npos) << msg;
+    bitnet_engine_get_stats(e.get(), &st);
+    EXPECT_EQ(st.finished, 2u);
+    EXPECT_EQ(st.cancelled, 1u);
 }
 
 } // namespace

@@ -255,6 +255,7 @@ void bitnet_context_free(bitnet_context *c) {
                             c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
                             c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1]};
     bitnet_free(c->out_row);
+    bitnet_free(c->seq_len);
     for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);
     bitnet_free(c);
 }
@@ -347,6 +348,7 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
     }
     c->n_last = n_tokens;
     c->all_last = all_logits;
+    if (c->seq_len) c->seq_len[0] = n_past + n_tokens;
     return BITNET_OK;
 }
 
@@ -370,6 +372,9 @@ bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *b, bitn
         c->out_row = nr;
         c->out_cap = c->n_batch;
     }
+    if (!c->seq_len && !(c->seq_len = bitnet_calloc((size_t)c->n_seq, sizeof *c->seq_len))) {
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for the sequence lengths", fn);
+    }
     /* checks first (nothing is run on a bad batch); out_row doubles as each sequence's last position */
     const int32_t n_vocab = m->hp.n_vocab;
     int32_t n_out = 0;
@@ -386,15 +391,19 @@ bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *b, bitn
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: sequence %d at index %d is out of range [0, n_seq = %d)",
                                fn, (int)b->seq[i], (int)i, (int)c->n_seq);
         }
-        for (int32_t j = i - 1; j >= 0; j--) { /* the same sequence's previous token in the batch */
-            if (b->seq[j] != b->seq[i]) continue;
-            if (b->pos[j] >= b->pos[i]) {
-                return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                                   "%s: sequence %d has position %d at index %d after position %d at index %d: positions "
-                                   "of a sequence must increase within a batch",
-                                   fn, (int)b->seq[i], (int)b->pos[i], (int)i, (int)b->pos[j], (int)j);
-            }
-            break;
+        int32_t j = i - 1; /* the same sequence's previous token in the batch */
+        while (j >= 0 && b->seq[j] != b->seq[i]) j--;
+        if (j >= 0 && b->pos[i] != b->pos[j] + 1) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "%s: sequence %d has position %d at index %d after position %d at index %d: a sequence's "
+                               "positions in a batch must follow one another",
+                               fn, (int)b->seq[i], (int)b->pos[i], (int)i, (int)b->pos[j], (int)j);
+        }
+        if (j < 0 && b->pos[i] > c->seq_len[b->seq[i]]) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "%s: sequence %d continues at position %d (index %d) but holds positions [0, %d): it would "
+                               "attend to positions never evaluated",
+                               fn, (int)b->seq[i], (int)b->pos[i], (int)i, (int)c->seq_len[b->seq[i]]);
         }
         if (b->logits ? b->logits[i] : i == n - 1) n_out++;
     }
@@ -416,6 +425,7 @@ bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *b, bitn
         .head = n_out > 0,
     };
     bitnet_threadpool_run(c->tp, bitnet_model_forward_task, &job);
+    for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i]] = b->pos[i] + 1; /* a sequence's last token comes last */
     c->n_last = n;
     c->all_last = false;
     c->batch_last = true;

@@ -328,10 +328,13 @@ typedef struct bitnet_batch {
     const bool *logits;   /* (n_tokens) keep this token's logits; NULL: only the last token's */
 } bitnet_batch;
 
-/* Evaluate a batch of tokens of several sequences (bitnet_batch above) in one forward pass.
- * Errors (BITNET_ERR_INVALID_ARG naming the index and value, nothing run): n_tokens outside [1, n_batch],
- * a token id, position or sequence out of range, positions of one sequence that do not increase within
- * the batch, a pipeline-stage model or a context with a link; BITNET_ERR_NOMEM growing the logits. */
+/* Evaluate a batch of tokens of several sequences (bitnet_batch above) in one forward pass. A sequence
+ * holds the positions [0, L) its last evaluation ended at (bitnet_decode sets L of sequence 0); a batch
+ * continues it at any position p <= L with consecutive positions p, p+1, ... (p < L overwrites: the
+ * sequence then holds [0, last + 1)). Errors (BITNET_ERR_INVALID_ARG naming the index and value, nothing
+ * run): n_tokens outside [1, n_batch], a token id, position or sequence out of range, a sequence's
+ * positions not consecutive in the batch or starting beyond L, a pipeline-stage model or a context with a
+ * link; BITNET_ERR_NOMEM. */
 bitnet_status bitnet_decode_batch(bitnet_context *c, const bitnet_batch *batch, bitnet_error *err);
 int32_t bitnet_context_n_seq(const bitnet_context *c);
 

@@ -171,6 +171,7 @@ struct bitnet_context {
     int32_t n_last;       /* tokens in the last bitnet_decode call */
     bool all_last;        /* the last call kept every token's logits */
     int32_t *out_row;     /* (out_cap) after bitnet_decode_batch (batch_last): token i's logits row or -1 */
+    int32_t *seq_len;     /* (n_seq), from the first bitnet_decode_batch: positions each sequence holds */
     int32_t out_cap;
     bool batch_last;      /* the last call was bitnet_decode_batch */
     const bitnet_stage_link *link; /* stage 0 of a pipeline: where the hidden states go and come back */

@@ -59,6 +59,7 @@ typedef struct slot {
     bool cut;          /* ended by a stop string: gen ends where it began */
     char error[256];
     int32_t bi;        /* this step: batch index whose logits the slot samples from, or -1 */
+    bool in_batch;     /* this step's batch holds tokens of this slot */
 } slot;
 
 struct bitnet_engine {
@@ -75,6 +76,7 @@ struct bitnet_engine {
     bool quit, draining;
     slot *slots;
     int32_t n_busy, n_waiting;
+    uint64_t n_finished, n_cancelled, n_generated; /* bitnet_engine_stats */
     bitnet_job *q_head, *q_tail;
     uint64_t next_id;
     int32_t *b_tok, *b_pos, *b_seq; /* the step's batch (n_batch) */
@@ -253,6 +255,7 @@ static int32_t build_batch(bitnet_engine *e) {
     for (int32_t i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
         s->bi = -1;
+        s->in_batch = false;
         if (!s->job || s->finish != BITNET_FINISH_NONE || !s->has_next) continue;
         if (s->n_past >= e->p.n_ctx_slot) {
             s->finish = BITNET_FINISH_LENGTH;
@@ -263,6 +266,7 @@ static int32_t build_batch(bitnet_engine *e) {
         e->b_seq[n] = i;
         e->b_logits[n] = true;
         s->has_next = false;
+        s->in_batch = true;
         s->bi = n++;
     }
     /* prompt chunks: slots in order of their job's id (insertion sort; n_slots is small) */
@@ -284,6 +288,7 @@ static int32_t build_batch(bitnet_engine *e) {
             e->b_tok[n] = s->job->prompt[s->n_fed];
             e->b_pos[n] = s->n_fed;
             e->b_seq[n] = e->order[o];
+            s->in_batch = true;
             e->b_logits[n] = s->n_fed + 1 == plen;
             if (e->b_logits[n]) s->bi = n;
             s->n_fed++;
@@ -309,8 +314,11 @@ static void publish(bitnet_engine *e) {
                 s->published = s->release_to;
             }
         }
+        e->n_generated += (uint64_t)(s->n_gen - j->n_gen);
         j->n_gen = s->n_gen;
         if (s->finish != BITNET_FINISH_NONE) {
+            e->n_finished++;
+            if (s->finish == BITNET_FINISH_CANCELLED) e->n_cancelled++;
             job_end(e, j, s->finish, s->finish == BITNET_FINISH_ERROR ? s->error : NULL);
             slot_clear(s);
             e->n_busy--;
@@ -331,6 +339,8 @@ static void admit(bitnet_engine *e) {
         if (j->cancel || e->quit) {
             *pp = j->next;
             e->n_waiting--;
+            e->n_finished++;
+            e->n_cancelled++;
             job_end(e, j, BITNET_FINISH_CANCELLED, NULL);
         } else {
             e->q_tail = j;
@@ -370,13 +380,14 @@ static void *engine_main(void *arg) {
         }
         for (int32_t i = 0; i < e->p.n_slots; i++) {
             slot *s = &e->slots[i];
-            if (!s->job || s->bi < 0 || s->finish != BITNET_FINISH_NONE) continue;
-            if (st != BITNET_OK) {
+            if (!s->job || s->finish != BITNET_FINISH_NONE) continue;
+            if (st != BITNET_OK && s->in_batch) { /* its cache now lacks this step's rows: it cannot go on */
                 s->finish = BITNET_FINISH_ERROR;
                 snprintf(s->error, sizeof s->error, "the forward pass failed: %.200s", err.msg);
                 continue;
             }
-            take_token(e, s, bitnet_sampler_sample(&s->smp, bitnet_get_logits_ith(e->ctx, s->bi)));
+            if (st == BITNET_OK && s->bi >= 0)
+                take_token(e, s, bitnet_sampler_sample(&s->smp, bitnet_get_logits_ith(e->ctx, s->bi)));
         }
 
         pthread_mutex_lock(&e->mu);
@@ -559,9 +570,19 @@ void bitnet_job_release(bitnet_job *j) {
 }
 
 void bitnet_engine_load(bitnet_engine *e, int32_t *busy, int32_t *waiting) {
+    bitnet_engine_stats st;
+    bitnet_engine_get_stats(e, &st);
+    *busy = st.busy;
+    *waiting = st.waiting;
+}
+
+void bitnet_engine_get_stats(bitnet_engine *e, bitnet_engine_stats *out) {
     pthread_mutex_lock(&e->mu);
-    *busy = e->n_busy;
-    *waiting = e->n_waiting;
+    out->busy = e->n_busy;
+    out->waiting = e->n_waiting;
+    out->finished = e->n_finished;
+    out->cancelled = e->n_cancelled;
+    out->generated = e->n_generated;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -97,6 +97,13 @@ void bitnet_job_release(bitnet_job *j);
 /* Busy slots and waiting requests now. */
 void bitnet_engine_load(bitnet_engine *e, int32_t *busy, int32_t *waiting);
 
+/* Counters since the start: requests that ended (any way) and of those cancelled, generated tokens. */
+typedef struct bitnet_engine_stats {
+    int32_t busy, waiting;
+    uint64_t finished, cancelled, generated;
+} bitnet_engine_stats;
+void bitnet_engine_get_stats(bitnet_engine *e, bitnet_engine_stats *out);
+
 /* Refuses new requests from now on and waits until every submitted one has finished. */
 void bitnet_engine_drain(bitnet_engine *e);
 

@@ -48,7 +48,8 @@ typedef struct req_state {
     route r;
     char *body;
     size_t len, cap;
-    bool too_large;
+    bool too_large; /* the body passed the limit: what follows is dropped */
+    size_t dropped;
     bool answered; /* a response was queued before the body was read */
 } req_state;
 
@@ -486,20 +487,33 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         return ret;
     }
 
-    /* not streamed: wait for the end, watching the client */
+    /* not streamed: wait for the end, watching the client; the text is collected as it is released, so
+     * each poll waits for bytes beyond those already taken */
     const int fd = client_fd(c);
     bitnet_job_update u;
     char *text = NULL;
+    size_t have = 0;
     for (;;) {
-        if (!bitnet_job_poll(job, 0, POLL_MS, &text, &u)) {
+        char *more = NULL;
+        bool ok = bitnet_job_poll(job, have, POLL_MS, &more, &u);
+        if (ok && u.text_len > have) {
+            char *grown = realloc(text, u.text_len);
+            if ((ok = grown != NULL)) {
+                text = grown;
+                memcpy(text + have, more, u.text_len - have);
+                have = u.text_len;
+            }
+        }
+        free(more);
+        if (!ok) {
+            free(text);
             bitnet_job_release(job);
             return fail(c, 500, "server_error", "", "", "out of memory");
         }
         if (u.finish != BITNET_FINISH_NONE) break;
-        free(text);
-        text = NULL;
         if (client_gone(fd)) {
             log_end(s, id, q->kind, &u, true, &t0);
+            free(text);
             bitnet_job_release(job);
             return MHD_NO; /* nobody to answer */
         }
@@ -596,9 +610,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size > 0) { /* a piece of the body */
-        if (!rs->answered && !rs->too_large) {
-            if (rs->len + *upload_size > s->cfg.max_body) {
+        if (!rs->answered) {
+            if (rs->too_large || rs->len + *upload_size > s->cfg.max_body) {
+                /* past the limit: the rest is read and dropped so that the client can read the 413 at the end;
+                 * a body that goes on past 4 times the limit is answered at once and the connection closed */
                 rs->too_large = true;
+                rs->dropped += *upload_size;
+                if (rs->dropped > 4 * s->cfg.max_body + 65536) {
+                    rs->answered = true;
+                    *upload_size = 0;
+                    return fail(c, 413, "invalid_request_error", "", "",
+                                "the request body is larger than the %zu bytes accepted", s->cfg.max_body);
+                }
             } else {
                 if (rs->len + *upload_size > rs->cap) {
                     size_t cap = rs->cap ? rs->cap : 4096;
@@ -700,7 +723,7 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
         bitnet_server_stop(s, 0);
         return bitnet_fail(err, BITNET_ERR_IO, "cannot resolve --host %s: %s", cfg->host, gai_strerror(gai));
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 64u,
@@ -724,8 +747,8 @@ int bitnet_server_port(const bitnet_server *s) { return s->port; }
 void bitnet_server_stop(bitnet_server *s, int grace_ms) {
     if (!s) return;
     if (s->d) {
+        /* new generation requests are answered 503 from here on (on_request), others still served */
         atomic_store(&s->stopping, true);
-        MHD_quiesce_daemon(s->d); /* no new connections */
         bitnet_engine_drain(s->e);
         /* the drained jobs' last bytes are being written: wait for the handlers to finish */
         const struct timespec tick = {0, 10 * 1000 * 1000};

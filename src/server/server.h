@@ -61,9 +61,9 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
 /* The port the server listens on. */
 int bitnet_server_port(const bitnet_server *s);
 
-/* Graceful stop: no new connections; requests already received are answered (new ones on open
- * connections get 503); waits until every response is sent, at most grace_ms after the engine has
- * drained; then closes everything and frees the server. */
+/* Graceful stop: generation requests received from now on are answered 503 (the others still served);
+ * those already received run to their end and are answered; waits until every response is sent, at most
+ * grace_ms after the engine has drained; then closes everything and frees the server. */
 void bitnet_server_stop(bitnet_server *s, int grace_ms);
 
 #ifdef __cplusplus

@@ -65,8 +65,9 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stop(self, sig=signal.SIGTERM, timeout=120):
-        """Sends sig and waits for the exit; returns the exit status."""
-        if self.proc.poll() is None:
+        """Sends sig (None: none, the process is already stopping) and waits for the exit; returns the exit
+        status."""
+        if sig is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from tests.server.server_util import BIN, Server, curl, make_model
@@ -178,16 +179,61 @@ class Slots(unittest.TestCase):
         finally:
             self.assertEqual(s.stop(), 0)
 
+    def test_streamed_client_that_leaves_stops_its_generation(self):
+        s = Server(TINY, "-np", 1, "-c", 8192, "-t", 1, "--max-tokens", 8000)
+        try:
+            body = json.dumps({"prompt": "Once", "max_tokens": 6000, "ignore_eos": True, "stream": True})
+            req = subprocess.Popen(["curl", "-sSN", "-m", "600", "-o", "/dev/null", "--data-binary", body,
+                                    s.url("/v1/completions")], stderr=subprocess.DEVNULL)
+            try:
+                s.wait_until(lambda h: h["slots_processing"] == 1, what="the stream running")
+            finally:
+                req.terminate()
+                req.wait(30)
+            s.wait_until(lambda h: h["slots_processing"] == 0, timeout=30, what="the slot freed after the disconnect")
+            s.wait_until(lambda h: any("/v1/completions: prompt" in line for line in s.log), timeout=30,
+                         what="the request's log line")
+            ended = [line for line in s.log if "/v1/completions: prompt" in line]
+            self.assertEqual(len(ended), 1, s.log)
+            self.assertIn("finish client gone", ended[0])
+            self.assertLess(int(ended[0].split(" generated")[0].rsplit(" ", 1)[1]), 6000, ended[0])
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_endless_body_is_cut_at_the_limit(self):
+        # a chunked upload that never ends: answered 413 and closed once it passes 4 x --max-body + 64 KiB (a
+        # client still sending sees the connection close; curl says "Send failure"), well before curl's -m 60
+        s = Server(TINY, "-np", 1, "-t", 1, "--max-body", 10000)
+        try:
+            r = subprocess.run(["curl", "-sS", "-m", "60", "-H", "Transfer-Encoding: chunked", "-H",
+                                "Content-Type: application/json", "-T", "/dev/zero", "-X", "POST", "-w", "\n%{http_code}",
+                                s.url("/v1/completions")], capture_output=True, text=True, timeout=120)
+            self.assertNotEqual(r.returncode, 28, "curl timed out: the server kept reading")  # 28: curl's timeout
+            self.assertTrue(r.stdout.endswith("413") or "Send failure" in r.stderr or "Recv failure" in r.stderr,
+                            r.stdout[-300:] + r.stderr)
+            self.assertEqual(curl(s.url("/health"))[0], 200)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
     def test_sigterm_answers_the_request_in_flight(self):
-        s = Server(TINY, "-np", 2, "-c", 4096, "-t", 1, "--max-tokens", 2000)
+        s = Server(TINY, "-np", 1, "-c", 4096, "-t", 1, "--max-tokens", 3500)
         out = tempfile.NamedTemporaryFile(delete=False)
         out.close()
-        body = json.dumps({"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
+        body = json.dumps({"prompt": "Once", "max_tokens": 3000, "ignore_eos": True, "temperature": 0})
         req = subprocess.Popen(["curl", "-sS", "-m", "600", "-o", out.name, "-w", "%{http_code}", "--data-binary", body,
                                 s.url("/v1/completions")], stdout=subprocess.PIPE, text=True)
         try:
             s.wait_until(lambda h: h["slots_processing"] == 1, what="the request running")
-            self.assertEqual(s.stop(signal.SIGTERM), 0)
+            s.proc.send_signal(signal.SIGTERM)
+            # while it drains, new generation requests get 503 at once
+            for _ in range(600):  # bounded: 30 s
+                if any("shutting down" in line for line in s.log):
+                    break
+                time.sleep(0.05)
+            status, _, text = curl(s.url("/v1/completions"), data='{"prompt":"x","max_tokens":1}', timeout=30)
+            error_of(self, status, text, 503, typ="server_error", words="shutting down")
+            self.assertIsNone(req.poll())  # the first request is still running
+            self.assertEqual(s.stop(sig=None), 0)  # no second signal: that would exit at once
             code, _ = req.communicate(timeout=600)
         finally:
             if req.poll() is None:
@@ -196,7 +242,7 @@ class Slots(unittest.TestCase):
         with open(out.name) as f:
             answer = json.load(f)
         os.unlink(out.name)
-        self.assertEqual(answer["usage"]["completion_tokens"], 1500)
+        self.assertEqual(answer["usage"]["completion_tokens"], 3000)
         self.assertEqual(answer["choices"][0]["finish_reason"], "length")
         log = "".join(s.log)
         self.assertIn("shutting down: finishing 1 running and 0 waiting requests", log)
