@@ -51,7 +51,7 @@ done
 dict_of() {
     case "$1" in
         gguf|model) echo gguf ;;
-        hf_tokenizer_json|hf_config|safetensors) echo json ;;
+        hf_tokenizer_json|hf_config|safetensors|server_request) echo json ;;
         board|cluster_plan|tile_file) echo yaml ;;
         chat) echo chat ;;
         *) echo "" ;;
