@@ -347,6 +347,7 @@ static int cmp_tensor(const void *a, const void *b) {
 /* Sort the set's tensors by name; a name held twice (two shards, or a header naming it twice) is an
  * error naming both files. */
 static bitnet_status sort_tensors(bitnet_st_set *s, bitnet_error *err) {
+    if (s->n_tensors < 2) return BITNET_OK; /* a header of no tensors leaves s->tensors NULL: qsort takes no NULL */
     qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor);
     for (int64_t i = 1; i < s->n_tensors; i++)
         if (strcmp(s->tensors[i - 1].name, s->tensors[i].name) == 0)
