@@ -129,11 +129,10 @@ static bool job_append(bitnet_job *j, const char *s, size_t n) { return buf_appe
 
 /* The end of a job that never reached a slot, or of one in a slot (under e->mu): its final state, the
  * engine's reference dropped, the waiters woken by the caller. */
-static void job_end(bitnet_engine *e, bitnet_job *j, bitnet_finish f, const char *error) {
+static void job_end(bitnet_job *j, bitnet_finish f, const char *error) {
     j->finish = f;
     if (error) snprintf(j->error, sizeof j->error, "%.240s", error);
     job_unref(j);
-    (void)e;
 }
 
 static void slot_clear(slot *s) {
@@ -148,7 +147,7 @@ static void slot_start(bitnet_engine *e, slot *s, bitnet_job *j) {
     slot_clear(s);
     bitnet_error err = {{0}};
     if (bitnet_sampler_init(&s->smp, e->n_vocab, j->temperature, j->top_k, j->top_p, j->seed, &err) != BITNET_OK) {
-        job_end(e, j, BITNET_FINISH_ERROR, err.msg);
+        job_end(j, BITNET_FINISH_ERROR, err.msg);
         return;
     }
     bitnet_utf8_stream_init(&s->utf8);
@@ -319,7 +318,7 @@ static void publish(bitnet_engine *e) {
         if (s->finish != BITNET_FINISH_NONE) {
             e->n_finished++;
             if (s->finish == BITNET_FINISH_CANCELLED) e->n_cancelled++;
-            job_end(e, j, s->finish, s->finish == BITNET_FINISH_ERROR ? s->error : NULL);
+            job_end(j, s->finish, s->finish == BITNET_FINISH_ERROR ? s->error : NULL);
             slot_clear(s);
             e->n_busy--;
         }
@@ -341,7 +340,7 @@ static void admit(bitnet_engine *e) {
             e->n_waiting--;
             e->n_finished++;
             e->n_cancelled++;
-            job_end(e, j, BITNET_FINISH_CANCELLED, NULL);
+            job_end(j, BITNET_FINISH_CANCELLED, NULL);
         } else {
             e->q_tail = j;
             pp = &j->next;
@@ -546,14 +545,19 @@ bool bitnet_job_poll(bitnet_job *j, size_t have, int timeout_ms, char **text, bi
     return ok;
 }
 
-void bitnet_job_cancel(bitnet_job *j) {
-    if (!j) return;
-    bitnet_engine *e = j->e;
-    pthread_mutex_lock(&e->mu);
+/* Under e->mu: asks the engine to stop a job that has not ended. */
+static void job_cancel_locked(bitnet_engine *e, bitnet_job *j) {
     if (j->finish == BITNET_FINISH_NONE) {
         j->cancel = true;
         pthread_cond_signal(&e->work);
     }
+}
+
+void bitnet_job_cancel(bitnet_job *j) {
+    if (!j) return;
+    bitnet_engine *e = j->e;
+    pthread_mutex_lock(&e->mu);
+    job_cancel_locked(e, j);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -561,10 +565,7 @@ void bitnet_job_release(bitnet_job *j) {
     if (!j) return;
     bitnet_engine *e = j->e;
     pthread_mutex_lock(&e->mu);
-    if (j->finish == BITNET_FINISH_NONE) {
-        j->cancel = true;
-        pthread_cond_signal(&e->work);
-    }
+    job_cancel_locked(e, j);
     job_unref(j);
     pthread_mutex_unlock(&e->mu);
 }

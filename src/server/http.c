@@ -128,14 +128,9 @@ __attribute__((format(printf, 6, 7)))
 static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *param, const char *code,
                             const char *fmt, ...) {
     bitnet_srv_error e;
-    memset(&e, 0, sizeof e);
-    e.http_status = status;
-    snprintf(e.type, sizeof e.type, "%s", type);
-    snprintf(e.param, sizeof e.param, "%s", param ? param : "");
-    snprintf(e.code, sizeof e.code, "%s", code ? code : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    bitnet_srv_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
     return send_error(c, &e);
 }

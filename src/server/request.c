@@ -12,18 +12,24 @@
 
 static const char k_invalid[] = "invalid_request_error";
 
-bitnet_status bitnet_srv_fail(bitnet_srv_error *e, int http_status, const char *type, const char *param,
-                              const char *code, const char *fmt, ...) {
+bitnet_status bitnet_srv_vfail(bitnet_srv_error *e, int http_status, const char *type, const char *param,
+                               const char *code, const char *fmt, va_list ap) {
     if (!e) return BITNET_ERR_INVALID_ARG;
     e->http_status = http_status;
     snprintf(e->type, sizeof e->type, "%s", type ? type : k_invalid);
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    return http_status >= 500 ? BITNET_ERR_NOMEM : BITNET_ERR_INVALID_ARG;
+}
+
+bitnet_status bitnet_srv_fail(bitnet_srv_error *e, int http_status, const char *type, const char *param,
+                              const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    const bitnet_status st = bitnet_srv_vfail(e, http_status, type, param, code, fmt, ap);
     va_end(ap);
-    return http_status >= 500 ? BITNET_ERR_NOMEM : BITNET_ERR_INVALID_ARG;
+    return st;
 }
 
 #define BAD(param, ...) bitnet_srv_fail(e, 400, k_invalid, (param), "", __VA_ARGS__)

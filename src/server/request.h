@@ -20,6 +20,8 @@
 #ifndef BITNET_SERVER_REQUEST_H
 #define BITNET_SERVER_REQUEST_H
 
+#include <stdarg.h>
+
 #include "base/common.h"
 #include "text/chat.h"
 
@@ -82,6 +84,10 @@ __attribute__((format(printf, 6, 7)))
 #endif
 bitnet_status bitnet_srv_fail(bitnet_srv_error *e, int http_status, const char *type, const char *param,
                               const char *code, const char *fmt, ...);
+
+/* bitnet_srv_fail with a va_list. */
+bitnet_status bitnet_srv_vfail(bitnet_srv_error *e, int http_status, const char *type, const char *param,
+                               const char *code, const char *fmt, va_list ap);
 
 /* Parse and check a request body of len bytes (not NUL-terminated) of kind `kind` against lim.
  * *out is zeroed first and owns its strings (bitnet_srv_request_free, also after a failure).
