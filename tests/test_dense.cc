@@ -80,6 +80,63 @@ TEST_P(Dense, F16DotIsTheDefinedOrderOnEveryIsa) {
     EXPECT_EQ(bitnet_dense_dot_f16(a.data(), b.data(), n), ref_dot_f16(a.data(), b.data(), n)) << "n = " << n;
 }
 
+// 1..10 binary16 rows (n + 3 values apart) against one vector (the AVX2 version takes rows in fours and
+// adds their tails together in double lanes): each output is the defined order's float for its row.
+TEST_P(Dense, F16RowsAreEachTheSingleDot) {
+    const int64_t n = GetParam();
+    std::mt19937 rng(500 + (uint32_t)n);
+    const size_t a_stride = (size_t)n + 3;
+    for (int64_t rows = 1; rows <= 10; rows++) {
+        const auto af = randoms(rng, (int64_t)a_stride * rows, 0.5f), bf = randoms(rng, n, 2.0f);
+        std::vector<uint16_t> a(af.size());
+        std::vector<float> b((size_t)n);
+        for (size_t i = 0; i < a.size(); i++) a[i] = bitnet_fp32_to_fp16(af[i]);
+        for (int64_t i = 0; i < n; i++) b[(size_t)i] = bitnet_dense_round_f16(bf[(size_t)i]);
+        std::vector<float> out((size_t)rows + 1, -12345.0f);
+        bitnet_dense_dot_f16_rows(a.data(), a_stride, b.data(), n, rows, out.data());
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *ar = a.data() + (size_t)r * a_stride;
+            EXPECT_EQ(out[(size_t)r], ref_dot_f16(ar, b.data(), n)) << "n = " << n << ", row " << r << " of " << rows;
+        }
+        EXPECT_EQ(out[(size_t)rows], -12345.0f);
+    }
+}
+
+// Rows × columns (the AVX2 version works in blocks of 8 rows × 8 columns × 512 values, three columns per
+// pass; NEON two columns per pass): for row counts 1, 3, 8, 9, 17 and column counts 1..10 and 17, every output
+// is the defined order's float for its own row and column at out[j · out_stride + r], the places in between
+// untouched; rows n + 3 values apart and columns n + 5 floats apart (unaligned), lengths with and without a
+// tail and across several 512-value chunks (1000, 2560).
+TEST_P(Dense, F16RowsTimesColumnsAreEachTheSingleDot) {
+    const int64_t n = GetParam();
+    std::mt19937 rng(400 + (uint32_t)n);
+    const size_t a_stride = (size_t)n + 3, b_stride = (size_t)n + 5;
+    for (int64_t rows : {1, 3, 8, 9, 17}) {
+        const auto af = randoms(rng, (int64_t)a_stride * rows, 0.5f);
+        std::vector<uint16_t> a(af.size());
+        for (size_t i = 0; i < a.size(); i++) a[i] = bitnet_fp32_to_fp16(af[i]);
+        for (int64_t cols : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17}) {
+            const auto bf = randoms(rng, (int64_t)b_stride * cols, 2.0f);
+            std::vector<float> b(bf.size());
+            for (size_t i = 0; i < b.size(); i++) b[i] = bitnet_dense_round_f16(bf[i]);
+            const size_t out_stride = (size_t)rows + 2;
+            const float sentinel = -12345.0f;
+            std::vector<float> out(out_stride * (size_t)cols, sentinel);
+            bitnet_dense_mul_f16(a.data(), a_stride, rows, b.data(), b_stride, cols, n, out.data(), out_stride);
+            for (int64_t j = 0; j < cols; j++) {
+                const float *bj = b.data() + (size_t)j * b_stride;
+                for (int64_t r = 0; r < rows; r++) {
+                    const uint16_t *ar = a.data() + (size_t)r * a_stride;
+                    ASSERT_EQ(out[(size_t)j * out_stride + (size_t)r], ref_dot_f16(ar, bj, n))
+                        << "n = " << n << ", row " << r << " of " << rows << ", column " << j << " of " << cols;
+                }
+                ASSERT_EQ(out[(size_t)j * out_stride + (size_t)rows], sentinel);
+                ASSERT_EQ(out[(size_t)j * out_stride + (size_t)rows + 1], sentinel);
+            }
+        }
+    }
+}
+
 TEST_P(Dense, Q8_0DotIsGgmlsDefinitionOnEveryIsa) {
     const int64_t n = GetParam() / 32 * 32;
     if (n == 0) GTEST_SKIP() << "Q8_0 needs whole 32-blocks";
@@ -124,6 +181,44 @@ TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
     act.assign(k->act_bytes(n), 0);
     k->prepare(x.data(), act.data(), n);
     EXPECT_EQ(k->dot(wq.data(), act.data(), n), ref_dot_q8_0(wq.data(), xq.data(), n));
+    // mul of every kernel: three rows (their size apart) times seven prepared activations (act_bytes apart)
+    // give dot's floats one by one at out[j · 4 + r]
+    for (int type : {BITNET_TYPE_F32, BITNET_TYPE_F16, BITNET_TYPE_Q8_0}) {
+        k = bitnet_dense_kernel_for(type);
+        const int64_t cols = 7, rows = 3;
+        const size_t ab = k->act_bytes(n);
+        std::vector<uint8_t> acts(ab * cols);
+        for (int64_t j = 0; j < cols; j++) {
+            const auto xj = randoms(rng, n, 1.0f + (float)j);
+            k->prepare(xj.data(), acts.data() + (size_t)j * ab, n);
+        }
+        const size_t row_bytes = type == BITNET_TYPE_F32 ? (size_t)n * 4
+                                 : type == BITNET_TYPE_F16 ? (size_t)n * 2 : (size_t)n / 32 * sizeof(bitnet_block_q8_0);
+        std::vector<uint8_t> wrows(row_bytes * rows);
+        for (int64_t r = 0; r < rows; r++) {
+            const auto wr = randoms(rng, n, 0.1f);
+            uint8_t *dst = wrows.data() + (size_t)r * row_bytes;
+            if (type == BITNET_TYPE_F32) {
+                memcpy(dst, wr.data(), row_bytes);
+            } else if (type == BITNET_TYPE_F16) {
+                for (int64_t i = 0; i < n; i++) {
+                    const uint16_t h = bitnet_fp32_to_fp16(wr[(size_t)i]);
+                    memcpy(dst + 2 * i, &h, 2);
+                }
+            } else {
+                bitnet_quantize_row_q8_0(wr.data(), (bitnet_block_q8_0 *)dst, n);
+            }
+        }
+        std::vector<float> out((size_t)cols * 4, -1.0f);
+        k->mul(wrows.data(), row_bytes, rows, acts.data(), ab, cols, n, out.data(), 4);
+        for (int64_t j = 0; j < cols; j++) {
+            for (int64_t r = 0; r < rows; r++) {
+                EXPECT_EQ(out[(size_t)j * 4 + (size_t)r], k->dot(wrows.data() + (size_t)r * row_bytes, acts.data() + (size_t)j * ab, n))
+                    << "type " << type << ", row " << r << ", column " << j;
+            }
+            EXPECT_EQ(out[(size_t)j * 4 + 3], -1.0f);
+        }
+    }
     // other types have no kernel of their own (their rows are converted to float first)
     EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_Q6_K), nullptr);
     EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_TL2), nullptr);

@@ -94,12 +94,13 @@ static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32
     float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
     const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
     const uint16_t *kc = c->kcache + (lc * c->kv_rows + row0) * KV + (size_t)kvh * d; /* position j at j·KV */
-    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->kv_rows + row0; /* channel i at i·kv_rows */
+    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->v_stride + row0; /* channel i at i·v_stride */
 
     bitnet_dense_round_f16_row(q, 1.0f, q16, d);
     float max = -INFINITY;
+    bitnet_dense_dot_f16_rows(kc, (size_t)KV, q16, d, (int64_t)pos + 1, score);
     for (int32_t j = 0; j <= pos; j++) {
-        score[j] = bitnet_dense_dot_f16(kc + (size_t)j * KV, q16, d) * kq_scale;
+        score[j] *= kq_scale;
         if (score[j] > max) max = score[j];
     }
     bitnet_act_exp_sub(score, max, (int64_t)pos + 1); /* e^(score - max), the same floats on every ISA */
@@ -107,7 +108,7 @@ static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32
     for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
     bitnet_dense_round_f16_row(score, inv, p16, (int64_t)pos + 1);
-    for (int32_t i = 0; i < d; i++) out[i] = bitnet_dense_dot_f16(vc + (size_t)i * c->kv_rows, p16, (int64_t)pos + 1);
+    bitnet_dense_dot_f16_rows(vc, c->v_stride, p16, (int64_t)pos + 1, d, out);
 }
 
 /* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
@@ -123,31 +124,33 @@ static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_
         rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
         const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
         uint16_t *kc = c->kcache + (lc * c->kv_rows + row) * KV + g * hd; /* (hd) */
-        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->kv_rows + row; /* stride kv_rows */
+        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->v_stride + row; /* stride v_stride */
         bitnet_dense_to_f16(k, 1.0f, kc, 1, hd);
-        bitnet_dense_to_f16(v, 1.0f, vc, c->kv_rows, hd);
+        bitnet_dense_to_f16(v, 1.0f, vc, c->v_stride, hd);
     }
 }
 
-/* logits = head · xb for the batch's output tokens: vocabulary rows split among threads, each row
- * (converted to float first when m->head_decode) multiplied by every token's prepared head input with
- * the head's dense kernel (bitnet_dense_kernel).                         logits (n_out, n_vocab) */
+/* logits = head · xb for the batch's output tokens: vocabulary rows split among threads, each thread's
+ * rows multiplied by every token's prepared head input in one call of the head's dense kernel
+ * (bitnet_dense_kernel.mul: each row read from memory once for all tokens, each logit the float the
+ * single-token dot gives); when m->head_decode, row by row after converting it to float.
+ *                                                                         logits (n_out, n_vocab) */
 static void head_logits(bitnet_context *c, const fwd_job *J, int ith, int nth) {
     const bitnet_model *m = c->m;
     const bitnet_hparams *hp = &m->hp;
     const int64_t D = hp->n_embd;
     int64_t r0, r1;
     bitnet_split_range(hp->n_vocab, ith, nth, &r0, &r1);
-    float *row_f32 = c->head_row + (size_t)ith * D; /* head_decode: the row as float */
+    if (!m->head_decode) {
+        m->head_kernel->mul(m->head_data + (size_t)r0 * m->head_row_bytes, m->head_row_bytes, r1 - r0, c->head_act,
+                            c->head_act_bytes, J->n_out, D, J->logits + r0, (size_t)hp->n_vocab);
+        return;
+    }
+    float *row_f32 = c->head_row + (size_t)ith * D; /* the row as float */
     for (int64_t r = r0; r < r1; r++) {
-        const void *row = m->head_data + (size_t)r * m->head_row_bytes;
-        if (m->head_decode) {
-            bitnet_row_to_f32(m->head_type, row, row_f32, D, NULL);
-            row = row_f32;
-        }
-        for (int64_t j = 0; j < J->n_out; j++) {
-            J->logits[j * hp->n_vocab + r] = m->head_kernel->dot(row, c->head_act + (size_t)j * c->head_act_bytes, D);
-        }
+        bitnet_row_to_f32(m->head_type, m->head_data + (size_t)r * m->head_row_bytes, row_f32, D, NULL);
+        m->head_kernel->mul(row_f32, 0, 1, c->head_act, c->head_act_bytes, J->n_out, D, J->logits + r,
+                            (size_t)hp->n_vocab);
     }
 }
 

@@ -33,6 +33,16 @@ static float dot_f16_scalar(const uint16_t *a, const float *b, int64_t n) {
     return bitnet_dense_dot_f16_finish(s, a, b, n32, n);
 }
 
+static void mul_f16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                           int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] = dot_f16_scalar(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
+
+static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                              float *out);
+
 static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
@@ -52,6 +62,10 @@ static void round_f16_row_scalar(const float *x, float scale, float *y, int64_t 
 }
 
 static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
+static void (*g_dot_f16_rows)(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                              float *out) = dot_f16_rows_loop;
+static void (*g_mul_f16)(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                         int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_f16_scalar;
 static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
 static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
@@ -62,6 +76,8 @@ static void dense_init_once(void) {
 #if defined(__x86_64__)
     if (bitnet_cpu_supports("avx2")) {
         g_dot_f16 = bitnet_dense_dot_f16__avx2;
+        g_mul_f16 = bitnet_dense_mul_f16__avx2;
+        g_dot_f16_rows = bitnet_dense_dot_f16_rows__avx2;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
         g_round_f16_row = bitnet_dense_round_f16_row__avx2;
@@ -69,6 +85,7 @@ static void dense_init_once(void) {
 #elif defined(__aarch64__)
     if (bitnet_cpu_supports("neon")) {
         g_dot_f16 = bitnet_dense_dot_f16__neon;
+        g_mul_f16 = bitnet_dense_mul_f16__neon;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__neon;
     }
 #endif
@@ -87,6 +104,22 @@ void bitnet_dense_init(void) { pthread_once(&g_once, dense_init_once); }
 #endif
 
 float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n) { return g_dot_f16(a, b, n); }
+
+/* the scalar and NEON rows: one single dot per row */
+static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                              float *out) {
+    for (int64_t r = 0; r < n_rows; r++) out[r] = g_dot_f16(a + (size_t)r * a_stride, b, n);
+}
+
+void bitnet_dense_dot_f16_rows(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                               float *out) {
+    g_dot_f16_rows(a, a_stride, b, n, n_rows, out);
+}
+
+void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                          int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    g_mul_f16(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
+}
 
 void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
     g_to_f16(x, scale, h, stride, n);
@@ -116,10 +149,34 @@ static float dot_row_f32(const void *row, const void *act, int64_t n) { return b
 static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
 static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
 
+static void mul_f32(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                    int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] = bitnet_dense_dot_f32(
+                (const float *)((const char *)rows + (size_t)r * row_bytes), (const float *)((const char *)act + (size_t)j * act_stride), n);
+}
+
+/* row_bytes and act_stride are whole numbers of binary16 values and floats (row sizes, act_bytes_f32) */
+static void mul_f16(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                    int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    bitnet_dense_mul_f16(rows, row_bytes / sizeof(uint16_t), n_rows, act, act_stride / sizeof(float), n_cols, n, out,
+                         out_stride);
+}
+
+static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                     int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] =
+                bitnet_dense_dot_q8_0((const bitnet_block_q8_0 *)((const char *)rows + (size_t)r * row_bytes),
+                                      (const bitnet_block_q8_0 *)((const char *)act + (size_t)j * act_stride), n);
+}
+
 static const bitnet_dense_kernel k_kernels[] = {
-    {BITNET_TYPE_F32, act_bytes_f32, prepare_f32, dot_row_f32},
-    {BITNET_TYPE_F16, act_bytes_f32, prepare_f16, dot_row_f16}, /* activation: floats holding binary16 values */
-    {BITNET_TYPE_Q8_0, act_bytes_q8_0, prepare_q8_0, dot_row_q8_0},
+    {BITNET_TYPE_F32, act_bytes_f32, prepare_f32, dot_row_f32, mul_f32},
+    {BITNET_TYPE_F16, act_bytes_f32, prepare_f16, dot_row_f16, mul_f16}, /* activation: floats holding binary16 values */
+    {BITNET_TYPE_Q8_0, act_bytes_q8_0, prepare_q8_0, dot_row_q8_0, mul_q8_0},
 };
 
 const bitnet_dense_kernel *bitnet_dense_kernel_for(int type) {

@@ -66,6 +66,22 @@ float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n);
  * versions all compute exactly this (same lanes, same fold), so results are identical on every ISA. */
 float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n);
 
+/* out[r] = bitnet_dense_dot_f16(a + r · a_stride, b, n) for r < n_rows: n_rows binary16 rows (a_stride values
+ * apart) times one float vector b[n], each result the single dot's float. The AVX2 version adds the tails
+ * (n % 32) of four rows at once in double lanes, the same additions per row: the attention's scores (key
+ * rows · query) and its output (value channels · probabilities, short rows at small positions). */
+void bitnet_dense_dot_f16_rows(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                               float *out);
+
+/* out[j · out_stride + r] = bitnet_dense_dot_f16(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
+ * j < n_cols: binary16 rows (a_stride values apart) times float columns (b_stride floats apart, holding
+ * binary16 values), each result the single dot's float (same lanes, same fold per pair). The AVX2 version
+ * works in blocks of 8 rows × 8 columns × 512 values that stay in L1, widening each 8 binary16 values once for
+ * three columns; NEON widens each 4 once for two. The output head of a batch of sequences: vocabulary rows
+ * times every sequence's head input, each row read from memory once per call. */
+void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                          int64_t n_cols, int64_t n, float *out, size_t out_stride);
+
 /* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
  * (ggml's Q8_0 vec_dot definition). The integer block sums are exact (|Σ| ≤ 32·128·127 < 2^24, so the
  * conversion to float is exact too); only the float steps round, and every version performs the same
@@ -76,12 +92,16 @@ float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 
 /* The dense kernel that multiplies rows of one stored type by a float activation x[n]:
  * prepare converts x into the kernel's input format (act_bytes(n) bytes: F32 copies it, F16 rounds
  * each value to binary16 and keeps floats, Q8_0 quantizes it with bitnet_quantize_row_q8_0), then
- * dot(row, act, n) is the row's dot product with it. */
+ * dot(row, act, n) is the row's dot product with it, and mul the products of n_rows rows (row_bytes
+ * apart) with n_cols prepared activations (act_stride bytes apart):
+ * out[j · out_stride + r] = dot(rows + r · row_bytes, act + j · act_stride, n), the floats dot gives. */
 typedef struct bitnet_dense_kernel {
     int type;                                               /* stored row type (BITNET_TYPE_*) */
     size_t (*act_bytes)(int64_t n);                         /* bytes of one prepared activation row */
     void (*prepare)(const float *x, void *act, int64_t n);  /* x[n] → act */
     float (*dot)(const void *row, const void *act, int64_t n);
+    void (*mul)(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                int64_t n_cols, int64_t n, float *out, size_t out_stride);
 } bitnet_dense_kernel;
 
 /* The kernel for rows of `type` (F32, F16, Q8_0), NULL for other types: their rows are converted to

@@ -1,4 +1,4 @@
-/* dense_avx2.c — the AVX2 (+F16C) versions of the F16 and Q8_0 dot products (dense.h has their
+/* dense_avx2.c — the AVX2 (+F16C, FMA) versions of the F16 and Q8_0 dot products (dense.h has their
  * contracts: same lanes, same fold, same floats as the scalar versions in dense.c). This file is
  * compiled without -mavx2: the functions carry function target attributes and only run after
  * bitnet_cpu_supports("avx2") said yes. On other targets it compiles to nothing. */
@@ -7,25 +7,127 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* lanes 8j..8j+7 in accumulator j; AVX2 CPUs have F16C (bitnet_cpu_supports("avx2") checks both) */
-__attribute__((target("avx2,f16c"))) float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const int64_t n32 = n - n % 32;
-    for (int64_t i = 0; i < n32; i += 32) {
-        for (int j = 0; j < 4; j++) {
-            const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8 * j)));
-            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(va, _mm256_loadu_ps(b + i + 8 * j)));
-        }
-    }
-    /* bitnet_dense_dot_f16_finish's fold on whole vectors (the same additions lane by lane): lanes (l, l+16) are
-     * acc[0]+acc[2] and acc[1]+acc[3], then (l, l+8), then (l, l+4) across the 128-bit halves */
+/* bitnet_dense_dot_f16_finish's fold of the 32 lane sums in four accumulators (lanes 8j..8j+7 in acc[j]),
+ * on whole vectors (the same additions lane by lane): lanes (l, l+16) are acc[0]+acc[2] and acc[1]+acc[3],
+ * then (l, l+8), then (l, l+4) across the 128-bit halves, then (s0+s1)+(s2+s3). */
+__attribute__((target("avx2,f16c"))) static inline float f16_fold(const __m256 acc[4]) {
     const __m256 h16 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
     const __m128 f4 = _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
     float s[4];
     _mm_storeu_ps(s, f4);
-    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* The 32-lane part of bitnet_dense_dot_f16 over a[0..n32) (n32 a multiple of 32), folded. The product of two
+ * binary16 values is exact in binary32 (22 significant bits, exponents from -48 to 32), so the fused
+ * multiply-add rounds once where a multiply then an add rounds once too (at the add): the same floats in
+ * half the instructions. AVX2 CPUs have FMA and F16C (bitnet_cpu_supports("avx2") checks all three). */
+__attribute__((target("avx2,f16c,fma"))) static inline float f16_lanes(const uint16_t *a, const float *b, int64_t n32) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n32; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8 * j)));
+            acc[j] = _mm256_fmadd_ps(va, _mm256_loadu_ps(b + i + 8 * j), acc[j]);
+        }
+    }
+    return f16_fold(acc);
+}
+
+/* The tail of bitnet_dense_dot_f16: a[n32..n) · b added in double to the folded lane sums. */
+static inline float f16_tail(float folded, const uint16_t *a, const float *b, int64_t n32, int64_t n) {
+    double sum = (double)folded;
     for (int64_t i = n32; i < n; i++) sum += (double)(bitnet_dense_f16(a[i]) * b[i]);
     return (float)sum;
+}
+
+__attribute__((target("avx2,f16c,fma"))) float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n) {
+    const int64_t n32 = n - n % 32;
+    return f16_tail(f16_lanes(a, b, n32), a, b, n32, n);
+}
+
+/* Four rows at a time: each row's 32-lane part as above, then the four tails together in the four double
+ * lanes of one vector — per lane the single dot's operations (a binary16 value widened, multiplied by b[i]
+ * in float, widened to double and added in index order), so each result is that row's single dot, while
+ * four independent sums hide the latency of the additions (the tail is most of a short dot). */
+__attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_rows__avx2(const uint16_t *a, size_t a_stride,
+                                                                         const float *b, int64_t n, int64_t n_rows,
+                                                                         float *out) {
+    const int64_t n32 = n - n % 32;
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        const uint16_t *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride, *a3 = a2 + a_stride;
+        __m256d sum = _mm256_setr_pd((double)f16_lanes(a0, b, n32), (double)f16_lanes(a1, b, n32),
+                                     (double)f16_lanes(a2, b, n32), (double)f16_lanes(a3, b, n32));
+        for (int64_t i = n32; i < n; i++) {
+            const __m128 va = _mm_cvtph_ps(_mm_setr_epi16((short)a0[i], (short)a1[i], (short)a2[i], (short)a3[i], 0, 0, 0, 0));
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(va, _mm_set1_ps(b[i]))));
+        }
+        _mm_storeu_ps(out + r, _mm256_cvtpd_ps(sum)); /* round to nearest, as the cast (float)sum */
+    }
+    for (; r < n_rows; r++) out[r] = bitnet_dense_dot_f16__avx2(a + (size_t)r * a_stride, b, n);
+}
+
+/* Blocks of bitnet_dense_mul_f16: MB_R rows × MB_C columns, accumulated MB_K values at a time. A chunk of
+ * the block's columns (MB_C · MB_K floats, 16 KiB), of its rows (8 KiB) and its accumulators (8 KiB) stay in
+ * L1 while every row of the block runs over the chunk, so each column value is read from L1, not L2, and a
+ * row block (MB_R · n binary16 values) stays in L2 while the column blocks pass over it. */
+enum { MB_R = 8, MB_C = 8, MB_K = 512 };
+
+/* Values k0..k1 (whole 32-blocks) of one row a times C (1..3) columns: each 8 binary16 values of a are widened
+ * once and multiplied into every column's accumulators (fused, exact as in f16_lanes). acc holds the C
+ * columns' four accumulators each (lanes 8j..8j+7 in acc[4c + j], as in f16_lanes), loaded and stored
+ * around the chunk: floats stored and reloaded unchanged, so each column adds its products in index order
+ * into the lanes f16_lanes uses. C is a constant in each call, so the loops over c unroll into 12
+ * accumulators, the widened vector and a product: the 16 ymm registers. */
+__attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_chunk(const uint16_t *a, const float *b,
+                                                                                size_t b_stride, int64_t k0, int64_t k1,
+                                                                                int C, __m256 *acc) {
+    __m256 v[3][4];
+    for (int c = 0; c < C; c++)
+        for (int j = 0; j < 4; j++) v[c][j] = acc[4 * c + j];
+    for (int64_t i = k0; i < k1; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            const __m256 va = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8 * j)));
+            for (int c = 0; c < C; c++)
+                v[c][j] = _mm256_fmadd_ps(va, _mm256_loadu_ps(b + c * b_stride + i + 8 * j), v[c][j]);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int j = 0; j < 4; j++) acc[4 * c + j] = v[c][j];
+}
+
+__attribute__((target("avx2,f16c,fma"))) void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride,
+                                                                        int64_t n_rows, const float *b, size_t b_stride,
+                                                                        int64_t n_cols, int64_t n, float *out,
+                                                                        size_t out_stride) {
+    const int64_t n32 = n - n % 32;
+    __m256 acc[MB_R][MB_C][4];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += MB_R) {
+        const int R = (int)(n_rows - r0 < MB_R ? n_rows - r0 : MB_R);
+        for (int64_t c0 = 0; c0 < n_cols; c0 += MB_C) {
+            const int C = (int)(n_cols - c0 < MB_C ? n_cols - c0 : MB_C);
+            const float *bb = b + (size_t)c0 * b_stride;
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++)
+                    for (int j = 0; j < 4; j++) acc[r][c][j] = _mm256_setzero_ps();
+            for (int64_t k0 = 0; k0 < n32; k0 += MB_K) {
+                const int64_t k1 = n32 - k0 < MB_K ? n32 : k0 + MB_K;
+                for (int r = 0; r < R; r++) {
+                    const uint16_t *ar = a + (size_t)(r0 + r) * a_stride;
+                    int c = 0;
+                    for (; c + 3 <= C; c += 3) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 3, acc[r][c]);
+                    if (C - c == 2) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 2, acc[r][c]);
+                    if (C - c == 1) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 1, acc[r][c]);
+                }
+            }
+            for (int r = 0; r < R; r++) {
+                const uint16_t *ar = a + (size_t)(r0 + r) * a_stride;
+                for (int c = 0; c < C; c++)
+                    out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] =
+                        f16_tail(f16_fold(acc[r][c]), ar, bb + (size_t)c * b_stride, n32, n);
+            }
+        }
+    }
 }
 
 /* VCVTPS2PH with round-to-nearest-even and exceptions suppressed: bitnet_fp32_to_fp16's rounding,

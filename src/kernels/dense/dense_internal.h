@@ -19,11 +19,17 @@ static inline float bitnet_dense_dot_f16_finish(float s[32], const uint16_t *a, 
 #if defined(__x86_64__)
 /* AVX2 + F16C (function target attributes; call only after bitnet_cpu_supports("avx2")). */
 float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n);
+void bitnet_dense_dot_f16_rows__avx2(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
+                                     float *out);
+void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                                int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 void bitnet_dense_to_f16__avx2(const float *x, float scale, uint16_t *h, size_t stride, int64_t n);
 void bitnet_dense_round_f16_row__avx2(const float *x, float scale, float *y, int64_t n);
 #elif defined(__aarch64__)
 float bitnet_dense_dot_f16__neon(const uint16_t *a, const float *b, int64_t n);
+void bitnet_dense_mul_f16__neon(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                                int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__neon(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 #endif
 
