@@ -135,6 +135,8 @@ struct bitnet_context {
     int32_t n_ctx, n_batch, n_threads;
     int32_t n_seq;           /* sequences, each with n_ctx cache positions */
     size_t kv_rows;          /* n_seq · n_ctx: cache rows per layer (sequence s, position p at s · n_ctx + p) */
+    size_t v_stride;         /* values between two channels of the V cache: kv_rows, plus 32 for several
+                                sequences (context.c, v_row_stride) */
     bitnet_threadpool *tp;
     char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
     bool counted;            /* counted in m->n_contexts */
@@ -149,7 +151,8 @@ struct bitnet_context {
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
 
     uint16_t *kcache; /* (n_layer, kv_rows, kv_dim) F16 keys, row-major */
-    uint16_t *vcache; /* (n_layer, kv_dim, kv_rows) F16 values, transposed: a row per value channel */
+    uint16_t *vcache; /* (n_layer, kv_dim, v_stride) F16 values, transposed: a row per value channel, its
+                         first kv_rows used */
 
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 
