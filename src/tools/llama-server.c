@@ -48,6 +48,7 @@ typedef struct options {
     float top_p;
     int64_t seed;
     int kernel;
+    int head_type; /* bitnet_model_params.head_type */
     const char *lut_table;
     const char *lut_tiles;
     const char *chat_template;
@@ -58,6 +59,7 @@ typedef struct options {
 
 static int parse_args(int argc, char **argv, options *o) {
     long ignored;
+    int head = 0;
     bool cont_batching = false;
     const bitnet_arg_opt opts[] = {
         BITNET_OPT("-m, --model", "FILE", "model file (required)", BITNET_ARG_STRING, &o->model),
@@ -104,6 +106,11 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
                    BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT("--head-type", "H",
+                   "stored|q8_0: output head as stored in the file (default, exact) or\n"
+                   "requantized to Q8_0 at load (fewer bytes and integer products per\n"
+                   "token and sequence; logits change by the Q8_0 rounding)",
+                   BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
         BITNET_OPT_CHAT_TEMPLATE(&o->chat_template),
         BITNET_OPT("-sp, --system-prompt", "TEXT", "system message of chat requests that do not begin with one\n"
                                                   "(run_inference_server.py -p)",
@@ -124,6 +131,7 @@ static int parse_args(int argc, char **argv, options *o) {
                                          .help_col = 27);
     const int pr = bitnet_args_parse(&args, argc, argv);
     if (pr >= 0) return pr;
+    o->head_type = head ? BITNET_TYPE_Q8_0 : 0;
     if (!o->model) return bitnet_args_fail(&args, "no model given: use -m MODEL (see --help)");
     if (o->n_ctx > 0 && o->n_ctx < o->n_slots) {
         return bitnet_args_fail(&args, "-c %ld is smaller than -np %ld: every slot needs at least one position", o->n_ctx,
@@ -191,7 +199,7 @@ int main(int argc, char **argv) {
         fail("--lut-tiles: %s", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, 0, tiles, false, 0, 0, false};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {

@@ -326,6 +326,18 @@ class Script(unittest.TestCase):
 
 
 class CommandLine(unittest.TestCase):
+    def test_head_type_q8_0(self):
+        # the head requantized at load: the kernel line says so, and a greedy completion still answers
+        s = Server(TINY, "--head-type", "q8_0", "-np", "2", "-c", "256", "-t", "1")
+        try:
+            self.assertTrue(any("head: Q8_0" in line for line in s.log), s.log)
+            status, _, body = curl(s.url("/v1/completions"),
+                                   data=json.dumps({"prompt": "hello", "max_tokens": 4, "temperature": 0}))
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["usage"]["completion_tokens"], 4)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
     def test_bad_flags_and_files(self):
         exe = os.path.join(BIN, "llama-server")
         cases = [
@@ -333,6 +345,7 @@ class CommandLine(unittest.TestCase):
             (["-m", TINY, "-np", "0"], 2, "-np"),
             (["-m", TINY, "-c", "2", "-np", "4"], 2, "-c 2 is smaller than -np 4"),
             (["-m", TINY, "--chat-template", "chatml"], 2, "--chat-template expects one of"),
+            (["-m", TINY, "--head-type", "q4_0"], 2, "--head-type expects stored or q8_0, got 'q4_0'"),
             (["-p", "x"], 2, "unknown"),
             ([], 2, "no model given"),
             (["-m", "/nonexistent.gguf", "--port", "0"], 1, "/nonexistent.gguf"),
