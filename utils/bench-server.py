@@ -14,7 +14,9 @@ client count, after one warm-up request:
   per-client tok/s generated tokens / (last event - first event), median over requests (decode speed as
                    one user sees it)
 The table is printed (and written as JSON with --json FILE), with the aggregate throughput of each client
-count against one client. Numbers depend on the CPU and on what else runs: compare ratios of one run.
+count against one client. Numbers depend on the CPU and on what else runs: compare ratios of one run. On a
+shared machine, --rounds N measures the client counts N times, interleaved, and reports each count's median
+round with the throughput of every round.
 Exit status: 0 on success, 1 when the server fails or a request does not complete, 2 bad arguments.
 """
 from __future__ import annotations
@@ -43,6 +45,9 @@ def parse_args(argv):
     p.add_argument("--models-dir", default=os.path.join(ROOT, "models"), help="where the dummies go (default models/)")
     p.add_argument("--clients", default="1,2,4,8", help="client counts (default 1,2,4,8)")
     p.add_argument("--requests", type=int, default=4, help="requests per client (default 4)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every client count this many times, the counts interleaved (1,2,4,8,1,2,...), "
+                        "and report the round of median aggregate tok/s with every round's (default 1)")
     p.add_argument("--max-tokens", type=int, default=64, help="generated tokens per request (default 64)")
     p.add_argument("--prompt-tokens", type=int, default=32, help="about this many prompt tokens (default 32)")
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1, help="server threads (default: CPUs)")
@@ -56,7 +61,7 @@ def parse_args(argv):
         p.error(f"--clients {a.clients!r}: a comma list of positive integers")
     if not a.clients or min(a.clients) < 1:
         p.error(f"--clients {a.clients!r}: a comma list of positive integers")
-    for name in ("requests", "max_tokens", "prompt_tokens", "threads", "ctx_per_slot"):
+    for name in ("requests", "rounds", "max_tokens", "prompt_tokens", "threads", "ctx_per_slot"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be positive")
     if a.prompt_tokens + a.max_tokens > a.ctx_per_slot:
@@ -221,8 +226,15 @@ def main(argv=None):
         rows = []
         try:
             one_request(srv.port, prompt_text(10_000, words), min(8, a.max_tokens))  # warm-up
-            for i, n in enumerate(a.clients):
-                rows.append(run_clients(srv.port, n, a, words, 1000 * (i + 1)))
+            by_count = {n: [] for n in a.clients}
+            for rnd in range(a.rounds):
+                for i, n in enumerate(a.clients):
+                    by_count[n].append(run_clients(srv.port, n, a, words, 1000 * (i + 1) + 100_000 * rnd))
+            for n in a.clients:
+                runs = sorted(by_count[n], key=lambda r: r["aggregate_tok_s"])
+                row = dict(runs[(len(runs) - 1) // 2])  # the median round (the lower one of an even count)
+                row["rounds_tok_s"] = [r["aggregate_tok_s"] for r in by_count[n]]
+                rows.append(row)
         except (RuntimeError, OSError) as e:
             print(f"bench-server: {os.path.basename(model)}: {e}", file=sys.stderr)
             return 1
@@ -230,12 +242,14 @@ def main(argv=None):
             srv.stop()
         base = rows[0]["aggregate_tok_s"]
         print(f"\n{os.path.basename(model)}")
-        print("| clients | requests | aggregate tok/s | vs 1 client | TTFT median ms | TTFT max ms | tok/s per client |")
-        print("|--:|--:|--:|--:|--:|--:|--:|")
+        print("| clients | requests | aggregate tok/s | vs 1 client | TTFT median ms | TTFT max ms | tok/s per client"
+              + (" | aggregate tok/s of the rounds |" if a.rounds > 1 else " |"))
+        print("|--:|--:|--:|--:|--:|--:|--:|" + ("--:|" if a.rounds > 1 else ""))
         for r in rows:
             r["vs_first"] = r["aggregate_tok_s"] / base
+            rounds = (" " + ", ".join(f"{x:.1f}" for x in r["rounds_tok_s"]) + " |") if a.rounds > 1 else ""
             print(f"| {r['clients']} | {r['requests']} | {r['aggregate_tok_s']:.1f} | {r['vs_first']:.2f}x | "
-                  f"{r['ttft_median_ms']:.0f} | {r['ttft_max_ms']:.0f} | {r['per_client_tok_s']:.1f} |")
+                  f"{r['ttft_median_ms']:.0f} | {r['ttft_max_ms']:.0f} | {r['per_client_tok_s']:.1f} |{rounds}")
         out["models"].append({"model": os.path.basename(model), "rows": rows})
     if a.json:
         with open(a.json, "w") as f:
