@@ -325,6 +325,32 @@ class Script(unittest.TestCase):
         self.assertIn("-c 2 is smaller than -np 4", r.stderr)
 
 
+class Bench(unittest.TestCase):
+    def test_bench_server_runs_every_round(self):
+        # utils/bench-server.py end to end on the tiny model (no timing asserted): every client count is
+        # measured --rounds times, every request generates --max-tokens tokens, and the JSON has the table
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        out = os.path.join(TMP, "bench.json")
+        r = subprocess.run([sys.executable, os.path.join(root, "utils", "bench-server.py"), "--model", TINY,
+                            "--build-dir", os.path.dirname(BIN), "--clients", "1,3", "--requests", "2", "--rounds", "2",
+                            "--max-tokens", "4", "--prompt-tokens", "4", "--ctx-per-slot", "64", "-t", "1",
+                            "--json", out], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| 3 | 6 |", r.stdout)
+        with open(out) as f:
+            rows = json.load(f)["models"][0]["rows"]
+        self.assertEqual([row["clients"] for row in rows], [1, 3])
+        for row in rows:
+            self.assertEqual(row["tokens"], row["clients"] * 2 * 4)
+            self.assertEqual(len(row["rounds_tok_s"]), 2)
+            self.assertIn(row["aggregate_tok_s"], row["rounds_tok_s"])
+        self.assertEqual(rows[0]["vs_first"], 1.0)
+        r = subprocess.run([sys.executable, os.path.join(root, "utils", "bench-server.py"), "--rounds", "0"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--rounds must be positive", r.stderr)
+
+
 class CommandLine(unittest.TestCase):
     def test_head_type_q8_0(self):
         # the head requantized at load: the kernel line says so, and a greedy completion still answers
