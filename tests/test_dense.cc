@@ -102,6 +102,30 @@ TEST_P(Dense, F16RowsAreEachTheSingleDot) {
     }
 }
 
+// Sums down columns (the attention's output: value rows of n positions, a_stride apart, weighted by b): for
+// 1..133 channels (the AVX2 version takes 32, then 8, then single ones), each output is the defined order's
+// float of its gathered column, and out[n_cols] is untouched.
+TEST_P(Dense, F16ColumnSumsAreEachTheSingleDotOfTheColumn) {
+    const int64_t n = GetParam();
+    std::mt19937 rng(600 + (uint32_t)n);
+    for (int64_t cols : {1, 7, 8, 9, 31, 32, 33, 64, 70, 133}) {
+        const size_t a_stride = (size_t)cols + 11;
+        const auto af = randoms(rng, (int64_t)a_stride * n, 0.5f), bf = randoms(rng, n, 0.3f);
+        std::vector<uint16_t> a(af.size());
+        std::vector<float> b((size_t)n);
+        for (size_t i = 0; i < a.size(); i++) a[i] = bitnet_fp32_to_fp16(af[i]);
+        for (int64_t j = 0; j < n; j++) b[(size_t)j] = bitnet_dense_round_f16(bf[(size_t)j]);
+        std::vector<float> out((size_t)cols + 1, -12345.0f);
+        bitnet_dense_dot_f16_columns(a.data(), a_stride, b.data(), n, cols, out.data());
+        std::vector<uint16_t> column((size_t)n);
+        for (int64_t i = 0; i < cols; i++) {
+            for (int64_t j = 0; j < n; j++) column[(size_t)j] = a[(size_t)j * a_stride + (size_t)i];
+            ASSERT_EQ(out[(size_t)i], ref_dot_f16(column.data(), b.data(), n)) << "n = " << n << ", column " << i << " of " << cols;
+        }
+        EXPECT_EQ(out[(size_t)cols], -12345.0f);
+    }
+}
+
 // Rows × columns (the AVX2 version works in blocks of 8 rows × 8 columns × 512 values, three columns per
 // pass; NEON two columns per pass): for row counts 1, 3, 8, 9, 17 and column counts 1..10 and 17, every output
 // is the defined order's float for its own row and column at out[j · out_stride + r], the places in between

@@ -68,15 +68,6 @@ static bitnet_status check_params(const bitnet_context_params *p, bitnet_error *
     return BITNET_OK;
 }
 
-/* Values between two channels of the transposed V cache: the n_seq · n_ctx rows, plus 32 (64 bytes) when
- * there are several sequences. Their n_seq · n_ctx is a multiple of a large power of two (8 slots of 512
- * positions: channels 8 KiB apart), so without the padding the channels a head reads and writes together
- * would all fall into the same few L1 sets; one sequence keeps the unpadded layout (and the budget that
- * bitnet-mcu-plan and the cluster plan count). */
-static size_t v_row_stride(int32_t n_seq, int32_t n_ctx) {
-    return (size_t)n_seq * (size_t)n_ctx + (n_seq > 1 ? 32u : 0u);
-}
-
 /* Bytes of every buffer (bytes[CB_*], unrounded) and the LUT workspace size *wsize for model m and the
  * checked params p (n_batch already clamped to n_ctx). Errors: sizes that overflow (BITNET_ERR_NOMEM),
  * a weight the LUT host refuses (BITNET_ERR_UNSUPPORTED). */
@@ -121,12 +112,7 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
                            (int)(m->l_end - m->l_begin), (int)p->n_seq, (int)p->n_ctx, (unsigned long long)KV);
     }
     bytes[CB_KCACHE] = cache_elems * h;
-    size_t v_elems;
-    if (!mul3((size_t)(m->l_end - m->l_begin), v_row_stride(p->n_seq, p->n_ctx), KV, &v_elems) || v_elems > SIZE_MAX / 4) {
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "V cache of %d layers x %d sequences x %d positions x %llu overflows",
-                           (int)(m->l_end - m->l_begin), (int)p->n_seq, (int)p->n_ctx, (unsigned long long)KV);
-    }
-    bytes[CB_VCACHE] = v_elems * h;
+    bytes[CB_VCACHE] = cache_elems * h;
 
     /* LUT workspace: the largest any weight needs for n_batch columns */
     *wsize = 0;
@@ -220,7 +206,6 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
     c->n_threads = p.n_threads;
     c->n_seq = p.n_seq;
     c->kv_rows = (size_t)p.n_seq * (size_t)p.n_ctx;
-    c->v_stride = v_row_stride(p.n_seq, p.n_ctx);
     c->wsize = wsize;
     c->head_act_bytes = m->head_kernel->act_bytes(m->hp.n_embd);
     c->logits_cap = p.n_logits;

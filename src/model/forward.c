@@ -86,19 +86,19 @@ static inline size_t tok_row0(const bitnet_context *c, const fwd_job *J, int64_t
 static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32_t h, const float *q, float *out,
                    int ith) {
     const bitnet_model *m = c->m;
-    const int32_t d = m->hp.n_embd_head, KV = m->kv_dim;
+    const int32_t d = m->hp.n_embd_head;
     const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
     const float kq_scale = 1.0f / sqrtf((float)d);
     float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (pos+1) */
     float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
     float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
     const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
-    const uint16_t *kc = c->kcache + (lc * c->kv_rows + row0) * KV + (size_t)kvh * d; /* position j at j·KV */
-    const uint16_t *vc = c->vcache + (lc * KV + (size_t)kvh * d) * c->v_stride + row0; /* channel i at i·v_stride */
+    const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)kvh) * c->kv_rows + row0) * (size_t)d;
+    const uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* position j at j·d */
 
     bitnet_dense_round_f16_row(q, 1.0f, q16, d);
     float max = -INFINITY;
-    bitnet_dense_dot_f16_rows(kc, (size_t)KV, q16, d, (int64_t)pos + 1, score);
+    bitnet_dense_dot_f16_rows(kc, (size_t)d, q16, d, (int64_t)pos + 1, score);
     for (int32_t j = 0; j <= pos; j++) {
         score[j] *= kq_scale;
         if (score[j] > max) max = score[j];
@@ -108,7 +108,7 @@ static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32
     for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
     bitnet_dense_round_f16_row(score, inv, p16, (int64_t)pos + 1);
-    bitnet_dense_dot_f16_rows(vc, c->v_stride, p16, (int64_t)pos + 1, d, out);
+    bitnet_dense_dot_f16_columns(vc, (size_t)d, p16, (int64_t)pos + 1, d, out);
 }
 
 /* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
@@ -123,10 +123,10 @@ static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_
         const float *v = c->v + t * KV + g * hd;
         rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
         const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
-        uint16_t *kc = c->kcache + (lc * c->kv_rows + row) * KV + g * hd; /* (hd) */
-        uint16_t *vc = c->vcache + (lc * KV + (size_t)(g * hd)) * c->v_stride + row; /* stride v_stride */
+        const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)g) * c->kv_rows + row) * (size_t)hd;
+        uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* (hd) */
         bitnet_dense_to_f16(k, 1.0f, kc, 1, hd);
-        bitnet_dense_to_f16(v, 1.0f, vc, c->v_stride, hd);
+        bitnet_dense_to_f16(v, 1.0f, vc, 1, hd);
     }
 }
 

@@ -231,8 +231,8 @@ typedef struct bitnet_context_params {
                           with n_seq · n_ctx <= 2^24; 0 means 1. bitnet_decode works on sequence 0. */
 } bitnet_context_params;
 
-/* Memory: KV cache 2 · n_layer · n_seq · n_ctx · kv_dim F16 values (and a padding: kv_cache below), n_batch
- * rows of activations, the RoPE tables (2 · n_ctx · head_size / 2 floats), per-thread attention scratch, two LUT workspaces and
+/* Memory: KV cache 2 · n_layer · n_seq · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
+ * tables (2 · n_ctx · head_size / 2 floats), per-thread attention scratch, two LUT workspaces and
  * n_logits rows of logits: 21 buffers, each 64-byte aligned (bitnet_context_arena_bytes counts them).
  * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
  * BITNET_ERR_UNSUPPORTED when the LUT host refuses a weight's product. The model must outlive it. */
@@ -245,8 +245,7 @@ bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_ba
 typedef struct bitnet_context_budget {
     size_t activations;   /* n_batch rows of x, xb, q, k, v, attention output, projection output, gate,
                              up and the head input */
-    size_t kv_cache;      /* 2 · n_layer · n_seq · n_ctx · kv_dim F16 values (n_seq > 1: plus 32 per V channel,
-                             n_layer · kv_dim · 32, so the channels are not a power of two apart) */
+    size_t kv_cache;      /* 2 · n_layer · n_seq · n_ctx · kv_dim F16 values */
     size_t rope_tables;   /* cos and sin of n_ctx · head_size/2 angles (floats) */
     size_t attention;     /* per thread: scores and probabilities (n_ctx floats each), the query, and one
                              head row as floats (Q6_K heads) */

@@ -135,8 +135,6 @@ struct bitnet_context {
     int32_t n_ctx, n_batch, n_threads;
     int32_t n_seq;           /* sequences, each with n_ctx cache positions */
     size_t kv_rows;          /* n_seq · n_ctx: cache rows per layer (sequence s, position p at s · n_ctx + p) */
-    size_t v_stride;         /* values between two channels of the V cache: kv_rows, plus 32 for several
-                                sequences (context.c, v_row_stride) */
     bitnet_threadpool *tp;
     char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
     bool counted;            /* counted in m->n_contexts */
@@ -150,9 +148,10 @@ struct bitnet_context {
     float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
 
-    uint16_t *kcache; /* (n_layer, kv_rows, kv_dim) F16 keys, row-major */
-    uint16_t *vcache; /* (n_layer, kv_dim, v_stride) F16 values, transposed: a row per value channel, its
-                         first kv_rows used */
+    uint16_t *kcache; /* (n_layer, n_head_kv, kv_rows, head_size) F16 keys: a kv head's keys of consecutive
+                         positions are contiguous, so the attention reads them as one stream */
+    uint16_t *vcache; /* (n_layer, n_head_kv, kv_rows, head_size) F16 values, laid out as the keys; the
+                         attention sums each channel down its column (bitnet_dense_dot_f16_columns) */
 
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 

@@ -43,6 +43,11 @@ static void mul_f16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, c
 static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                               float *out);
 
+static void dot_f16_columns_scalar(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
+                                   float *out) {
+    for (int64_t i = 0; i < n_cols; i++) out[i] = bitnet_dense_dot_f16_column(a + i, a_stride, b, n);
+}
+
 static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
@@ -64,6 +69,8 @@ static void round_f16_row_scalar(const float *x, float scale, float *y, int64_t 
 static float (*g_dot_f16)(const uint16_t *a, const float *b, int64_t n) = dot_f16_scalar;
 static void (*g_dot_f16_rows)(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                               float *out) = dot_f16_rows_loop;
+static void (*g_dot_f16_columns)(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
+                                 float *out) = dot_f16_columns_scalar;
 static void (*g_mul_f16)(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                          int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_f16_scalar;
 static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
@@ -77,6 +84,7 @@ static void dense_init_once(void) {
     if (bitnet_cpu_supports("avx2")) {
         g_dot_f16 = bitnet_dense_dot_f16__avx2;
         g_mul_f16 = bitnet_dense_mul_f16__avx2;
+        g_dot_f16_columns = bitnet_dense_dot_f16_columns__avx2;
         g_dot_f16_rows = bitnet_dense_dot_f16_rows__avx2;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
@@ -114,6 +122,11 @@ static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b
 void bitnet_dense_dot_f16_rows(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                                float *out) {
     g_dot_f16_rows(a, a_stride, b, n, n_rows, out);
+}
+
+void bitnet_dense_dot_f16_columns(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
+                                  float *out) {
+    g_dot_f16_columns(a, a_stride, b, n, n_cols, out);
 }
 
 void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,

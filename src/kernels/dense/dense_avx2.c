@@ -18,11 +18,12 @@ __attribute__((target("avx2,f16c"))) static inline float f16_fold(const __m256 a
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* The 32-lane part of bitnet_dense_dot_f16 over a[0..n32) (n32 a multiple of 32), folded. The product of two
- * binary16 values is exact in binary32 (22 significant bits, exponents from -48 to 32), so the fused
- * multiply-add rounds once where a multiply then an add rounds once too (at the add): the same floats in
- * half the instructions. AVX2 CPUs have FMA and F16C (bitnet_cpu_supports("avx2") checks all three). */
-__attribute__((target("avx2,f16c,fma"))) static inline float f16_lanes(const uint16_t *a, const float *b, int64_t n32) {
+/* The 32-lane part of bitnet_dense_dot_f16 over a[0..n32) (n32 a multiple of 32), folded down to the four
+ * lane sums s0..s3 (f16_fold without its last step). The product of two binary16 values is exact in binary32
+ * (22 significant bits, exponents from -48 to 32), so the fused multiply-add rounds once where a multiply
+ * then an add rounds once too (at the add): the same floats in half the instructions. AVX2 CPUs have FMA and
+ * F16C (bitnet_cpu_supports("avx2") checks all three). */
+__attribute__((target("avx2,f16c,fma"))) static inline __m128 f16_lanes4(const uint16_t *a, const float *b, int64_t n32) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n32; i += 32) {
         for (int j = 0; j < 4; j++) {
@@ -30,7 +31,15 @@ __attribute__((target("avx2,f16c,fma"))) static inline float f16_lanes(const uin
             acc[j] = _mm256_fmadd_ps(va, _mm256_loadu_ps(b + i + 8 * j), acc[j]);
         }
     }
-    return f16_fold(acc);
+    const __m256 h16 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    return _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
+}
+
+/* f16_lanes4 finished: (s0+s1)+(s2+s3). */
+__attribute__((target("avx2,f16c,fma"))) static inline float f16_lanes(const uint16_t *a, const float *b, int64_t n32) {
+    float s[4];
+    _mm_storeu_ps(s, f16_lanes4(a, b, n32));
+    return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 /* The tail of bitnet_dense_dot_f16: a[n32..n) · b added in double to the folded lane sums. */
@@ -45,7 +54,8 @@ __attribute__((target("avx2,f16c,fma"))) float bitnet_dense_dot_f16__avx2(const 
     return f16_tail(f16_lanes(a, b, n32), a, b, n32, n);
 }
 
-/* Four rows at a time: each row's 32-lane part as above, then the four tails together in the four double
+/* Four rows at a time: each row's 32-lane part as above (its last fold step for the four rows in one
+ * vector), then the four tails together in the four double
  * lanes of one vector — per lane the single dot's operations (a binary16 value widened, multiplied by b[i]
  * in float, widened to double and added in index order), so each result is that row's single dot, while
  * four independent sums hide the latency of the additions (the tail is most of a short dot). */
@@ -56,8 +66,12 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_rows__avx2(co
     int64_t r = 0;
     for (; r + 4 <= n_rows; r += 4) {
         const uint16_t *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride, *a3 = a2 + a_stride;
-        __m256d sum = _mm256_setr_pd((double)f16_lanes(a0, b, n32), (double)f16_lanes(a1, b, n32),
-                                     (double)f16_lanes(a2, b, n32), (double)f16_lanes(a3, b, n32));
+        /* the four rows' s0..s3 transposed into s0 of every row, s1 of every row, ...: the last step of the
+         * fold, (s0+s1)+(s2+s3), for the four rows in one vector */
+        __m128 s0 = f16_lanes4(a0, b, n32), s1 = f16_lanes4(a1, b, n32), s2 = f16_lanes4(a2, b, n32),
+               s3 = f16_lanes4(a3, b, n32);
+        _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
+        __m256d sum = _mm256_cvtps_pd(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
         for (int64_t i = n32; i < n; i++) {
             const __m128 va = _mm_cvtph_ps(_mm_setr_epi16((short)a0[i], (short)a1[i], (short)a2[i], (short)a3[i], 0, 0, 0, 0));
             sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(va, _mm_set1_ps(b[i]))));
@@ -65,6 +79,52 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_rows__avx2(co
         _mm_storeu_ps(out + r, _mm256_cvtpd_ps(sum)); /* round to nearest, as the cast (float)sum */
     }
     for (; r < n_rows; r++) out[r] = bitnet_dense_dot_f16__avx2(a + (size_t)r * a_stride, b, n);
+}
+
+/* B (1..4) vectors of 8 channels: lane l (0..31) of the defined order sums positions j ≡ l (mod 32) in
+ * increasing j into acc[l] (fused, exact as in f16_lanes), one lane after another with its B accumulators in
+ * registers; the fold (l, l+16), (l, l+8), (l, l+4), (s0+s1)+(s2+s3) runs on the vectors, so channel by channel
+ * the additions of bitnet_dense_dot_f16; the tail is added in double, 4 channels per vector. */
+__attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_columns(const uint16_t *a,
+                                                                                  size_t a_stride, const float *b,
+                                                                                  int64_t n, int B, float *out) {
+    const int64_t n32 = n - n % 32;
+    __m256 acc[32][4];
+    for (int l = 0; l < 32; l++) {
+        __m256 s[4];
+        for (int k = 0; k < B; k++) s[k] = _mm256_setzero_ps();
+        for (int64_t j = l; j < n32; j += 32) {
+            const __m256 bj = _mm256_set1_ps(b[j]);
+            const uint16_t *row = a + (size_t)j * a_stride;
+            for (int k = 0; k < B; k++)
+                s[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 8 * k))), bj, s[k]);
+        }
+        for (int k = 0; k < B; k++) acc[l][k] = s[k];
+    }
+    for (int k = 0; k < B; k++) {
+        for (int l = 0; l < 16; l++) acc[l][k] = _mm256_add_ps(acc[l][k], acc[l + 16][k]);
+        for (int l = 0; l < 8; l++) acc[l][k] = _mm256_add_ps(acc[l][k], acc[l + 8][k]);
+        for (int l = 0; l < 4; l++) acc[l][k] = _mm256_add_ps(acc[l][k], acc[l + 4][k]);
+        const __m256 f = _mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), _mm256_add_ps(acc[2][k], acc[3][k]));
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+        for (int64_t j = n32; j < n; j++) {
+            const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + (size_t)j * a_stride + 8 * k))),
+                                           _mm256_set1_ps(b[j]));
+            lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+            hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        }
+        _mm_storeu_ps(out + 8 * k, _mm256_cvtpd_ps(lo)); /* round to nearest, as the cast (float)sum */
+        _mm_storeu_ps(out + 8 * k + 4, _mm256_cvtpd_ps(hi));
+    }
+}
+
+__attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_columns__avx2(const uint16_t *a, size_t a_stride,
+                                                                                const float *b, int64_t n,
+                                                                                int64_t n_cols, float *out) {
+    int64_t i = 0;
+    for (; i + 32 <= n_cols; i += 32) f16_columns(a + i, a_stride, b, n, 4, out + i);
+    for (; i + 8 <= n_cols; i += 8) f16_columns(a + i, a_stride, b, n, 1, out + i);
+    for (; i < n_cols; i++) out[i] = bitnet_dense_dot_f16_column(a + i, a_stride, b, n); /* fewer than 8 left */
 }
 
 /* Blocks of bitnet_dense_mul_f16: MB_R rows × MB_C columns, accumulated MB_K values at a time. A chunk of

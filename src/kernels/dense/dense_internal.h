@@ -16,11 +16,27 @@ static inline float bitnet_dense_dot_f16_finish(float s[32], const uint16_t *a, 
     return (float)sum;
 }
 
+/* bitnet_dense_dot_f16 of the column a[j · a_stride], j < n: the scalar lanes, fold and tail on values read
+ * a_stride apart (bitnet_dense_dot_f16_columns one column at a time). */
+static inline float bitnet_dense_dot_f16_column(const uint16_t *a, size_t a_stride, const float *b, int64_t n) {
+    const int64_t n32 = n - n % 32;
+    float s[32] = {0};
+    for (int64_t j = 0; j < n32; j++) s[j % 32] += bitnet_dense_f16(a[(size_t)j * a_stride]) * b[j];
+    for (int l = 0; l < 16; l++) s[l] += s[l + 16];
+    for (int l = 0; l < 8; l++) s[l] += s[l + 8];
+    for (int l = 0; l < 4; l++) s[l] += s[l + 4];
+    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
+    for (int64_t j = n32; j < n; j++) sum += (double)(bitnet_dense_f16(a[(size_t)j * a_stride]) * b[j]);
+    return (float)sum;
+}
+
 #if defined(__x86_64__)
 /* AVX2 + F16C (function target attributes; call only after bitnet_cpu_supports("avx2")). */
 float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n);
 void bitnet_dense_dot_f16_rows__avx2(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                                      float *out);
+void bitnet_dense_dot_f16_columns__avx2(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
+                                        float *out);
 void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
