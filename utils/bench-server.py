@@ -52,6 +52,8 @@ def parse_args(argv):
     p.add_argument("--prompt-tokens", type=int, default=32, help="about this many prompt tokens (default 32)")
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1, help="server threads (default: CPUs)")
     p.add_argument("--ctx-per-slot", type=int, default=512, help="positions per slot (default 512)")
+    p.add_argument("--head-type", choices=("stored", "q8_0"), default="stored",
+                   help="llama-server --head-type: the output head as stored or requantized to Q8_0 (default stored)")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="where bin/llama-server is")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     a = p.parse_args(argv)
@@ -82,9 +84,9 @@ def dummy(size, models_dir, build_dir):
 
 
 class Server:
-    def __init__(self, exe, model, slots, ctx_per_slot, threads):
+    def __init__(self, exe, model, slots, ctx_per_slot, threads, head_type="stored"):
         cmd = [exe, "-m", model, "--port", "0", "-np", str(slots), "-c", str(slots * ctx_per_slot), "-t", str(threads),
-               "--temp", "0", "--queue", "0", "--max-tokens", str(ctx_per_slot)]
+               "--temp", "0", "--queue", "0", "--max-tokens", str(ctx_per_slot), "--head-type", head_type]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.port, self.log = None, []
         t0 = time.time()
@@ -214,12 +216,13 @@ def main(argv=None):
         return 1
     words = max(1, int(a.prompt_tokens / 1.3))  # the dummies' vocabulary: about 1.3 tokens per word
     out = {"cpu": cpu_name(), "threads": a.threads, "requests_per_client": a.requests, "max_tokens": a.max_tokens,
-           "prompt_words": words, "models": []}
-    print(f"# {out['cpu']}, {os.cpu_count()} CPUs; server threads {a.threads}; {a.requests} requests per client, "
+           "prompt_words": words, "head_type": a.head_type, "models": []}
+    print(f"# {out['cpu']}, {os.cpu_count()} CPUs; server threads {a.threads}, head {a.head_type}; "
+          f"{a.requests} requests per client, "
           f"{a.max_tokens} generated tokens each, prompts of {words} words; streamed, temperature 0")
     for model in models:
         try:
-            srv = Server(exe, model, max(a.clients), a.ctx_per_slot, a.threads)
+            srv = Server(exe, model, max(a.clients), a.ctx_per_slot, a.threads, a.head_type)
         except RuntimeError as e:
             print(f"bench-server: {e}", file=sys.stderr)
             return 1
