@@ -102,6 +102,69 @@ TEST_P(Dense, F16RowsAreEachTheSingleDot) {
     }
 }
 
+// Finite binary16 codes with the edge cases of the fused products: a quarter subnormals, a tenth ±65504, the
+// rest any finite non-zero code (infinities are placed by the test; no NaN inputs: NaN payloads are not part
+// of the contract).
+uint16_t edge_f16(std::mt19937 &rng) {
+    const uint32_t k = rng() % 20, sign = (rng() & 1u) << 15;
+    if (k < 5) return (uint16_t)(sign | (rng() % 0x3FFu + 1));  // subnormal
+    if (k < 7) return (uint16_t)(sign | 0x7BFFu);                // ±65504
+    return (uint16_t)(sign | (rng() % 0x7BFFu + 1));             // any finite non-zero code
+}
+
+// the same float, or both NaN (infinity × 0 and +∞ + -∞ make NaNs, whose payloads may differ)
+bool same_float(float x, float y) {
+    if (x != x || y != y) return x != x && y != y;
+    uint32_t bx, by;
+    memcpy(&bx, &x, 4);
+    memcpy(&by, &y, 4);
+    return bx == by;
+}
+
+// Every F16 product of several rows, columns or channels on binary16 edge values (subnormals, the largest
+// finite values in a and b, and a few infinities): the defined order's float, bit for bit (NaN where it is NaN). The
+// fused multiply-adds of the AVX2 and NEON versions are exact only because such products are.
+TEST_P(Dense, F16ProductsOfEdgeValuesAreTheDefinedOrder) {
+    const int64_t n = GetParam();
+    std::mt19937 rng(700 + (uint32_t)n);
+    const int64_t rows = 11, cols = 13;
+    std::vector<uint16_t> a((size_t)(rows * n)), bcode((size_t)(cols * n));
+    for (auto &h : a) h = edge_f16(rng);
+    for (auto &h : bcode) h = edge_f16(rng);
+    a[(size_t)(n - 1)] = 0x7C00;       // row 0 ends with +infinity (in the tail when n % 32 != 0)
+    a[(size_t)(2 * n - 1)] = 0xFC00;   // row 1 with -infinity
+    if (n > 1) bcode[(size_t)(2 * n)] = 0x7C00;   // column 2 starts with +infinity
+    std::vector<float> b(bcode.size());
+    for (size_t i = 0; i < b.size(); i++) b[i] = bitnet_fp16_to_fp32(bcode[i]);
+    std::vector<float> out((size_t)(rows * cols));
+    bitnet_dense_mul_f16(a.data(), (size_t)n, rows, b.data(), (size_t)n, cols, n, out.data(), (size_t)rows);
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t r = 0; r < rows; r++) {
+            const float want = ref_dot_f16(a.data() + r * n, b.data() + j * n, n);
+            ASSERT_TRUE(same_float(out[(size_t)(j * rows + r)], want)) << "mul, n = " << n << ", row " << r << ", column " << j
+                                                                        << ": " << out[(size_t)(j * rows + r)] << " vs " << want;
+        }
+    std::vector<float> rout((size_t)rows);
+    bitnet_dense_dot_f16_rows(a.data(), (size_t)n, b.data(), n, rows, rout.data());
+    for (int64_t r = 0; r < rows; r++) {
+        const float want = ref_dot_f16(a.data() + r * n, b.data(), n);
+        ASSERT_TRUE(same_float(rout[(size_t)r], want)) << "rows, n = " << n << ", row " << r;
+    }
+    // columns: n positions of 45 channels (32 + 8 + 5: every path of the AVX2 version)
+    const int64_t ch = 45;
+    std::vector<uint16_t> v((size_t)(n * ch)), column((size_t)n);
+    for (auto &h : v) h = edge_f16(rng);
+    v[0] = 0x7C00;                                 // channel 0 at position 0: +infinity
+    v[(size_t)((n - 1) * ch + 33)] = 0xFC00;       // channel 33 at the last position: -infinity
+    std::vector<float> cout((size_t)ch);
+    bitnet_dense_dot_f16_columns(v.data(), (size_t)ch, b.data(), n, ch, cout.data());
+    for (int64_t i = 0; i < ch; i++) {
+        for (int64_t j = 0; j < n; j++) column[(size_t)j] = v[(size_t)(j * ch + i)];
+        const float want = ref_dot_f16(column.data(), b.data(), n);
+        ASSERT_TRUE(same_float(cout[(size_t)i], want)) << "columns, n = " << n << ", channel " << i;
+    }
+}
+
 // Sums down columns (the attention's output: value rows of n positions, a_stride apart, weighted by b): for
 // 1..133 channels (the AVX2 version takes 32, then 8, then single ones), each output is the defined order's
 // float of its gathered column, and out[n_cols] is untouched.

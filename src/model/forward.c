@@ -4,7 +4,8 @@
  * FFN (SiLU or squared ReLU) and the output head.
  *
  * Determinism: every float reduction has a fixed order that does not depend on the thread count, the
- * batch split, the ISA or the C library (no FMA: the build uses -ffp-contract=off; e^x is
+ * batch split, the ISA or the C library (no FMA contraction: the build uses -ffp-contract=off; the F16
+ * dots fuse only products of two binary16 values, which are exact in binary32 (kernels/dense); e^x is
  * bitnet_expf of base/detmath.h, the same bits on every platform; sqrtf is correctly rounded by
  * IEEE-754 everywhere). Every output element is written by exactly one thread. */
 #include "model/model_internal.h"

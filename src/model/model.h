@@ -64,7 +64,8 @@
  * ggml-model-f32.gguf) use a dense float product without activation quantization, so "F32 vs I2_S"
  * comparisons measure the quantization. Float math in the forward pass is written so that results do
  * not depend on the thread count or the batch split and match between x86 and ARM builds (fixed
- * summation order, no FMA contraction: the build uses -ffp-contract=off). The attention and the F16
+ * summation order, no FMA contraction: the build uses -ffp-contract=off; the F16 dots fuse only exact
+ * products of binary16 values). The attention and the F16
  * output head round like ggml's CPU path (Q, softmax probabilities and head input to F16) so greedy ids
  * match bitnet.cpp's. */
 #ifndef BITNET_MODEL_H

@@ -134,7 +134,8 @@ struct bitnet_context {
     bitnet_model *m;
     int32_t n_ctx, n_batch, n_threads;
     int32_t n_seq;           /* sequences, each with n_ctx cache positions */
-    size_t kv_rows;          /* n_seq · n_ctx: cache rows per layer (sequence s, position p at s · n_ctx + p) */
+    size_t kv_rows;          /* n_seq · n_ctx: cache rows per layer and kv head (sequence s, position p at
+                                s · n_ctx + p) */
     bitnet_threadpool *tp;
     char kchoice_note[384];  /* bitnet_model_choose_kernels' line at creation, or "" */
     bool counted;            /* counted in m->n_contexts */

@@ -43,9 +43,33 @@ static void mul_f16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, c
 static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                               float *out);
 
+/* 8 channels per pass over the positions (each position's 8 values read together, 1 KiB of lane sums on
+ * the stack), each channel with dot_f16_scalar's lanes, fold and tail; fewer than 8 left: one at a time. */
 static void dot_f16_columns_scalar(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
                                    float *out) {
-    for (int64_t i = 0; i < n_cols; i++) out[i] = bitnet_dense_dot_f16_column(a + i, a_stride, b, n);
+    enum { CB = 8 };
+    const int64_t n32 = n - n % 32;
+    int64_t i0 = 0;
+    for (; i0 + CB <= n_cols; i0 += CB) {
+        float s[32][CB] = {{0}};
+        for (int64_t j = 0; j < n32; j++) {
+            const uint16_t *row = a + (size_t)j * a_stride + (size_t)i0;
+            for (int c = 0; c < CB; c++) s[j % 32][c] += bitnet_dense_f16(row[c]) * b[j];
+        }
+        for (int c = 0; c < CB; c++) {
+            for (int l = 0; l < 16; l++) s[l][c] += s[l + 16][c];
+            for (int l = 0; l < 8; l++) s[l][c] += s[l + 8][c];
+            for (int l = 0; l < 4; l++) s[l][c] += s[l + 4][c];
+        }
+        double sum[CB];
+        for (int c = 0; c < CB; c++) sum[c] = (double)((s[0][c] + s[1][c]) + (s[2][c] + s[3][c]));
+        for (int64_t j = n32; j < n; j++) {
+            const uint16_t *row = a + (size_t)j * a_stride + (size_t)i0;
+            for (int c = 0; c < CB; c++) sum[c] += (double)(bitnet_dense_f16(row[c]) * b[j]);
+        }
+        for (int c = 0; c < CB; c++) out[i0 + c] = (float)sum[c];
+    }
+    for (; i0 < n_cols; i0++) out[i0] = bitnet_dense_dot_f16_column(a + i0, a_stride, b, n);
 }
 
 static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) {

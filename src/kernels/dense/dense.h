@@ -67,18 +67,21 @@ float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n);
 float bitnet_dense_dot_f16(const uint16_t *a, const float *b, int64_t n);
 
 /* out[r] = bitnet_dense_dot_f16(a + r · a_stride, b, n) for r < n_rows: n_rows binary16 rows (a_stride values
- * apart) times one float vector b[n], each result the single dot's float. The AVX2 version adds the tails
+ * apart) times one float vector b[n] of binary16 values (as for the single dot), each result the single
+ * dot's float. The AVX2 version adds the tails
  * (n % 32) of four rows at once in double lanes, the same additions per row: the attention's scores (key
  * rows · query). */
 void bitnet_dense_dot_f16_rows(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                                float *out);
 
 /* out[i] = bitnet_dense_dot_f16(column i of a, b, n) for i < n_cols, column i being the binary16 values
- * a[j · a_stride + i] for j < n: the same floats as the single dot of each gathered column (lane j % 32 of
- * column i accumulates in j order, the same fold, the tail in double). The attention's output: the value
- * rows of positions 0..n-1 (stored as a token's contiguous row, a_stride apart) weighted by the
- * probabilities b, a sum down each channel. The AVX2 version runs 32 channels at once in vectors, one lane
- * of the 32 after another (positions j ≡ lane mod 32 in order), and their tails in double vectors. */
+ * a[j · a_stride + i] for j < n and b[n] binary16 values (as for the single dot): the same floats as the
+ * single dot of each gathered column (lane j % 32 of column i accumulates in j order, the same fold, the
+ * tail in double). The attention's output: the value rows of positions 0..n-1 (stored as a token's
+ * contiguous row, a_stride apart) weighted by the probabilities b, a sum down each channel. The AVX2
+ * version runs 32 channels at once in vectors, one lane of the 32 after another (positions j ≡ lane mod 32
+ * in order), and their tails in double vectors; the scalar one (NEON and bare-metal builds too) 8 channels
+ * per pass over the positions. */
 void bitnet_dense_dot_f16_columns(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
                                   float *out);
 

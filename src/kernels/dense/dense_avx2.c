@@ -128,10 +128,10 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_columns__avx2
 }
 
 /* Blocks of bitnet_dense_mul_f16: MB_R rows × MB_C columns, accumulated MB_K values at a time. A chunk of
- * the block's columns (MB_C · MB_K floats, 16 KiB), of its rows (8 KiB) and its accumulators (8 KiB) stay in
- * L1 while every row of the block runs over the chunk, so each column value is read from L1, not L2, and a
+ * the block's columns (MB_C · MB_K floats, 8 KiB), of its rows (4 KiB) and its accumulators (8 KiB) stay in
+ * a 32 KiB L1 while every row of the block runs over the chunk, so each column value is read from L1, and a
  * row block (MB_R · n binary16 values) stays in L2 while the column blocks pass over it. */
-enum { MB_R = 8, MB_C = 8, MB_K = 512 };
+enum { MB_R = 8, MB_C = 8, MB_K = 256 };
 
 /* Values k0..k1 (whole 32-blocks) of one row a times C (1..3) columns: each 8 binary16 values of a are widened
  * once and multiplied into every column's accumulators (fused, exact as in f16_lanes). acc holds the C
@@ -161,7 +161,7 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_mul_f16__avx2(const u
                                                                         int64_t n_cols, int64_t n, float *out,
                                                                         size_t out_stride) {
     const int64_t n32 = n - n % 32;
-    __m256 acc[MB_R][MB_C][4];
+    __m256 acc[MB_R][MB_C * 4]; /* row r, column c: acc[r][4c..4c+3] */
     for (int64_t r0 = 0; r0 < n_rows; r0 += MB_R) {
         const int R = (int)(n_rows - r0 < MB_R ? n_rows - r0 : MB_R);
         for (int64_t c0 = 0; c0 < n_cols; c0 += MB_C) {
@@ -169,22 +169,22 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_mul_f16__avx2(const u
             const float *bb = b + (size_t)c0 * b_stride;
             for (int r = 0; r < R; r++)
                 for (int c = 0; c < C; c++)
-                    for (int j = 0; j < 4; j++) acc[r][c][j] = _mm256_setzero_ps();
+                    for (int j = 0; j < 4; j++) acc[r][4 * c + j] = _mm256_setzero_ps();
             for (int64_t k0 = 0; k0 < n32; k0 += MB_K) {
                 const int64_t k1 = n32 - k0 < MB_K ? n32 : k0 + MB_K;
                 for (int r = 0; r < R; r++) {
                     const uint16_t *ar = a + (size_t)(r0 + r) * a_stride;
                     int c = 0;
-                    for (; c + 3 <= C; c += 3) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 3, acc[r][c]);
-                    if (C - c == 2) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 2, acc[r][c]);
-                    if (C - c == 1) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 1, acc[r][c]);
+                    for (; c + 3 <= C; c += 3) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 3, acc[r] + 4 * c);
+                    if (C - c == 2) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 2, acc[r] + 4 * c);
+                    if (C - c == 1) f16_chunk(ar, bb + (size_t)c * b_stride, b_stride, k0, k1, 1, acc[r] + 4 * c);
                 }
             }
             for (int r = 0; r < R; r++) {
                 const uint16_t *ar = a + (size_t)(r0 + r) * a_stride;
                 for (int c = 0; c < C; c++)
                     out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] =
-                        f16_tail(f16_fold(acc[r][c]), ar, bb + (size_t)c * b_stride, n32, n);
+                        f16_tail(f16_fold(acc[r] + 4 * c), ar, bb + (size_t)c * b_stride, n32, n);
             }
         }
     }
