@@ -88,7 +88,7 @@ void bitnet_dense_dot_f16_columns(const uint16_t *a, size_t a_stride, const floa
 /* out[j · out_stride + r] = bitnet_dense_dot_f16(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
  * j < n_cols: binary16 rows (a_stride values apart) times float columns (b_stride floats apart, holding
  * binary16 values), each result the single dot's float (same lanes, same fold per pair). The AVX2 version
- * works in blocks of 8 rows × 8 columns × 512 values that stay in L1, widening each 8 binary16 values once for
+ * works in blocks of 8 rows × 8 columns × 256 values that stay in L1, widening each 8 binary16 values once for
  * three columns; NEON widens each 4 once for two. The output head of a batch of sequences: vocabulary rows
  * times every sequence's head input, each row read from memory once per call. */
 void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
