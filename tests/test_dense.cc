@@ -189,11 +189,11 @@ TEST_P(Dense, F16ColumnSumsAreEachTheSingleDotOfTheColumn) {
     }
 }
 
-// Rows × columns (the AVX2 version works in blocks of 8 rows × 8 columns × 512 values, three columns per
+// Rows × columns (the AVX2 version works in blocks of 8 rows × 8 columns × 256 values, three columns per
 // pass; NEON two columns per pass): for row counts 1, 3, 8, 9, 17 and column counts 1..10 and 17, every output
 // is the defined order's float for its own row and column at out[j · out_stride + r], the places in between
 // untouched; rows n + 3 values apart and columns n + 5 floats apart (unaligned), lengths with and without a
-// tail and across several 512-value chunks (1000, 2560).
+// tail and across several 256-value chunks (1000, 2560).
 TEST_P(Dense, F16RowsTimesColumnsAreEachTheSingleDot) {
     const int64_t n = GetParam();
     std::mt19937 rng(400 + (uint32_t)n);
