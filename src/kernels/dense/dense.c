@@ -43,7 +43,7 @@ static void mul_f16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, c
 static void dot_f16_rows_loop(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_rows,
                               float *out);
 
-/* 8 channels per pass over the positions (each position's 8 values read together, 1 KiB of lane sums on
+/* 8 channels per pass over the 32-lane part (each position's 8 values read together, 1 KiB of lane sums on
  * the stack), each channel with dot_f16_scalar's lanes, fold and tail; fewer than 8 left: one at a time. */
 static void dot_f16_columns_scalar(const uint16_t *a, size_t a_stride, const float *b, int64_t n, int64_t n_cols,
                                    float *out) {
@@ -57,17 +57,10 @@ static void dot_f16_columns_scalar(const uint16_t *a, size_t a_stride, const flo
             for (int c = 0; c < CB; c++) s[j % 32][c] += bitnet_dense_f16(row[c]) * b[j];
         }
         for (int c = 0; c < CB; c++) {
-            for (int l = 0; l < 16; l++) s[l][c] += s[l + 16][c];
-            for (int l = 0; l < 8; l++) s[l][c] += s[l + 8][c];
-            for (int l = 0; l < 4; l++) s[l][c] += s[l + 4][c];
+            float lanes[32];
+            for (int l = 0; l < 32; l++) lanes[l] = s[l][c];
+            out[i0 + c] = bitnet_dense_dot_f16_tail(bitnet_dense_fold32(lanes), a + i0 + c, a_stride, b, n32, n);
         }
-        double sum[CB];
-        for (int c = 0; c < CB; c++) sum[c] = (double)((s[0][c] + s[1][c]) + (s[2][c] + s[3][c]));
-        for (int64_t j = n32; j < n; j++) {
-            const uint16_t *row = a + (size_t)j * a_stride + (size_t)i0;
-            for (int c = 0; c < CB; c++) sum[c] += (double)(bitnet_dense_f16(row[c]) * b[j]);
-        }
-        for (int c = 0; c < CB; c++) out[i0 + c] = (float)sum[c];
     }
     for (; i0 < n_cols; i0++) out[i0] = bitnet_dense_dot_f16_column(a + i0, a_stride, b, n);
 }
@@ -186,12 +179,19 @@ static float dot_row_f32(const void *row, const void *act, int64_t n) { return b
 static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
 static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
 
-static void mul_f32(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
-                    int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+/* out[j · out_stride + r] = dot(row r, activation j) pair by pair: the F32 and Q8_0 kernels' mul */
+static void mul_pairs(float (*dot)(const void *, const void *, int64_t), const void *rows, size_t row_bytes,
+                      int64_t n_rows, const void *act, size_t act_stride, int64_t n_cols, int64_t n, float *out,
+                      size_t out_stride) {
     for (int64_t r = 0; r < n_rows; r++)
         for (int64_t j = 0; j < n_cols; j++)
-            out[(size_t)j * out_stride + (size_t)r] = bitnet_dense_dot_f32(
-                (const float *)((const char *)rows + (size_t)r * row_bytes), (const float *)((const char *)act + (size_t)j * act_stride), n);
+            out[(size_t)j * out_stride + (size_t)r] =
+                dot((const char *)rows + (size_t)r * row_bytes, (const char *)act + (size_t)j * act_stride, n);
+}
+
+static void mul_f32(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                    int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    mul_pairs(dot_row_f32, rows, row_bytes, n_rows, act, act_stride, n_cols, n, out, out_stride);
 }
 
 /* row_bytes and act_stride are whole numbers of binary16 values and floats (row sizes, act_bytes_f32) */
@@ -203,11 +203,7 @@ static void mul_f16(const void *rows, size_t row_bytes, int64_t n_rows, const vo
 
 static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
                      int64_t n_cols, int64_t n, float *out, size_t out_stride) {
-    for (int64_t r = 0; r < n_rows; r++)
-        for (int64_t j = 0; j < n_cols; j++)
-            out[(size_t)j * out_stride + (size_t)r] =
-                bitnet_dense_dot_q8_0((const bitnet_block_q8_0 *)((const char *)rows + (size_t)r * row_bytes),
-                                      (const bitnet_block_q8_0 *)((const char *)act + (size_t)j * act_stride), n);
+    mul_pairs(dot_row_q8_0, rows, row_bytes, n_rows, act, act_stride, n_cols, n, out, out_stride);
 }
 
 static const bitnet_dense_kernel k_kernels[] = {

@@ -7,22 +7,26 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* bitnet_dense_dot_f16_finish's fold of the 32 lane sums in four accumulators (lanes 8j..8j+7 in acc[j]),
- * on whole vectors (the same additions lane by lane): lanes (l, l+16) are acc[0]+acc[2] and acc[1]+acc[3],
- * then (l, l+8), then (l, l+4) across the 128-bit halves, then (s0+s1)+(s2+s3). */
-__attribute__((target("avx2,f16c"))) static inline float f16_fold(const __m256 acc[4]) {
+/* bitnet_dense_fold32 on the 32 lane sums in four accumulators (lanes 8j..8j+7 in acc[j]), on whole vectors
+ * (the same additions lane by lane) down to the four sums s0..s3: lanes (l, l+16) are acc[0]+acc[2] and
+ * acc[1]+acc[3], then (l, l+8), then (l, l+4) across the 128-bit halves. */
+__attribute__((target("avx2,f16c"))) static inline __m128 f16_fold4(const __m256 acc[4]) {
     const __m256 h16 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-    const __m128 f4 = _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
+    return _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
+}
+
+/* The fold's last step, (s0+s1) + (s2+s3). */
+__attribute__((target("avx2,f16c"))) static inline float f16_sum4(__m128 f4) {
     float s[4];
     _mm_storeu_ps(s, f4);
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* The 32-lane part of bitnet_dense_dot_f16 over a[0..n32) (n32 a multiple of 32), folded down to the four
- * lane sums s0..s3 (f16_fold without its last step). The product of two binary16 values is exact in binary32
- * (22 significant bits, exponents from -48 to 32), so the fused multiply-add rounds once where a multiply
- * then an add rounds once too (at the add): the same floats in half the instructions. AVX2 CPUs have FMA and
- * F16C (bitnet_cpu_supports("avx2") checks all three). */
+/* The 32-lane part of bitnet_dense_dot_f16 over a[0..n32) (n32 a multiple of 32), folded down to s0..s3.
+ * The product of two binary16 values is exact in binary32 (22 significant bits, exponents from -48 to 32), so
+ * the fused multiply-add rounds once where a multiply then an add rounds once too (at the add): the same
+ * floats in half the instructions. AVX2 CPUs have FMA and F16C (bitnet_cpu_supports("avx2") checks all
+ * three). */
 __attribute__((target("avx2,f16c,fma"))) static inline __m128 f16_lanes4(const uint16_t *a, const float *b, int64_t n32) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n32; i += 32) {
@@ -31,27 +35,12 @@ __attribute__((target("avx2,f16c,fma"))) static inline __m128 f16_lanes4(const u
             acc[j] = _mm256_fmadd_ps(va, _mm256_loadu_ps(b + i + 8 * j), acc[j]);
         }
     }
-    const __m256 h16 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-    return _mm_add_ps(_mm256_castps256_ps128(h16), _mm256_extractf128_ps(h16, 1));
-}
-
-/* f16_lanes4 finished: (s0+s1)+(s2+s3). */
-__attribute__((target("avx2,f16c,fma"))) static inline float f16_lanes(const uint16_t *a, const float *b, int64_t n32) {
-    float s[4];
-    _mm_storeu_ps(s, f16_lanes4(a, b, n32));
-    return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
-/* The tail of bitnet_dense_dot_f16: a[n32..n) · b added in double to the folded lane sums. */
-static inline float f16_tail(float folded, const uint16_t *a, const float *b, int64_t n32, int64_t n) {
-    double sum = (double)folded;
-    for (int64_t i = n32; i < n; i++) sum += (double)(bitnet_dense_f16(a[i]) * b[i]);
-    return (float)sum;
+    return f16_fold4(acc);
 }
 
 __attribute__((target("avx2,f16c,fma"))) float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n) {
     const int64_t n32 = n - n % 32;
-    return f16_tail(f16_lanes(a, b, n32), a, b, n32, n);
+    return bitnet_dense_dot_f16_tail(f16_sum4(f16_lanes4(a, b, n32)), a, 1, b, n32, n);
 }
 
 /* Four rows at a time: each row's 32-lane part as above (its last fold step for the four rows in one
@@ -82,7 +71,7 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_rows__avx2(co
 }
 
 /* B (1..4) vectors of 8 channels: lane l (0..31) of the defined order sums positions j ≡ l (mod 32) in
- * increasing j into acc[l] (fused, exact as in f16_lanes), one lane after another with its B accumulators in
+ * increasing j into acc[l] (fused, exact as in f16_lanes4), one lane after another with its B accumulators in
  * registers; the fold (l, l+16), (l, l+8), (l, l+4), (s0+s1)+(s2+s3) runs on the vectors, so channel by channel
  * the additions of bitnet_dense_dot_f16; the tail is added in double, 4 channels per vector. */
 __attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_columns(const uint16_t *a,
@@ -134,10 +123,10 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_columns__avx2
 enum { MB_R = 8, MB_C = 8, MB_K = 256 };
 
 /* Values k0..k1 (whole 32-blocks) of one row a times C (1..3) columns: each 8 binary16 values of a are widened
- * once and multiplied into every column's accumulators (fused, exact as in f16_lanes). acc holds the C
- * columns' four accumulators each (lanes 8j..8j+7 in acc[4c + j], as in f16_lanes), loaded and stored
+ * once and multiplied into every column's accumulators (fused, exact as in f16_lanes4). acc holds the C
+ * columns' four accumulators each (lanes 8j..8j+7 in acc[4c + j], as in f16_lanes4), loaded and stored
  * around the chunk: floats stored and reloaded unchanged, so each column adds its products in index order
- * into the lanes f16_lanes uses. C is a constant in each call, so the loops over c unroll into 12
+ * into the lanes f16_lanes4 uses. C is a constant in each call, so the loops over c unroll into 12
  * accumulators, the widened vector and a product: the 16 ymm registers. */
 __attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_chunk(const uint16_t *a, const float *b,
                                                                                 size_t b_stride, int64_t k0, int64_t k1,
@@ -184,7 +173,7 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_mul_f16__avx2(const u
                 const uint16_t *ar = a + (size_t)(r0 + r) * a_stride;
                 for (int c = 0; c < C; c++)
                     out[(size_t)(c0 + c) * out_stride + (size_t)(r0 + r)] =
-                        f16_tail(f16_fold(acc[r] + 4 * c), ar, bb + (size_t)c * b_stride, n32, n);
+                        bitnet_dense_dot_f16_tail(f16_sum4(f16_fold4(acc[r] + 4 * c)), ar, 1, bb + (size_t)c * b_stride, n32, n);
             }
         }
     }

@@ -5,15 +5,28 @@
 
 #include "kernels/dense/dense.h"
 
-/* The fold of bitnet_dense_dot_f16 (dense.h) on 32 lane sums s, then the tail a[n32..n) · b in double. */
-static inline float bitnet_dense_dot_f16_finish(float s[32], const uint16_t *a, const float *b, int64_t n32,
-                                                int64_t n) {
+/* The fold of bitnet_dense_dot_f16 (dense.h) on 32 lane sums s (changed in place): lanes (l, l+16),
+ * (l, l+8), (l, l+4), then (s0+s1) + (s2+s3). */
+static inline float bitnet_dense_fold32(float s[32]) {
     for (int l = 0; l < 16; l++) s[l] += s[l + 16];
     for (int l = 0; l < 8; l++) s[l] += s[l + 8];
     for (int l = 0; l < 4; l++) s[l] += s[l + 4];
-    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
-    for (int64_t i = n32; i < n; i++) sum += (double)(bitnet_dense_f16(a[i]) * b[i]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* The tail of bitnet_dense_dot_f16: the folded lane sums plus a[i · a_stride] · b[i] for n32 <= i < n, added
+ * in double, rounded to float at the end. */
+static inline float bitnet_dense_dot_f16_tail(float folded, const uint16_t *a, size_t a_stride, const float *b,
+                                              int64_t n32, int64_t n) {
+    double sum = (double)folded;
+    for (int64_t i = n32; i < n; i++) sum += (double)(bitnet_dense_f16(a[(size_t)i * a_stride]) * b[i]);
     return (float)sum;
+}
+
+/* bitnet_dense_dot_f16 from its 32 lane sums s over a[0..n32): the fold, then the tail. */
+static inline float bitnet_dense_dot_f16_finish(float s[32], const uint16_t *a, const float *b, int64_t n32,
+                                                int64_t n) {
+    return bitnet_dense_dot_f16_tail(bitnet_dense_fold32(s), a, 1, b, n32, n);
 }
 
 /* bitnet_dense_dot_f16 of the column a[j · a_stride], j < n: the scalar lanes, fold and tail on values read
@@ -22,12 +35,7 @@ static inline float bitnet_dense_dot_f16_column(const uint16_t *a, size_t a_stri
     const int64_t n32 = n - n % 32;
     float s[32] = {0};
     for (int64_t j = 0; j < n32; j++) s[j % 32] += bitnet_dense_f16(a[(size_t)j * a_stride]) * b[j];
-    for (int l = 0; l < 16; l++) s[l] += s[l + 16];
-    for (int l = 0; l < 8; l++) s[l] += s[l + 8];
-    for (int l = 0; l < 4; l++) s[l] += s[l + 4];
-    double sum = (double)((s[0] + s[1]) + (s[2] + s[3]));
-    for (int64_t j = n32; j < n; j++) sum += (double)(bitnet_dense_f16(a[(size_t)j * a_stride]) * b[j]);
-    return (float)sum;
+    return bitnet_dense_dot_f16_tail(bitnet_dense_fold32(s), a, a_stride, b, n32, n);
 }
 
 #if defined(__x86_64__)
