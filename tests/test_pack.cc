@@ -20,6 +20,7 @@ extern "C" {
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
 }
+#include "test_util.h"
 
 namespace {
 
@@ -258,6 +259,104 @@ TEST(I2S, Errors) {
     EXPECT_NE(std::string(err.msg).find("row 1, column 13 is 2"), std::string::npos) << err.msg;
     w[77] = 0;
     EXPECT_EQ(bitnet_pack_i2s(w.data(), 2, 64, INFINITY, buf.data(), &err), BITNET_ERR_INVALID_ARG);
+}
+
+// ---- I2_S in bitnet.cpp's three layouts (x86, arm64, rows4) ----------------------------------------
+
+TEST(I2SLayouts, NamesAndTheLocateFormulas) {
+    EXPECT_EQ(bitnet_i2s_layout_parse("x86", 3), BITNET_I2S_LAYOUT_X86);
+    EXPECT_EQ(bitnet_i2s_layout_parse("arm64", 5), BITNET_I2S_LAYOUT_ARM64);
+    EXPECT_EQ(bitnet_i2s_layout_parse("rows4", 5), BITNET_I2S_LAYOUT_ROWS4);
+    EXPECT_EQ(bitnet_i2s_layout_parse("auto", 4), -1);  // a request, not a layout a file can hold
+    EXPECT_EQ(bitnet_i2s_layout_parse("arm6", 4), -1);
+    EXPECT_EQ(bitnet_i2s_layout_parse("arm64x", 6), -1);
+    EXPECT_STREQ(bitnet_i2s_layout_name(BITNET_I2S_LAYOUT_AUTO), "auto");
+    EXPECT_EQ(bitnet_i2s_layout_name(7), nullptr);
+    // bitnet_i2s_locate by hand, M = 8, K = 96 (rows straddle the 128- and 64-weight blocks)
+    struct Case {
+        int layout;
+        int64_t m, k;
+        size_t byte;
+        int shift;
+    } cases[] = {
+        {BITNET_I2S_LAYOUT_X86, 0, 0, 0, 6},     {BITNET_I2S_LAYOUT_X86, 0, 33, 1, 4},
+        {BITNET_I2S_LAYOUT_X86, 1, 40, 40, 6},   // j = 136: block 1, in-block 8
+        {BITNET_I2S_LAYOUT_ARM64, 0, 16, 0, 4},  {BITNET_I2S_LAYOUT_ARM64, 0, 63, 15, 0},
+        {BITNET_I2S_LAYOUT_ARM64, 1, 0, 16, 2},  // j = 96: block 1, in-block 32
+        {BITNET_I2S_LAYOUT_ROWS4, 0, 5, 5, 6},   {BITNET_I2S_LAYOUT_ROWS4, 3, 5, 5, 0},
+        {BITNET_I2S_LAYOUT_ROWS4, 6, 95, 191, 2},
+    };
+    for (const Case &c : cases) {
+        size_t byte = 0;
+        int shift = -1;
+        bitnet_i2s_locate(c.layout, 8, 96, c.m, c.k, &byte, &shift);
+        EXPECT_EQ(byte, c.byte) << bitnet_i2s_layout_name(c.layout) << " (" << c.m << ", " << c.k << ")";
+        EXPECT_EQ(shift, c.shift) << bitnet_i2s_layout_name(c.layout) << " (" << c.m << ", " << c.k << ")";
+    }
+}
+
+// Every layout, packed by the tests' own packer (test_util.h, from formats.md's sentences), is rewritten
+// into exactly the bytes bitnet_pack_i2s writes for the same weights, and bitnet_i2s_locate finds every code.
+TEST(I2SLayouts, RelayoutGivesTheX86BytesOfTheSameWeights) {
+    const int64_t shapes[][2] = {{4, 8640}, {8, 96}, {4, 256}, {12, 32}, {64, 64}, {4, 4096}};
+    uint32_t seed = 11;
+    for (const auto &sh : shapes) {
+        const int64_t M = sh[0], K = sh[1];
+        const auto w = random_ternary(M * K, seed++);
+        std::vector<uint8_t> x86(bitnet_i2s_nbytes(M, K));
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_pack_i2s(w.data(), M, K, 0.5f, x86.data(), &err), BITNET_OK) << err.msg;
+        for (int layout : {BITNET_I2S_LAYOUT_X86, BITNET_I2S_LAYOUT_ARM64, BITNET_I2S_LAYOUT_ROWS4}) {
+            SCOPED_TRACE(testing::Message() << bitnet_i2s_layout_name(layout) << " M=" << M << " K=" << K);
+            const std::vector<uint8_t> src = bitnet_test::i2s_pack_by_formula(w, M, K, layout, 0.5f);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t k = 0; k < K; k++) {
+                    size_t byte;
+                    int shift;
+                    bitnet_i2s_locate(layout, M, K, m, k, &byte, &shift);
+                    ASSERT_EQ((src[byte] >> shift & 3) - 1, w[(size_t)(m * K + k)]) << "(" << m << ", " << k << ")";
+                }
+            std::vector<uint8_t> out(bitnet_i2s_nbytes(M, K), 0xEE);
+            ASSERT_EQ(bitnet_i2s_relayout(layout, src.data(), M, K, out.data(), &err), BITNET_OK) << err.msg;
+            EXPECT_EQ(out, x86);
+        }
+        if (M * K >= 1024) {  // the layouts really differ (so the test above could fail)
+            EXPECT_NE(bitnet_test::i2s_pack_by_formula(w, M, K, BITNET_I2S_LAYOUT_ARM64, 0.5f), x86);
+            EXPECT_NE(bitnet_test::i2s_pack_by_formula(w, M, K, BITNET_I2S_LAYOUT_ROWS4, 0.5f), x86);
+        }
+    }
+}
+
+TEST(I2SLayouts, RelayoutErrorsNameTheWeightAndTheRule) {
+    bitnet_error err{};
+    std::vector<int8_t> w(128, 0);
+    std::vector<uint8_t> out(bitnet_i2s_nbytes(2, 64));
+    // arm64, M = 2, K = 64: weight (1, 6) is flat 70 = block 1, in-block 6 → byte 16 + 6, bits 7:6
+    auto src = bitnet_test::i2s_pack_by_formula(w, 2, 64, BITNET_I2S_LAYOUT_ARM64, 1.0f);
+    src[22] |= 0xC0;
+    EXPECT_EQ(bitnet_i2s_relayout(BITNET_I2S_LAYOUT_ARM64, src.data(), 2, 64, out.data(), &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("arm64 layout): code 3 (no ternary value) at row 1, column 6"),
+              std::string::npos) << err.msg;
+    // rows4, M = 4, K = 32: weight (2, 5) → byte 5, bits 3:2
+    src = bitnet_test::i2s_pack_by_formula(w, 4, 32, BITNET_I2S_LAYOUT_ROWS4, 1.0f);
+    src[5] |= 0x0C;
+    EXPECT_EQ(bitnet_i2s_relayout(BITNET_I2S_LAYOUT_ROWS4, src.data(), 4, 32, out.data(), &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("row 2, column 5"), std::string::npos) << err.msg;
+    // a scale that is not finite
+    src = bitnet_test::i2s_pack_by_formula(w, 4, 32, BITNET_I2S_LAYOUT_ROWS4, INFINITY);
+    EXPECT_EQ(bitnet_i2s_relayout(BITNET_I2S_LAYOUT_ROWS4, src.data(), 4, 32, out.data(), &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("scale is not finite"), std::string::npos) << err.msg;
+    // shapes a layout cannot hold
+    std::vector<int8_t> w6(6 * 64, 0);
+    src = bitnet_test::i2s_pack_by_formula(w6, 6, 64, BITNET_I2S_LAYOUT_X86, 1.0f);
+    out.resize(bitnet_i2s_nbytes(6, 64));
+    EXPECT_EQ(bitnet_i2s_relayout(BITNET_I2S_LAYOUT_ROWS4, src.data(), 6, 64, out.data(), &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("M = 6 rows are not a whole number of 4-row groups"), std::string::npos)
+        << err.msg;
+    EXPECT_EQ(bitnet_i2s_layout_check(BITNET_I2S_LAYOUT_ARM64, 1, 64, &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("1 x 64 = 64 is not a multiple of 128"), std::string::npos) << err.msg;
+    EXPECT_EQ(bitnet_i2s_layout_check(9, 4, 32, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_EQ(bitnet_i2s_layout_check(BITNET_I2S_LAYOUT_ROWS4, 4, 32, &err), BITNET_OK);
 }
 
 // ---- TL1 -----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // test_util.h — helpers shared by the GoogleTest files (header-only, C++17): a per-process scratch
 // directory that is removed after the last test, whole-file reads and existence checks, the
-// dummy-model parameters of the bitnetcpp-tiny layout, and a Q6_K decoder of the tests' own. Everything is `inline` in namespace
+// dummy-model parameters of the bitnetcpp-tiny layout, a Q6_K decoder and an I2_S packer of the tests' own
+// (with a GGUF copier that uses it). Everything is `inline` in namespace
 // bitnet_test, so a test binary links only the libraries of the helpers it calls (tiny_layout_params
 // needs bitnet_dummy).
 #ifndef BITNET_TEST_UTIL_H
@@ -22,7 +23,9 @@
 #include <vector>
 
 #include "convert/dummy_model.h"
+#include "base/gguf.h"
 #include "base/quants.h"
+#include "kernels/lut/pack.h"
 
 namespace bitnet_test {
 
@@ -109,6 +112,73 @@ inline std::vector<int8_t> random_ternary(int64_t n, uint32_t seed) {
     std::vector<int8_t> w((size_t)n);
     for (auto &v : w) v = (int8_t)d(rng);
     return w;
+}
+
+// The I2_S bytes of the ternary matrix w [M][K] (values -1, 0, +1) in one of the byte layouts bitnet.cpp's
+// quantize_i2_s writes, from the sentences of formats.md "I2_S" alone (the tests' own packer, independent of
+// src/kernels/lut/pack.c): code w + 1; flat index j = m·K + k;
+//   BITNET_I2S_LAYOUT_X86:   blocks of 128 weights = 32 bytes, weight j of a block → byte j % 32, bits 7-2(j/32)..
+//   BITNET_I2S_LAYOUT_ARM64: blocks of 64 weights = 16 bytes, weight j of a block → byte j % 16, bits 7-2(j/16)..
+//   BITNET_I2S_LAYOUT_ROWS4: byte (g, k) of the 4-row group g = w[4g][k]<<6 | w[4g+1][k]<<4 | w[4g+2][k]<<2 | w[4g+3][k];
+// then the float32 scale at byte M·K/4 and 28 zero bytes. M·K must be a multiple of the block (ROWS4: M of 4).
+inline std::vector<uint8_t> i2s_pack_by_formula(const std::vector<int8_t> &w, int64_t M, int64_t K, int layout,
+                                                float scale) {
+    const int64_t n = M * K;
+    std::vector<uint8_t> out((size_t)(n / 4 + 32), 0);
+    if (layout == BITNET_I2S_LAYOUT_ROWS4) {
+        for (int64_t g = 0; g < M / 4; g++)
+            for (int64_t k = 0; k < K; k++)
+                out[(size_t)(g * K + k)] = (uint8_t)((w[(size_t)((4 * g) * K + k)] + 1) << 6 |
+                                                     (w[(size_t)((4 * g + 1) * K + k)] + 1) << 4 |
+                                                     (w[(size_t)((4 * g + 2) * K + k)] + 1) << 2 |
+                                                     (w[(size_t)((4 * g + 3) * K + k)] + 1));
+    } else {
+        const int64_t block = layout == BITNET_I2S_LAYOUT_ARM64 ? 64 : 128, bytes = block / 4;
+        for (int64_t i = 0; i < n / block; i++)
+            for (int64_t j = 0; j < block; j++)
+                out[(size_t)(i * bytes + j % bytes)] |= (uint8_t)((w[(size_t)(i * block + j)] + 1) << (6 - 2 * (j / bytes)));
+    }
+    std::memcpy(out.data() + n / 4, &scale, 4);
+    return out;
+}
+
+// A copy of the GGUF file `src`, whose I2_S tensors are in the X86 layout, with those tensors packed in `layout`
+// by i2s_pack_by_formula (their codes decoded by bitnet_unpack_i2s) and every other key and tensor copied; the
+// key BITNET_I2S_LAYOUT_KEY set to `record`, or left out when it is "" (as bitnet.cpp writes its files).
+// Needs bitnet_kernels (and base). Returns dst; a failure is a test failure.
+inline std::string write_i2s_layout_copy(const std::string &src, const std::string &dst, int layout,
+                                         const std::string &record) {
+    bitnet_error err{};
+    bitnet_gguf *g = nullptr;
+    EXPECT_EQ(bitnet_gguf_open(src.c_str(), &g, &err), BITNET_OK) << err.msg;
+    if (!g) return dst;
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
+        const std::string key = bitnet_gguf_kv_key(g, i);
+        if (key != "general.alignment" && key != BITNET_I2S_LAYOUT_KEY) bitnet_gguf_copy_kv(w, g, i);
+    }
+    if (!record.empty()) bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, record.c_str());
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(g, i);
+        EXPECT_EQ(bitnet_gguf_add_tensor(w, ti->name, ti->type, ti->n_dims, ti->ne, &err), BITNET_OK) << err.msg;
+    }
+    EXPECT_EQ(bitnet_gguf_write_begin(w, dst.c_str(), &err), BITNET_OK) << err.msg;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(g, i);
+        std::vector<uint8_t> bytes((const uint8_t *)ti->data, (const uint8_t *)ti->data + ti->nbytes);
+        if (ti->type == BITNET_TYPE_I2_S) {
+            const int64_t K = ti->ne[0], M = ti->ne[1];
+            std::vector<int8_t> wt((size_t)(M * K));
+            float scale = 0;
+            EXPECT_EQ(bitnet_unpack_i2s(bytes.data(), M, K, wt.data(), &scale, &err), BITNET_OK) << err.msg;
+            bytes = i2s_pack_by_formula(wt, M, K, layout, scale);
+        }
+        EXPECT_EQ(bitnet_gguf_write_data(w, bytes.data(), bytes.size(), &err), BITNET_OK) << err.msg;
+    }
+    EXPECT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer_free(w);
+    bitnet_gguf_close(g);
+    return dst;
 }
 
 // Protocol Buffers wire format (protobuf.dev/programming-guides/encoding), enough to write a

@@ -55,6 +55,25 @@ enum bitnet_type {
     BITNET_TYPE_TL2 = 39,
 };
 
+/* The byte layouts of I2_S weights (docs/LAYOUTS.md §2; formats.md "I2_S"). bitnet.cpp's quantizer
+ * (quantize_i2_s) writes one of three, by how it was built, and records none in the file; all have the
+ * same codes, size (M·K/4 + 32) and scale position (byte M·K/4):
+ *   X86   — 128-weight blocks over the flat index m·K + k (its x86 builds with ACT_PARALLEL, the
+ *           default; every build before Nov 2025; the official GGUF files). The runtime's own layout.
+ *   ARM64 — 64-weight blocks over the flat index (its ARM builds, every variant, since Nov 2025).
+ *   ROWS4 — groups of 4 rows, one byte per (group, column) (its x86 builds without ACT_PARALLEL).
+ * AUTO is no layout: in bitnet_model_params it means "the file's record, else X86". */
+typedef enum bitnet_i2s_layout {
+    BITNET_I2S_LAYOUT_AUTO = 0,
+    BITNET_I2S_LAYOUT_X86 = 1,
+    BITNET_I2S_LAYOUT_ARM64 = 2,
+    BITNET_I2S_LAYOUT_ROWS4 = 3,
+} bitnet_i2s_layout;
+
+/* The GGUF key (string "x86", "arm64" or "rows4") in which the files this project writes record the
+ * layout of their I2_S weights (docs/LAYOUTS.md §7). */
+#define BITNET_I2S_LAYOUT_KEY "bitnet.i2s.layout"
+
 /* Tile parameters of one ternary weight shape (docs/LAYOUTS.md §3-4; YAML block_m/block_k/simd_m). */
 typedef struct bitnet_tiles {
     int32_t BM; /* rows per kernel call, the unit split among threads */

@@ -142,6 +142,10 @@ bitnet_status bitnet_gguf_set_arr(bitnet_gguf_writer *w, const char *key, bitnet
                                   const void *data, uint64_t n); /* numeric element types */
 bitnet_status bitnet_gguf_set_arr_str(bitnet_gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
 
+/* Key i of the open file g (0 <= i < bitnet_gguf_n_kv(g)), with its value type and value as they are,
+ * arrays of strings included: how a file is rewritten with every key kept. Errors as the set_* calls. */
+bitnet_status bitnet_gguf_copy_kv(bitnet_gguf_writer *w, const bitnet_gguf *g, int64_t i);
+
 /* Declare a tensor; its size is bitnet_type_nbytes(type, n_dims, ne). */
 bitnet_status bitnet_gguf_add_tensor(bitnet_gguf_writer *w, const char *name, int type, int n_dims,
                                      const int64_t *ne, bitnet_error *err);

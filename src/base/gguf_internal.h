@@ -29,5 +29,9 @@ static inline size_t type_size(uint32_t t) {
     }
 }
 
+/* gguf_read.c: key i of g as the writer stores values (gguf_write.c): its value type and the encoded
+ * bytes after it, as they are in the file (scalar; u64 length + bytes; u32 element type + u64 count +
+ * elements), validated at open. false when i is out of range. */
+bool bitnet_gguf_kv_encoded(const bitnet_gguf *g, int64_t i, uint32_t *type, const uint8_t **val, size_t *len);
 
 #endif

@@ -756,6 +756,35 @@ const char *bitnet_gguf_kv_arr_str(const bitnet_gguf *g, int64_t kv, uint64_t i,
     return str_at(g, arr_str_off(g, k, i), len);
 }
 
+bool bitnet_gguf_kv_encoded(const bitnet_gguf *g, int64_t i, uint32_t *type, const uint8_t **val, size_t *len) {
+    if (!g || i < 0 || i >= g->n_kv) return false;
+    const gguf_kv *kv = &g->kv[i];
+    size_t start = kv->val_off, end;
+    if (kv->type == BITNET_GGUF_STRING) {
+        uint64_t n;
+        memcpy(&n, g->base + start, 8);
+        end = start + 8 + (size_t)n;
+    } else if (kv->type == BITNET_GGUF_ARRAY) {
+        start = kv->val_off - 12; /* u32 element type, u64 count */
+        if (kv->elem_type != BITNET_GGUF_STRING) {
+            end = kv->val_off + (size_t)kv->n * type_size(kv->elem_type);
+        } else if (kv->n == 0) {
+            end = kv->val_off;
+        } else {
+            const size_t last = arr_str_off(g, kv, kv->n - 1);
+            uint64_t n;
+            memcpy(&n, g->base + last, 8);
+            end = last + 8 + (size_t)n;
+        }
+    } else {
+        end = start + type_size(kv->type);
+    }
+    *type = kv->type;
+    *val = g->base + start;
+    *len = end - start;
+    return true;
+}
+
 int64_t bitnet_gguf_n_tensors(const bitnet_gguf *g) { return g->n_tensors; }
 
 const bitnet_gguf_tensor_info *bitnet_gguf_tensor(const bitnet_gguf *g, int64_t i) {

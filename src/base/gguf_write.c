@@ -137,6 +137,15 @@ static uint8_t *encode(const void *data, size_t n) {
     return v;
 }
 
+bitnet_status bitnet_gguf_copy_kv(bitnet_gguf_writer *w, const bitnet_gguf *g, int64_t i) {
+    uint32_t type;
+    const uint8_t *val;
+    size_t len;
+    if (!bitnet_gguf_kv_encoded(g, i, &type, &val, &len))
+        return set_sticky(w, BITNET_ERR_INVALID_ARG, "(copy)", "no such key in the source file");
+    return put_kv(w, bitnet_gguf_kv_key(g, i), type, encode(val, len), len);
+}
+
 bitnet_status bitnet_gguf_set_scalar(bitnet_gguf_writer *w, const char *key, bitnet_gguf_type type, const void *value) {
     const size_t sz = type_size((uint32_t)type);
     if (sz == 0 || !value) return set_sticky(w, BITNET_ERR_INVALID_ARG, key, "set_scalar: not a numeric/bool type");

@@ -287,6 +287,145 @@ bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The three I2_S layouts of bitnet.cpp's quantize_i2_s (LAYOUTS.md §2, formats.md "Other layouts")
+ * and their rewrite into the X86 layout above.
+ * ------------------------------------------------------------------------------------------- */
+
+const char *bitnet_i2s_layout_name(int layout) {
+    switch (layout) {
+    case BITNET_I2S_LAYOUT_AUTO: return "auto";
+    case BITNET_I2S_LAYOUT_X86: return "x86";
+    case BITNET_I2S_LAYOUT_ARM64: return "arm64";
+    case BITNET_I2S_LAYOUT_ROWS4: return "rows4";
+    default: return NULL;
+    }
+}
+
+int bitnet_i2s_layout_parse(const char *s, size_t n) {
+    for (int l = BITNET_I2S_LAYOUT_X86; l <= BITNET_I2S_LAYOUT_ROWS4; l++) {
+        const char *name = bitnet_i2s_layout_name(l);
+        if (s && strlen(name) == n && memcmp(s, name, n) == 0) return l;
+    }
+    return -1;
+}
+
+void bitnet_i2s_locate(int layout, int64_t M, int64_t K, int64_t m, int64_t k, size_t *byte, int *shift) {
+    (void)M;
+    const int64_t j = m * K + k;
+    switch (layout) {
+    case BITNET_I2S_LAYOUT_ARM64:
+        *byte = (size_t)(16 * (j / 64) + j % 16);
+        *shift = 6 - 2 * (int)(j % 64 / 16);
+        break;
+    case BITNET_I2S_LAYOUT_ROWS4:
+        *byte = (size_t)(K * (m / 4) + k);
+        *shift = 6 - 2 * (int)(m % 4);
+        break;
+    default:
+        *byte = (size_t)(32 * (j / 128) + j % 32);
+        *shift = 6 - 2 * (int)(j % 128 / 32);
+        break;
+    }
+}
+
+/* The weight (m, k) whose code sits at bits 7-2q .. 6-2q of byte B: bitnet_i2s_locate inverted. */
+static void i2s_weight_at(int layout, int64_t K, int64_t B, int q, int64_t *m, int64_t *k) {
+    int64_t j;
+    switch (layout) {
+    case BITNET_I2S_LAYOUT_ARM64: j = B / 16 * 64 + 16 * q + B % 16; break;
+    case BITNET_I2S_LAYOUT_ROWS4:
+        *m = 4 * (B / K) + q;
+        *k = B % K;
+        return;
+    default: j = B / 32 * 128 + 32 * q + B % 32; break;
+    }
+    *m = j / K;
+    *k = j % K;
+}
+
+bitnet_status bitnet_i2s_layout_check(int layout, int64_t M, int64_t K, bitnet_error *err) {
+    const char *name = bitnet_i2s_layout_name(layout);
+    if (name == NULL) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "I2_S layout %d is unknown", layout);
+    bitnet_status st = check_dims("I2_S layout", M, K, err);
+    if (st) return st;
+    if ((M * K) % 128 != 0) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                           "I2_S (%s layout): M*K = %lld x %lld = %lld is not a multiple of 128 (the runtime's "
+                           "32-byte blocks)",
+                           name, (long long)M, (long long)K, (long long)(M * K));
+    }
+    if (layout == BITNET_I2S_LAYOUT_ROWS4 && M % 4 != 0) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                           "I2_S (rows4 layout): M = %lld rows are not a whole number of 4-row groups (K = %lld)",
+                           (long long)M, (long long)K);
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_i2s_relayout(int layout, const uint8_t *src, int64_t M, int64_t K, uint8_t *dst,
+                                  bitnet_error *err) {
+    if (layout == BITNET_I2S_LAYOUT_AUTO) layout = BITNET_I2S_LAYOUT_X86;
+    bitnet_status st = bitnet_i2s_layout_check(layout, M, K, err);
+    if (st) return st;
+    const int64_t nb = M * K / 4; /* code bytes */
+    float s;
+    memcpy(&s, src + nb, sizeof s);
+    if ((st = check_scale("I2_S", s, BITNET_ERR_FORMAT, err))) return st;
+    for (int64_t B = 0; B < nb; B++) {
+        if ((src[B] & (src[B] >> 1) & 0x55) == 0) continue;
+        int q = 0;
+        while ((src[B] >> (6 - 2 * q) & 3) != 3) q++;
+        int64_t m, k;
+        i2s_weight_at(layout, K, B, q, &m, &k);
+        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                           "I2_S (%s layout): code 3 (no ternary value) at row %lld, column %lld of a %lld x %lld "
+                           "tensor (byte %lld)",
+                           bitnet_i2s_layout_name(layout), (long long)m, (long long)k, (long long)M, (long long)K,
+                           (long long)B);
+    }
+    switch (layout) {
+    case BITNET_I2S_LAYOUT_ARM64:
+        /* 128 weights = two ARM64 blocks (bytes 0..15, 16..31) = one X86 block. X86 byte p < 16 holds
+         * weights p, 32+p, 64+p, 96+p: bits 7:6 and 3:2 of ARM64 bytes p and 16+p; X86 byte 16+p holds
+         * weights 16+p, 48+p, 80+p, 112+p: bits 5:4 and 1:0 of the same two bytes. */
+        for (int64_t c = 0; c < nb / 32; c++) {
+            const uint8_t *a = src + 32 * c;
+            uint8_t *d = dst + 32 * c;
+            for (int p = 0; p < 16; p++) {
+                const unsigned s0 = a[p], s1 = a[16 + p];
+                d[p] = (uint8_t)((s0 & 0xC0u) | (s0 & 0x0Cu) << 2 | (s1 & 0xC0u) >> 4 | (s1 & 0x0Cu) >> 2);
+                d[16 + p] = (uint8_t)((s0 & 0x30u) << 2 | (s0 & 0x03u) << 4 | (s1 & 0x30u) >> 2 | (s1 & 0x03u));
+            }
+        }
+        break;
+    case BITNET_I2S_LAYOUT_ROWS4:
+        /* X86 byte p of block b holds flat indices 128b + 32q + p, q = 0..3: four runs of 32 consecutive
+         * weights, each read from its row's 2-bit field of the 4-row group bytes. */
+        for (int64_t b = 0; b < nb / 32; b++) {
+            int64_t m[4], k[4];
+            for (int q = 0; q < 4; q++) {
+                m[q] = (128 * b + 32 * q) / K;
+                k[q] = (128 * b + 32 * q) % K;
+            }
+            uint8_t *d = dst + 32 * b;
+            for (int p = 0; p < 32; p++) {
+                unsigned out = 0;
+                for (int q = 0; q < 4; q++) {
+                    const unsigned code = (unsigned)src[K * (m[q] / 4) + k[q]] >> (6 - 2 * (m[q] % 4)) & 3u;
+                    out |= code << (6 - 2 * q);
+                    if (++k[q] == K) k[q] = 0, m[q]++;
+                }
+                d[p] = (uint8_t)out;
+            }
+        }
+        break;
+    default: memcpy(dst, src, (size_t)nb); break;
+    }
+    write_tail(dst, (size_t)nb, s);
+    return BITNET_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * TL1 (LAYOUTS.md §3). Pair nibble idx = 3*w0 + w1 + 4. Loops run in storage order:
  * t, kb, mt, s, h, q, i → one byte idx[row][p0] << 4 | idx[row][p0 + 1].
  * ------------------------------------------------------------------------------------------- */

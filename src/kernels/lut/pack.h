@@ -38,6 +38,35 @@ size_t bitnet_ternary_scale_offset(int type, int64_t M, int64_t K);
 bitnet_status bitnet_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale, uint8_t *dst, bitnet_error *err);
 bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale, bitnet_error *err);
 
+/* ---- The three I2_S byte layouts bitnet.cpp writes (bitnet_i2s_layout in base/common.h; LAYOUTS.md §2) ---- */
+
+/* "x86", "arm64", "rows4"; "auto" for BITNET_I2S_LAYOUT_AUTO; NULL for anything else. */
+const char *bitnet_i2s_layout_name(int layout);
+/* The layout named by the n bytes at s ("x86", "arm64", "rows4"; not "auto"), or -1. */
+int bitnet_i2s_layout_parse(const char *s, size_t n);
+
+/* The scalar reference of the layouts: the byte (offset from the tensor start) and the bit shift of the
+ * 2-bit code of weight (m, k) of an M x K tensor (code = byte >> shift & 3; value = code - 1). With the
+ * flat index j = m·K + k (formats.md "I2_S", bitnet.cpp's quantize_i2_s since commit 112f853):
+ *   X86:   byte 32·(j / 128) + j % 32,           shift 6 − 2·((j % 128) / 32)
+ *   ARM64: byte 16·(j / 64)  + j % 16,           shift 6 − 2·((j % 64) / 16)
+ *   ROWS4: byte K·(m / 4) + k,                   shift 6 − 2·(m % 4)
+ * Defined for 0 <= m < M, 0 <= k < K and a layout other than AUTO (AUTO reads as X86). */
+void bitnet_i2s_locate(int layout, int64_t M, int64_t K, int64_t m, int64_t k, size_t *byte, int *shift);
+
+/* Whether an M x K tensor can be held in `layout` and read by this runtime: M·K % 128 == 0 for every
+ * layout (the runtime's X86 blocks; ARM64 needs % 64, which that implies), M % 4 == 0 for ROWS4
+ * (bitnet.cpp's quantizer asserts it). BITNET_ERR_FORMAT naming M, K, the layout and the rule. */
+bitnet_status bitnet_i2s_layout_check(int layout, int64_t M, int64_t K, bitnet_error *err);
+
+/* Rewrite an I2_S tensor stored in `layout` as the X86 layout: dst (bitnet_i2s_nbytes(M, K) bytes, not
+ * overlapping src) gets every code at its X86 place, the float scale at byte M·K/4 and 28 zero bytes.
+ * Checks as bitnet_unpack_i2s does: a code 3 → BITNET_ERR_FORMAT naming the row and column (decoded
+ * with `layout`), a scale that is not finite → BITNET_ERR_FORMAT; the rules of bitnet_i2s_layout_check.
+ * Memory: none beyond dst. Time: one pass over the bytes. X86 (or AUTO) in → the checked copy. */
+bitnet_status bitnet_i2s_relayout(int layout, const uint8_t *src, int64_t M, int64_t K, uint8_t *dst,
+                                  bitnet_error *err);
+
 /* TL1 / TL2 with the given tiles (checked with bitnet_tiles_check). unpack fails on nibbles that
  * no ternary group produces (TL1 > 8, TL2 index > 13). */
 bitnet_status bitnet_pack_tl1(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst, bitnet_error *err);
