@@ -60,6 +60,13 @@ struct Gguf {
 };
 
 // key, value type, and for arrays the element type
+// bitnet.cpp's keys of an I2_S file, plus the I2_S layout record that our writer adds after them (a
+// string: type 8; docs/LAYOUTS.md §7).
+std::vector<std::string> with_layout_record(std::vector<std::string> keys) {
+    keys.push_back(std::string(BITNET_I2S_LAYOUT_KEY) + ":8");
+    return keys;
+}
+
 std::vector<std::string> key_signature(const bitnet_gguf *g) {
     std::vector<std::string> out;
     for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
@@ -195,7 +202,7 @@ TEST(DummyFile, I2SMatchesBitnetCppKeysAndTensors) {
     write_ok(tiny_layout_params(BITNET_DUMMY_I2_S, 7), out.path);
     Gguf ours(out.path), ref(kCaseDir + "/ggml-model-i2_s.gguf");
     ASSERT_TRUE(ours.g && ref.g);
-    EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
+    EXPECT_EQ(key_signature(ours.g), with_layout_record(key_signature(ref.g)));
     // Same names, shapes, types and even data offsets (same sizes in the same order).
     EXPECT_EQ(tensor_signature(ours.g, true), tensor_signature(ref.g, true));
     EXPECT_EQ(get_u32(ours.g, "general.file_type"), 40u);
@@ -353,7 +360,8 @@ TEST(DummyFile, SameSeedSameBytesOtherSeedOtherBytes) {
 TEST(DummyFile, GoldenBytesOnEveryIsa) {
     // FNV-1a 64 of whole files, pinned when the generator was written (x86-64) and checked by the
     // aarch64 build under qemu too: the files are byte-identical on every ISA (no libm, no FMA, exact
-    // integer PRNG). A change here changes every dummy model, including the ones golden tests use.
+    // integer PRNG). A change here changes every dummy model, including the ones golden tests use. The I2_S
+    // files' values are those with the I2_S layout record (BITNET_I2S_LAYOUT_KEY), 32 bytes of header more.
     auto fnv = [](const std::vector<unsigned char> &b) {
         uint64_t h = 0xcbf29ce484222325ull;
         for (unsigned char c : b) h = (h ^ c) * 0x100000001b3ull;
@@ -371,10 +379,10 @@ TEST(DummyFile, GoldenBytesOnEveryIsa) {
         uint64_t hash;
     } cases[] = {
         {BITNET_DUMMY_F32, 256, 768, 4, 2, nullptr, 3781792, 0x658f517396a54341ull},
-        {BITNET_DUMMY_I2_S, 256, 768, 4, 2, nullptr, 525760, 0xb706113f80b4900full},
+        {BITNET_DUMMY_I2_S, 256, 768, 4, 2, nullptr, 525792, 0x39a43ffe39384de0ull},
         {BITNET_DUMMY_TL1, 256, 768, 4, 2, tl1, 526272, 0x667d4fe6fb5b8a8dull},
         {BITNET_DUMMY_TL2, 256, 768, 4, 2, tl2, 520832, 0x47b28a7a32e71f47ull},
-        {BITNET_DUMMY_I2_S, 96, 256, 3, 3, nullptr, 106208, 0x6e040eb9c42aeee8ull},  // Q8_0 token_embd
+        {BITNET_DUMMY_I2_S, 96, 256, 3, 3, nullptr, 106240, 0x0961ab5e5438c70bull},  // Q8_0 token_embd
     };
     for (const Case &c : cases) {
         bitnet_dummy_params p;
@@ -628,7 +636,7 @@ TEST(DummyVocab, CopiedFromBitnetCppFile) {
     bitnet_dummy_vocab_free(v);
     Gguf ours(out.path), ref(src);
     ASSERT_TRUE(ours.g && ref.g);
-    EXPECT_EQ(key_signature(ours.g), key_signature(ref.g));
+    EXPECT_EQ(key_signature(ours.g), with_layout_record(key_signature(ref.g)));
     for (const char *key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
         bitnet_gguf_type e1, e2;
         uint64_t n1, n2;

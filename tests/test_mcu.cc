@@ -1,7 +1,7 @@
 // test_mcu.cc — the microcontroller node (src/mcu/mcu.h) on a host: the arena sizing call is exact (the
 // context takes every byte it said and one byte less is refused before anything is allocated), nothing is
 // allocated after start-up, the logits equal the regular runtime's bit for bit on every stored layout
-// (I2_S, TL1, TL2, F32), and bad input (truncated or misaligned image, short arena, full context, too many
+// (I2_S, TL1, TL2, F32; I2_S in bitnet.cpp's ARM and 4-row layouts rewritten in the arena), and bad input (truncated or misaligned image, short arena, full context, too many
 // logit rows, a second heap model sharing the LUT host) gives errors that name the numbers.
 #include <gtest/gtest.h>
 
@@ -173,6 +173,51 @@ TEST(McuNode, TinyCaseGivesBitnetCppIdsAndTheRegularRuntimesLogits) {
     ASSERT_EQ(node.logits.size(), reg.logits.size());
     for (size_t i = 0; i < node.logits.size(); i++)
         EXPECT_EQ(0, std::memcmp(node.logits[i].data(), reg.logits[i].data(), node.logits[i].size() * 4)) << "position " << i;
+}
+
+// bitnet.cpp's tiny model in its ARM (arm64) and 4-row (rows4) I2_S layouts, repacked by the tests' own packer
+// (test_util.h): the node rewrites the weights into x86 copies in its arena — the model part grows by exactly
+// their bytes (14 tensors, each 64-aligned) and the sizing stays exact — and computes the x86 file's logits.
+TEST(McuNode, OtherI2sLayoutsAreRewrittenInTheArenaAndGiveTheX86Logits) {
+    auto x86 = image_of(kTinyI2S);
+    Buffer a0(4 << 20);
+    bitnet_mcu rt;
+    bitnet_error err;
+    ASSERT_EQ(bitnet_mcu_open(&rt, x86->p, x86->n, "tiny", a0.p, a0.n, &err), BITNET_OK) << err.msg;
+    const size_t model_x86 = rt.arena.used;
+    const bitnet_mcu_params p = {64, 16, 16};
+    ASSERT_EQ(bitnet_mcu_start(&rt, &p, &err), BITNET_OK) << err.msg;
+    const NodeRun ref = run_node(&rt, kTinyPrompt, 16);
+    bitnet_mcu_close(&rt);
+    // the 14 weights: 2 layers x (4 of 256 x 256 + 3 of 768 x 256), M·K/4 + 32 bytes each, rounded to 64
+    const size_t rewritten = 2 * (4 * ((256 * 256 / 4 + 32 + 63) / 64 * 64) + 3 * ((768 * 256 / 4 + 32 + 63) / 64 * 64));
+    for (int layout : {BITNET_I2S_LAYOUT_ARM64, BITNET_I2S_LAYOUT_ROWS4}) {
+        SCOPED_TRACE(bitnet_i2s_layout_name(layout));
+        const std::string path = bitnet_test::write_i2s_layout_copy(
+            kTinyI2S, g_dir + "/tiny-" + bitnet_i2s_layout_name(layout) + ".gguf", layout, "");
+        auto img = image_of(path);
+        Buffer arena(4 << 20);
+        ASSERT_EQ(bitnet_mcu_open_layout(&rt, img->p, img->n, "tiny", layout, arena.p, arena.n, &err), BITNET_OK)
+            << err.msg;
+        EXPECT_EQ(rt.arena.used, model_x86 + rewritten);
+        bitnet_mcu_budget b;
+        ASSERT_EQ(bitnet_mcu_arena_bytes(&rt, &p, &b, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(b.model, model_x86 + rewritten);
+        ASSERT_EQ(bitnet_mcu_start(&rt, &p, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(rt.arena.used, b.total);
+        const NodeRun node = run_node(&rt, kTinyPrompt, 16);
+        EXPECT_EQ(rt.arena.n_refused, 0u);
+        bitnet_mcu_close(&rt);
+        EXPECT_EQ(node.ids, kTinyIds);
+        ASSERT_EQ(node.logits.size(), ref.logits.size());
+        for (size_t i = 0; i < node.logits.size(); i++)
+            EXPECT_EQ(0, std::memcmp(node.logits[i].data(), ref.logits[i].data(), node.logits[i].size() * 4)) << "position " << i;
+        // the same image opened as x86 (a wrong --i2s-layout) opens, and computes something else
+        ASSERT_EQ(bitnet_mcu_open(&rt, img->p, img->n, "tiny", arena.p, arena.n, &err), BITNET_OK) << err.msg;
+        ASSERT_EQ(bitnet_mcu_start(&rt, &p, &err), BITNET_OK) << err.msg;
+        EXPECT_NE(run_node(&rt, kTinyPrompt, 16).ids, kTinyIds);
+        bitnet_mcu_close(&rt);
+    }
 }
 
 TEST(McuNode, EveryStoredLayoutRunsInPlaceWithTheRegularLogits) {

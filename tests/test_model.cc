@@ -58,7 +58,7 @@ using ModelPtr = std::unique_ptr<bitnet_model, ModelDeleter>;
 using ContextPtr = std::unique_ptr<bitnet_context, ContextDeleter>;
 
 ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO) {
-    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -68,7 +68,7 @@ ModelPtr Load(const std::string &path, bitnet_kernel_path kp = BITNET_PATH_AUTO)
 
 // Load expecting failure; returns the message.
 std::string LoadError(const std::string &path, bitnet_kernel_path kp, bitnet_status want) {
-    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     bitnet_status st = bitnet_model_load(path.c_str(), &p, &m, &err);
@@ -713,7 +713,7 @@ TEST_F(Golden, ContextChoosesTheKernelPerBatchSize) {
 // ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------
 
 ModelPtr LoadHead(const std::string &path, bitnet_kernel_path kp, int head_type) {
-    bitnet_model_params p = {kp, nullptr, head_type, nullptr, false, 0, 0, false};
+    bitnet_model_params p = {kp, nullptr, head_type, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -847,7 +847,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
     ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
     ModelPtr ok = LoadHead(path, BITNET_PATH_AUTO, 0);
     ASSERT_TRUE(ok);
-    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0, nullptr, false, 0, 0, false};
+    bitnet_model_params mp = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_Q8_0, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     EXPECT_EQ(bitnet_model_load(path.c_str(), &mp, &m, &err), BITNET_ERR_UNSUPPORTED);
     EXPECT_EQ(m, nullptr);
@@ -857,7 +857,7 @@ TEST(Q8Head, RowsThatAreNotWholeBlocksAreRefusedByName) {
 }
 
 TEST_F(Golden, BadHeadTypeIsRefused) {
-    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16, nullptr, false, 0, 0, false};
+    bitnet_model_params p = {BITNET_PATH_AUTO, nullptr, BITNET_TYPE_F16, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG);
@@ -1102,7 +1102,7 @@ TEST_F(Golden, F16WeightsUseTheDenseFloatPath) {
 
 // The preferred tile table: "pretuned" falls back to the config's only table; anything else is refused.
 TEST_F(Golden, LutTableChoice) {
-    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0, nullptr, false, 0, 0, false};
+    bitnet_model_params p = {BITNET_PATH_TL2, "pretuned", 0, nullptr, false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     ASSERT_EQ(bitnet_model_load(path_[0].c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1685,7 +1685,7 @@ std::string WriteIniTiledFile(bitnet_dummy_outtype out, bool record, const std::
 
 ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std::string &tiles) {
     TileFilePtr t = LoadTiles(tiles);
-    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false};
+    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -1695,7 +1695,7 @@ ModelPtr LoadWithTiles(const std::string &path, bitnet_kernel_path kp, const std
 std::string LoadWithTilesError(const std::string &path, bitnet_kernel_path kp, const std::string &tiles,
                                bitnet_status want) {
     TileFilePtr t = LoadTiles(tiles);
-    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false};
+    bitnet_model_params p = {kp, nullptr, 0, t.get(), false, 0, 0, false, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;
@@ -2005,7 +2005,7 @@ TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
           "bitnet-b1.58.attention.layer_norm_rms_epsilon", "general.file_type", "bitnet-b1.58.vocab_size",
           "bitnet-b1.58.rope.dimension_count", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
           "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
-          "tokenizer.ggml.eos_token_id", "general.quantization_version"},
+          "tokenizer.ggml.eos_token_id", "general.quantization_version", BITNET_I2S_LAYOUT_KEY},
          {"attn_norm", "ffn_down", "ffn_sub_norm", "ffn_gate", "ffn_up", "ffn_norm", "attn_sub_norm", "attn_k",
           "attn_output", "attn_q", "attn_v"},
          false},
@@ -2015,7 +2015,7 @@ TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
           "llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon", "general.file_type", "llama.vocab_size",
           "llama.rope.dimension_count", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
           "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
-          "tokenizer.ggml.eos_token_id", "general.quantization_version"},
+          "tokenizer.ggml.eos_token_id", "general.quantization_version", BITNET_I2S_LAYOUT_KEY},
          {"attn_norm", "ffn_down", "ffn_gate", "ffn_up", "ffn_norm", "attn_k", "attn_output", "attn_q", "attn_v"},
          true},
     };
@@ -2084,6 +2084,160 @@ TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
     EXPECT_STREQ(bitnet_arch_list(names, sizeof names, "'", ", ", " and "),
                  "'bitnet', 'bitnet-b1.58', 'bitnet-25' and 'llama'");
     EXPECT_STREQ(bitnet_arch_list(names, 10, "", ", ", " or "), "bitnet, b");   // truncated, terminated
+}
+
+// =============================================================================================
+// I2_S files in bitnet.cpp's other byte layouts (docs/LAYOUTS.md §2): its ARM builds (arm64) and its
+// x86 builds without ACT_PARALLEL (rows4) write bytes that no file records; bitnet_model_params.i2s_layout
+// (the tools' --i2s-layout) or the file's record says which, and the logits are the x86 file's.
+// =============================================================================================
+
+ModelPtr LoadLayout(const std::string &path, bitnet_kernel_path kp, int layout, bitnet_status want = BITNET_OK,
+                    std::string *msg = nullptr) {
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, 0, 0, false, layout};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), want) << err.msg;
+    if (msg) *msg = err.msg;
+    return ModelPtr(m);
+}
+
+// bitnet.cpp's tiny model repacked by the tests' own packer (test_util.h), with no record or with `record`.
+std::string TinyInLayout(int layout, const std::string &record = "") {
+    const std::string path = TmpDir() + "/tiny-" + bitnet_i2s_layout_name(layout) + (record.empty() ? "" : "-rec-" + record) + ".gguf";
+    return bitnet_test::write_i2s_layout_copy(kTinyI2S, path, layout, record);
+}
+
+bool Contains(const std::string &s, const std::string &part) { return s.find(part) != std::string::npos; }
+
+TEST(I2sLayouts, TinyInEveryLayoutGivesTheX86FilesLogitsOnEveryPath) {
+    const std::string files[2] = {TinyInLayout(BITNET_I2S_LAYOUT_ARM64), TinyInLayout(BITNET_I2S_LAYOUT_ROWS4)};
+    const int layouts[2] = {BITNET_I2S_LAYOUT_ARM64, BITNET_I2S_LAYOUT_ROWS4};
+    // the native path, every path, and the TL paths on the portable C kernels (BITNET_ISA=scalar)
+    struct Run {
+        bitnet_kernel_path kp;
+        bool portable;
+    } runs[] = {{BITNET_PATH_AUTO, false}, {BITNET_PATH_I2S, false}, {BITNET_PATH_TL1, false}, {BITNET_PATH_TL2, false},
+                {BITNET_PATH_STORED, false}, {BITNET_PATH_TL1, true}, {BITNET_PATH_TL2, true}};
+    const char *isa = std::getenv("BITNET_ISA");
+    const std::string saved = isa ? isa : "";
+    for (const Run &run : runs) {
+        if (run.portable) setenv("BITNET_ISA", "scalar", 1);
+        ModelPtr ref_m = Load(kTinyI2S, run.kp);
+        ASSERT_TRUE(ref_m);
+        const GreedyRun ref = Greedy(ref_m.get(), kPromptIds, 16, 2);
+        EXPECT_EQ(ref.ids, kBitnetCppGreedy) << bitnet_kernel_path_name(run.kp);
+        for (int f = 0; f < 2; f++) {
+            ModelPtr m = LoadLayout(files[f], run.kp, layouts[f]);
+            ASSERT_TRUE(m) << files[f];
+            const std::string summary = bitnet_model_kernel_summary(m.get()), note = bitnet_model_i2s_note(m.get());
+            const std::string what = files[f] + " on " + bitnet_kernel_path_name(run.kp) + " (" + summary + ")";
+            if (run.portable) {
+                EXPECT_TRUE(Contains(summary, "(portable)")) << what;
+            }
+            EXPECT_EQ(bitnet_model_i2s_layout(m.get()), layouts[f]);
+            EXPECT_TRUE(Contains(note, std::string("I2_S layout ") + bitnet_i2s_layout_name(layouts[f]) +
+                                           " (--i2s-layout; the file records none), rewritten to x86 at load (14 tensors"))
+                << note;
+            ExpectSameRun(ref, Greedy(m.get(), kPromptIds, 16, 2), what);
+        }
+        if (run.portable) {
+            if (isa) setenv("BITNET_ISA", saved.c_str(), 1);
+            else unsetenv("BITNET_ISA");
+        }
+    }
+}
+
+// Without a record and without a layout asked for, a file is read as x86 — the official files' layout — and
+// the note says that this was assumed: an arm64 file then computes something else (what the note warns of).
+TEST(I2sLayouts, AnUnrecordedFileIsReadAsX86AndTheNoteSaysItWasAssumed) {
+    for (const std::string &path : {kTinyI2S, TinyInLayout(BITNET_I2S_LAYOUT_ARM64)}) {
+        ModelPtr m = LoadLayout(path, BITNET_PATH_I2S, BITNET_I2S_LAYOUT_AUTO);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(bitnet_model_i2s_layout(m.get()), BITNET_I2S_LAYOUT_X86);
+        const std::string note = bitnet_model_i2s_note(m.get());
+        EXPECT_TRUE(Contains(note, "I2_S layout x86 (assumed: the file does not record how its I2_S weights were "
+                                   "packed; a file quantized by bitnet.cpp on ARM needs --i2s-layout arm64"))
+            << note;
+        EXPECT_FALSE(Contains(note, "rewritten"));
+        const GreedyRun r = Greedy(m.get(), kPromptIds, 16, 1);
+        if (path == kTinyI2S) EXPECT_EQ(r.ids, kBitnetCppGreedy);
+        else EXPECT_NE(r.ids, kBitnetCppGreedy);
+    }
+    ModelPtr f32 = LoadLayout(kTinyF32, BITNET_PATH_I2S, BITNET_I2S_LAYOUT_ARM64);  // no I2_S weights: not used
+    ASSERT_TRUE(f32);
+    EXPECT_EQ(bitnet_model_i2s_layout(f32.get()), BITNET_I2S_LAYOUT_AUTO);
+    EXPECT_STREQ(bitnet_model_i2s_note(f32.get()), "");
+}
+
+TEST(I2sLayouts, TheRecordDecidesAndAContradictionIsRefusedNamingBoth) {
+    ModelPtr ref_m = Load(kTinyI2S, BITNET_PATH_I2S);
+    ASSERT_TRUE(ref_m);
+    const GreedyRun ref = Greedy(ref_m.get(), kPromptIds, 16, 1);
+    const std::string rec = TinyInLayout(BITNET_I2S_LAYOUT_ARM64, "arm64");
+    for (int asked : {BITNET_I2S_LAYOUT_AUTO, BITNET_I2S_LAYOUT_ARM64}) {
+        ModelPtr m = LoadLayout(rec, BITNET_PATH_TL2, asked);
+        ASSERT_TRUE(m);
+        EXPECT_TRUE(Contains(bitnet_model_i2s_note(m.get()), "I2_S layout arm64 (recorded in the file), rewritten"))
+            << bitnet_model_i2s_note(m.get());
+        ExpectSameRun(ref, Greedy(m.get(), kPromptIds, 16, 1), rec);
+    }
+    std::string msg;
+    for (int asked : {BITNET_I2S_LAYOUT_X86, BITNET_I2S_LAYOUT_ROWS4}) {
+        EXPECT_FALSE(LoadLayout(rec, BITNET_PATH_I2S, asked, BITNET_ERR_UNSUPPORTED, &msg));
+        EXPECT_TRUE(Contains(msg, rec + ": the file records I2_S layout arm64 (key 'bitnet.i2s.layout'), but layout " +
+                                      bitnet_i2s_layout_name(asked) + " was asked for (--i2s-layout " +
+                                      bitnet_i2s_layout_name(asked) + ")"))
+            << msg;
+    }
+    // our writers record x86
+    bitnet_dummy_params dp = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 1234);
+    const std::string dummy = TmpDir() + "/layout-record-i2_s.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&dp, dummy.c_str(), &err), BITNET_OK) << err.msg;
+    ModelPtr dm = LoadLayout(dummy, BITNET_PATH_I2S, BITNET_I2S_LAYOUT_X86);
+    ASSERT_TRUE(dm);
+    EXPECT_STREQ(bitnet_model_i2s_note(dm.get()), "I2_S layout x86 (recorded in the file)");
+    EXPECT_FALSE(LoadLayout(dummy, BITNET_PATH_I2S, BITNET_I2S_LAYOUT_ARM64, BITNET_ERR_UNSUPPORTED, &msg));
+    EXPECT_TRUE(Contains(msg, "the file records I2_S layout x86")) << msg;
+    // a record that is no layout, or not a string; a request that is no layout
+    EXPECT_FALSE(LoadLayout(TinyInLayout(BITNET_I2S_LAYOUT_X86, "arm65"), BITNET_PATH_I2S, BITNET_I2S_LAYOUT_AUTO,
+                            BITNET_ERR_FORMAT, &msg));
+    EXPECT_TRUE(Contains(msg, "key 'bitnet.i2s.layout' = 'arm65' is not an I2_S layout this runtime knows")) << msg;
+    Edit e;
+    e.set_u32 = {{BITNET_I2S_LAYOUT_KEY, 2}};
+    const std::string u32 = TmpDir() + "/layout-record-u32.gguf";
+    CopyGguf(kTinyI2S, u32, e);
+    EXPECT_FALSE(LoadLayout(u32, BITNET_PATH_I2S, BITNET_I2S_LAYOUT_AUTO, BITNET_ERR_FORMAT, &msg));
+    EXPECT_TRUE(Contains(msg, "key 'bitnet.i2s.layout' has type uint32, expected string")) << msg;
+    EXPECT_FALSE(LoadLayout(kTinyI2S, BITNET_PATH_I2S, 4, BITNET_ERR_INVALID_ARG, &msg));
+    EXPECT_TRUE(Contains(msg, "i2s_layout 4 is not auto (0), x86 (1), arm64 (2) or rows4 (3)")) << msg;
+}
+
+// A pipeline stage rewrites the I2_S weights of its own layers only, and its layers compute what the whole
+// x86 model's do (the next stage's input: compared through bitnet_decode_hidden).
+TEST(I2sLayouts, AStageRewritesOnlyItsOwnLayers) {
+    const std::string rows4 = TinyInLayout(BITNET_I2S_LAYOUT_ROWS4);
+    bitnet_model_params p = {BITNET_PATH_I2S, nullptr, 0, nullptr, false, 1, 1, true, BITNET_I2S_LAYOUT_ROWS4};
+    bitnet_model *m = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_model_load(rows4.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
+    ModelPtr stage(m);
+    EXPECT_TRUE(Contains(bitnet_model_i2s_note(m), "rewritten to x86 at load (7 tensors")) << bitnet_model_i2s_note(m);
+    p.i2s_layout = BITNET_I2S_LAYOUT_AUTO;
+    ASSERT_EQ(bitnet_model_load(kTinyI2S.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
+    ModelPtr ref(m);
+    std::vector<float> x(3 * 256), y;
+    for (size_t i = 0; i < x.size(); i++) x[i] = (float)((int)(i * 37 % 101) - 50) / 25.0f;
+    y = x;
+    for (bitnet_model *mm : {stage.get(), ref.get()}) {
+        ContextPtr c = NewContext(mm, 8, 8, 1);
+        ASSERT_TRUE(c);
+        ASSERT_EQ(bitnet_decode_hidden(c.get(), mm == stage.get() ? x.data() : y.data(), 3, 0, &err), BITNET_OK)
+            << err.msg;
+    }
+    EXPECT_TRUE(SameBytes(x, y));
+    EXPECT_NE(x[0], (float)(0 * 37 % 101 - 50) / 25.0f);  // the layer changed the states
 }
 
 // =============================================================================================

@@ -204,7 +204,7 @@ class Engine : public ::testing::Test {
         ASSERT_EQ(bitnet_dummy_write(&p, path_.c_str(), &err), BITNET_OK) << err.msg;
     }
     static ModelPtr Load(bitnet_kernel_path kp = BITNET_PATH_AUTO) {
-        bitnet_model_params mp = {kp, nullptr, 0, nullptr, false, 0, 0, false};
+        bitnet_model_params mp = {kp, nullptr, 0, nullptr, false, 0, 0, false, 0};
         bitnet_model *m = nullptr;
         bitnet_error err{};
         EXPECT_EQ(bitnet_model_load(path_.c_str(), &mp, &m, &err), BITNET_OK) << err.msg;

@@ -63,7 +63,7 @@ std::string ModelFile(bitnet_dummy_outtype out) {
 }
 
 ModelPtr Load(const std::string &path, bitnet_kernel_path kp, int first, int n, bool embd_head) {
-    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, first, n, !embd_head};
+    bitnet_model_params p = {kp, nullptr, 0, nullptr, false, first, n, !embd_head, 0};
     bitnet_model *m = nullptr;
     bitnet_error err{};
     EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_OK) << err.msg;
@@ -250,7 +250,7 @@ TEST(Stages, RefusalsNameTheRule) {
                {2, 1, false, "starts at layer 0, not 2"},
                {-1, 1, true, "must be >= 0"}};
     for (const Bad &b : bad) {
-        bitnet_model_params p = {BITNET_PATH_I2S, nullptr, 0, nullptr, false, b.first, b.n, b.skip};
+        bitnet_model_params p = {BITNET_PATH_I2S, nullptr, 0, nullptr, false, b.first, b.n, b.skip, 0};
         err = bitnet_error{};
         EXPECT_EQ(bitnet_model_load(path.c_str(), &p, &m, &err), BITNET_ERR_INVALID_ARG) << b.first << "+" << b.n;
         EXPECT_NE(std::string(err.msg).find(b.want), std::string::npos) << err.msg;

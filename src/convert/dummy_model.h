@@ -178,8 +178,9 @@ void bitnet_dummy_params_init(bitnet_dummy_params *p);
  *   tokenizer keys: tokenizer.ggml.model, .pre (unless ""), .tokens, .scores, .token_type, .merges,
  *     .bos_token_id, .eos_token_id, .padding_token_id (each only when the vocabulary has it);
  *   general.quantization_version (2) only for I2_S/TL1/TL2 (bitnet.cpp's converter writes none into
- *     F32/F16 files, its quantizer adds it); TL1/TL2 files also get bitnet.lut.<tensor>.tiles =
- *     [BM, BK, bm] (uint32) per ternary tensor (LAYOUTS.md §7).
+ *     F32/F16 files, its quantizer adds it); I2_S files also get BITNET_I2S_LAYOUT_KEY = "x86" (the
+ *     layout of bitnet_pack_i2s), TL1/TL2 files bitnet.lut.<tensor>.tiles = [BM, BK, bm] (uint32) per
+ *     ternary tensor (LAYOUTS.md §7).
  * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head
  * without n_embd_head, n_head % n_head_kv, odd head size, an unknown arch, n_embd_head on "bitnet",
  * I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape the model does not have, Q8_0

@@ -764,6 +764,7 @@ static bitnet_status write_keys(conv *c, bitnet_gguf_writer *w, const bitnet_hf_
     if ((st = bitnet_hf_vocab_write_gguf(v, w, c->err)) != BITNET_OK) return st;
     const int ttype = bitnet_dummy_ternary_type(c->p->outtype);
     if (bitnet_type_is_ternary(ttype)) TRY(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
+    if (ttype == BITNET_TYPE_I2_S) TRY(bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86"), BITNET_I2S_LAYOUT_KEY);
     if (ttype == BITNET_TYPE_TL1 || ttype == BITNET_TYPE_TL2) {
         for (int64_t j = 0; j < c->n; j++) {
             const plan_tensor *e = &c->t[j];

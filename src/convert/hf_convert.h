@@ -47,7 +47,8 @@
  *   also decides the head's bytes per generated token. Tensor order and key set are those of bitnet_dummy_write for the same architecture
  *   (dummy_model.h), so a converted file and a dummy file of the same weights hold identical tensors.
  *   For "llama" the q/k rows are permuted for RoPE NORM as llama.cpp's converters do
- *   (bitnet_hf_rope_permute). TL1/TL2 files record bitnet.lut.<tensor>.tiles (LAYOUTS.md §7).
+ *   (bitnet_hf_rope_permute). TL1/TL2 files record bitnet.lut.<tensor>.tiles, I2_S files their layout
+ *   (BITNET_I2S_LAYOUT_KEY = "x86"; LAYOUTS.md §7).
  */
 #ifndef BITNET_HF_CONVERT_H
 #define BITNET_HF_CONVERT_H

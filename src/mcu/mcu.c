@@ -18,6 +18,11 @@ static void leave(arena_scope s) { bitnet_arena_use(s.prev); }
 
 bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_bytes, const char *name, void *arena,
                               size_t arena_bytes, bitnet_error *err) {
+    return bitnet_mcu_open_layout(rt, image, image_bytes, name, BITNET_I2S_LAYOUT_AUTO, arena, arena_bytes, err);
+}
+
+bitnet_status bitnet_mcu_open_layout(bitnet_mcu *rt, const void *image, size_t image_bytes, const char *name,
+                                     int i2s_layout, void *arena, size_t arena_bytes, bitnet_error *err) {
     if (!rt) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_mcu_open: NULL node");
     memset(rt, 0, sizeof *rt);
     if (!name) name = "(model image)";
@@ -29,7 +34,7 @@ bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_by
     }
     snprintf(rt->name, sizeof rt->name, "%s", name);
     bitnet_arena_init(&rt->arena, arena, arena_bytes);
-    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL, true, 0, 0, false};
+    const bitnet_model_params mp = {BITNET_PATH_STORED, NULL, 0, NULL, true, 0, 0, false, i2s_layout};
     bitnet_error sub;
     sub.msg[0] = '\0';
     const arena_scope s = enter(rt);

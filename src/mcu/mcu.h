@@ -58,6 +58,13 @@ typedef struct bitnet_mcu {
  * size and the request that failed). On error nothing stays open. */
 bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_bytes, const char *name, void *arena,
                               size_t arena_bytes, bitnet_error *err);
+/* bitnet_mcu_open for an image whose I2_S weights are in `i2s_layout` (bitnet_model_params.i2s_layout:
+ * AUTO = the image's record, else X86). Weights in bitnet.cpp's ARM64 or ROWS4 layout are rewritten into
+ * X86 copies in the arena (M·K/4 + 32 bytes each, counted in bitnet_mcu_budget.model), since no kernel
+ * reads those layouts in place; an image rewritten once on a host (bitnet-convert --relayout) needs none.
+ * A layout that contradicts the image's record is refused naming both. */
+bitnet_status bitnet_mcu_open_layout(bitnet_mcu *rt, const void *image, size_t image_bytes, const char *name,
+                                     int i2s_layout, void *arena, size_t arena_bytes, bitnet_error *err);
 
 /* The arena this node needs with params p: exact (tests check that bitnet_mcu_start then uses every byte
  * of it and that one byte less is refused). Errors as bitnet_context_arena_bytes (bad sizes). */

@@ -315,7 +315,7 @@ static bitnet_status token_count(loader *ld, int64_t *n) {
 
 /* The params (NULL: defaults) checked, with the table name resolved; before any file is opened. */
 static bitnet_status check_params(const bitnet_model_params **params, const char **table_name, bitnet_error *err) {
-    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false, 0, 0, false};
+    static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false, 0, 0, false, 0};
     if (!*params) *params = &defaults;
     const bitnet_model_params *p = *params;
     *table_name = p->lut_table ? p->lut_table : BITNET_LUT_TABLE_DEFAULT;
@@ -343,6 +343,10 @@ static bitnet_status check_params(const bitnet_model_params **params, const char
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "stage layers: the stage with the embedding and the head starts at layer 0, not %d",
                            (int)p->first_layer);
+    }
+    if (p->i2s_layout < BITNET_I2S_LAYOUT_AUTO || p->i2s_layout > BITNET_I2S_LAYOUT_ROWS4) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "i2s_layout %d is not auto (0), x86 (1), arm64 (2) or rows4 (3)",
+                           p->i2s_layout);
     }
     if (p->head_type != 0 && p->weights_in_place) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
@@ -468,6 +472,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     ld.check_only = false;
     if ((st = check_all_tensors_known(&ld, hp)) != BITNET_OK) goto fail;
     m->path = resolve_path(params->path, m);
+    if ((st = bitnet_model_read_i2s_layout(&ld, m, params->i2s_layout)) != BITNET_OK) goto fail;
     if ((st = bitnet_model_prepare_lut_weights(&ld, m, table_name, params->lut_tiles)) != BITNET_OK) goto fail;
     if (m->head_owned) { /* after the summary's dense part (model_internal.h) */
         const size_t len = strlen(m->summary_tail);
@@ -529,7 +534,10 @@ void bitnet_model_free(bitnet_model *m) {
     }
     if (m->layers) {
         for (int32_t l = m->hp.n_layer; l-- > 0;) {
-            for (int p = N_PROJ; p-- > 0;) bitnet_free(layer_proj(&m->layers[l], p)->dense_owned);
+            for (int p = N_PROJ; p-- > 0;) {
+                bitnet_free(layer_proj(&m->layers[l], p)->i2s_owned);
+                bitnet_free(layer_proj(&m->layers[l], p)->dense_owned);
+            }
         }
     }
     for (int32_t i = m->n_vec_owned; i-- > 0;) bitnet_free(m->vec_owned[i]);
@@ -549,6 +557,8 @@ bitnet_kernel_path bitnet_model_path(const bitnet_model *m) { return m->path; }
 uint64_t bitnet_model_n_params(const bitnet_model *m) { return m->n_params; }
 uint64_t bitnet_model_size_bytes(const bitnet_model *m) { return m->size_bytes; }
 const char *bitnet_model_kernel_summary(const bitnet_model *m) { return m->summary; }
+int bitnet_model_i2s_layout(const bitnet_model *m) { return m->i2s_layout; }
+const char *bitnet_model_i2s_note(const bitnet_model *m) { return m->i2s_note; }
 uint64_t bitnet_model_stage_bytes(const bitnet_model *m) { return m->stage_bytes; }
 void bitnet_model_stage(const bitnet_model *m, int32_t *first, int32_t *end, bool *embd_head) {
     if (first) *first = m->l_begin;

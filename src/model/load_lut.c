@@ -46,6 +46,90 @@ static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *ti
     return BITNET_OK;
 }
 
+/* The layout the file records (key BITNET_I2S_LAYOUT_KEY) into *recorded, or -1 without the key. */
+static bitnet_status recorded_i2s_layout(loader *ld, int *recorded) {
+    *recorded = -1;
+    if (bitnet_gguf_find_kv(ld->g, BITNET_I2S_LAYOUT_KEY) < 0) return BITNET_OK;
+    const char *s;
+    size_t n;
+    bitnet_status st = bitnet_gguf_get_str(ld->g, BITNET_I2S_LAYOUT_KEY, &s, &n, ld->err);
+    if (st != BITNET_OK) return st;
+    *recorded = bitnet_i2s_layout_parse(s, n);
+    if (*recorded < 0) {
+        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
+                           "%s: key '%s' = '%.*s' is not an I2_S layout this runtime knows (x86, arm64, rows4)",
+                           ld->path, BITNET_I2S_LAYOUT_KEY, n > 64 ? 64 : (int)n, s);
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requested) {
+    m->i2s_layout = BITNET_I2S_LAYOUT_AUTO;
+    m->i2s_note[0] = '\0';
+    int recorded;
+    bitnet_status st = recorded_i2s_layout(ld, &recorded);
+    if (st != BITNET_OK) return st;
+    if (requested != BITNET_I2S_LAYOUT_AUTO && recorded > 0 && requested != recorded) {
+        return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
+                           "%s: the file records I2_S layout %s (key '%s'), but layout %s was asked for "
+                           "(--i2s-layout %s): the file's bytes follow its record; drop --i2s-layout or give %s",
+                           ld->path, bitnet_i2s_layout_name(recorded), BITNET_I2S_LAYOUT_KEY,
+                           bitnet_i2s_layout_name(requested), bitnet_i2s_layout_name(requested),
+                           bitnet_i2s_layout_name(recorded));
+    }
+    const int layout = recorded > 0 ? recorded : requested != BITNET_I2S_LAYOUT_AUTO ? requested : BITNET_I2S_LAYOUT_X86;
+    int n_i2s = 0;
+    uint64_t rewritten = 0;
+    for (int32_t l = m->l_begin; l < m->l_end; l++) {
+        for (int p = 0; p < N_PROJ; p++) {
+            weight *w = layer_proj(&m->layers[l], p);
+            if (!w->lut || w->t.type != BITNET_TYPE_I2_S) continue;
+            n_i2s++;
+            if (layout == BITNET_I2S_LAYOUT_X86) continue; /* read as stored */
+            bitnet_error sub;
+            if (bitnet_i2s_layout_check(layout, w->M, w->K, &sub) != BITNET_OK)
+                return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", ld->path, w->t.name, sub.msg);
+            const size_t nbytes = bitnet_i2s_nbytes(w->M, w->K);
+            if (w->t.nbytes < nbytes) {
+                return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %llu bytes, but I2_S with M = %lld, K = %lld needs %llu",
+                                   ld->path, w->t.name, (unsigned long long)w->t.nbytes, (long long)w->M, (long long)w->K,
+                                   (unsigned long long)nbytes);
+            }
+            w->i2s_owned = (uint8_t *)bitnet_aligned_alloc(64, (nbytes + 63) / 64 * 64);
+            if (!w->i2s_owned) {
+                return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory rewriting tensor '%s' (%llu bytes) to the x86 layout",
+                                   ld->path, w->t.name, (unsigned long long)nbytes);
+            }
+            if (bitnet_i2s_relayout(layout, (const uint8_t *)w->t.data, w->M, w->K, w->i2s_owned, &sub) != BITNET_OK)
+                return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", ld->path, w->t.name, sub.msg);
+            w->t.data = w->i2s_owned;
+            w->t.nbytes = nbytes;
+            rewritten += nbytes;
+        }
+    }
+    if (n_i2s == 0) return BITNET_OK;
+    m->i2s_layout = layout;
+    const char *name = bitnet_i2s_layout_name(layout);
+    int len;
+    if (recorded > 0) {
+        len = snprintf(m->i2s_note, sizeof m->i2s_note, "I2_S layout %s (recorded in the file)", name);
+    } else if (requested != BITNET_I2S_LAYOUT_AUTO) {
+        len = snprintf(m->i2s_note, sizeof m->i2s_note, "I2_S layout %s (--i2s-layout; the file records none)", name);
+    } else {
+        len = snprintf(m->i2s_note, sizeof m->i2s_note,
+                       "I2_S layout x86 (assumed: the file does not record how its I2_S weights were packed; a file "
+                       "quantized by bitnet.cpp on ARM needs --i2s-layout arm64, one by its x86 build without "
+                       "ACT_PARALLEL --i2s-layout rows4)");
+    }
+    if (rewritten && len > 0 && (size_t)len < sizeof m->i2s_note) {
+        snprintf(m->i2s_note + len, sizeof m->i2s_note - (size_t)len,
+                 ", rewritten to x86 at load (%d tensors, %.1f MB; bitnet-convert --relayout %s writes a file that "
+                 "needs no rewrite)",
+                 n_i2s, (double)rewritten / 1e6, name);
+    }
+    return BITNET_OK;
+}
+
 /* Distinct (M, K) of the model's LUT weights. shapes: room for n_layer·N_PROJ entries. */
 static size_t lut_shapes(const bitnet_model *m, int64_t (*shapes)[2]) {
     size_t n = 0;

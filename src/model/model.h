@@ -149,6 +149,16 @@ typedef struct bitnet_model_params {
     int32_t first_layer;
     int32_t n_layers;
     bool skip_embd_head;
+    /* The byte layout of the file's I2_S weights (bitnet_i2s_layout, base/common.h; the tools'
+     * --i2s-layout). bitnet.cpp's files do not say which of its three layouts they hold, so: AUTO (0) takes
+     * the layout the file records (key BITNET_I2S_LAYOUT_KEY, written by this project's writers), else
+     * assumes X86 (bitnet.cpp's x86 build, the official files) and says so in bitnet_model_i2s_note; X86,
+     * ARM64 or ROWS4 name it, and a file whose record says another layout is refused naming both. I2_S
+     * weights in ARM64 or ROWS4 are rewritten into X86 at load (bitnet_i2s_relayout) into a copy the model
+     * owns (M·K/4 + 32 bytes each, from base/mem.h: the arena of a microcontroller node too, even with
+     * weights_in_place, since no kernel reads those layouts), which every kernel path then uses. Files
+     * without I2_S weights ignore it. */
+    int i2s_layout;
 } bitnet_model_params;
 
 typedef struct bitnet_model bitnet_model;
@@ -214,6 +224,14 @@ void bitnet_model_stage(const bitnet_model *m, int32_t *first, int32_t *end, boo
 /* Bytes of the file's tensors this model uses: every tensor for a whole model; a stage's layers (and
  * token_embd, output_norm, output.weight when it holds them). */
 uint64_t bitnet_model_stage_bytes(const bitnet_model *m);
+/* The layout the model's I2_S weights were read in (BITNET_I2S_LAYOUT_X86, _ARM64 or _ROWS4), or
+ * BITNET_I2S_LAYOUT_AUTO when the model (its stage) has none. */
+int bitnet_model_i2s_layout(const bitnet_model *m);
+/* One sentence on that layout and where it came from, for the tools' load summary: "I2_S layout x86
+ * (recorded in the file)", "I2_S layout arm64 (--i2s-layout; the file records none), rewritten to x86 at
+ * load (14 tensors, 0.4 MB; ...)", or for a file without a record and no layout asked for "I2_S layout x86
+ * (assumed: the file does not record ...)". "" when the model has no I2_S weights. Owned by the model. */
+const char *bitnet_model_i2s_note(const bitnet_model *m);
 /* "auto", "I2_S", "TL1", "TL2", "stored". */
 const char *bitnet_kernel_path_name(bitnet_kernel_path p);
 

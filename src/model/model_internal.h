@@ -35,6 +35,7 @@ typedef struct weight {
     bool lut;              /* true: bitnet_mul_mat; false: dense float */
     const float *dense;    /* dense: [M][K] row-major (file mapping or dense_owned) */
     float *dense_owned;
+    uint8_t *i2s_owned;    /* I2_S bytes rewritten into the X86 layout at load (t.data points here), or NULL */
     int64_t M, K;
     bool has_scale;        /* blk.N.<proj>.scale present: output multiplied by out_scale */
     float out_scale;
@@ -77,6 +78,8 @@ struct bitnet_model {
     int32_t n_vec_owned;
     uint64_t n_params, size_bytes;
     bool lut_used;                          /* weights were handed to the LUT host */
+    int i2s_layout;                         /* the layout the I2_S weights were read in; AUTO: none (load_lut.c) */
+    char i2s_note[384];                     /* bitnet_model_i2s_note */
     char summary[512];
     size_t summary_lut_len;                 /* the LUT part of summary; the batch part follows (load_lut.c) */
     char summary_tail[160];                 /* what follows: the dense part, then the head's (load.c) */
@@ -124,6 +127,12 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp);
 /* arch.c: <arch>.<suffix> as an integer in [lo, hi] into *out; absent: dflt, or an error when required. */
 bitnet_status bitnet_model_int_key(loader *ld, const char *suffix, bool required, int64_t dflt, int64_t lo,
                                    int64_t hi, int32_t *out);
+
+/* load_lut.c: the layout of the file's I2_S weights (params.i2s_layout against the file's record; rules
+ * in model.h), checked for every I2_S weight of m's layers, those in another layout than X86 rewritten
+ * into X86 copies (weight.i2s_owned), and m->i2s_layout and m->i2s_note set. Before
+ * bitnet_model_prepare_lut_weights. */
+bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requested);
 
 /* load_lut.c: every ternary weight of m handed to the LUT host for m->path with its tiles, then
  * m->summary written (rules: bitnet_model_load in model.h). */
