@@ -5,8 +5,8 @@ run_inference.py takes.
     python3 run_inference.py -m models/dummy-bitnet-125m.i2_s.gguf -p "The quick brown fox" -n 32 -temp 0
 
 Flags (bitnet.cpp's names): -m/--model, -n/--n-predict, -p/--prompt, -t/--threads, -c/--ctx-size,
--temp/--temperature, -cnv/--conversation; plus -s/--seed, --chat-template and --build-dir (this
-project's).
+-temp/--temperature, -cnv/--conversation; plus -s/--seed, --chat-template, --head-type, --lut-tiles,
+--i2s-layout and --build-dir (this project's).
 
 Chat (-cnv), as in bitnet.cpp: -p is the system prompt; user turns are read from this script's stdin,
 one per line, until end of input (Ctrl-D); -n limits each reply. The chat template comes from the
@@ -27,7 +27,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
-from utils.launch import missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
+from utils.launch import add_i2s_layout, i2s_layout_args, missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
 
 DEFAULT_MODEL = os.path.join("models", "dummy-bitnet-125m.i2_s.gguf")
 
@@ -54,6 +54,7 @@ def parse_args(argv):
     p.add_argument("--lut-tiles", metavar="FILE", default=None,
                    help="the tiles a TL1/TL2 model without a tile record (written by bitnet.cpp) was packed with: "
                         "bitnet.cpp's include/kernel_config.ini or a configs/-style YAML; passed to llama-cli --lut-tiles")
+    add_i2s_layout(p, "llama-cli")
     p.add_argument("--build-dir", default=None, help="where bin/llama-cli is (default build/, env BITNET_BUILD_DIR)")
     a = p.parse_args(argv)
     if a.n_predict < -1:
@@ -81,6 +82,7 @@ def main(argv=None) -> int:
         cmd += ["--head-type", a.head_type]
     if a.lut_tiles:
         cmd += ["--lut-tiles", a.lut_tiles]
+    cmd += i2s_layout_args(a)
     if a.conversation:
         cmd.append("-cnv")
         return run_chat(cmd)

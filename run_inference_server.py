@@ -9,7 +9,7 @@ bitnet.cpp's run_inference_server.py takes.
 Flags (bitnet.cpp's names): -m/--model, -p/--prompt (the system prompt of chat requests that bring none),
 -n/--n-predict (max_tokens of requests that give none), -t/--threads, -c/--ctx-size (shared by the slots),
 -temp/--temperature (the default of requests that give none), --host (default 127.0.0.1), --port (8080);
-plus this project's -np/--parallel, --api-key, --chat-template, --lut-tiles and --build-dir.
+plus this project's -np/--parallel, --api-key, --chat-template, --lut-tiles, --i2s-layout and --build-dir.
 
 The script replaces itself with llama-server (exec), so SIGINT/SIGTERM reach the server directly: it
 answers the requests already received and exits 0. Exit status: llama-server's; 1 when the model file or
@@ -23,7 +23,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
-from utils.launch import missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
+from utils.launch import add_i2s_layout, i2s_layout_args, missing_input, positive_int, tool_path  # noqa: E402  (needs ROOT on sys.path)
 
 DEFAULT_MODEL = os.path.join("models", "dummy-bitnet-125m.i2_s.gguf")
 
@@ -61,6 +61,7 @@ def parse_args(argv):
                    help="chat template to use when the model's tokenizer.chat_template is missing or unknown")
     p.add_argument("--lut-tiles", metavar="FILE", default=None,
                    help="the tiles a TL1/TL2 model without a tile record (written by bitnet.cpp) was packed with")
+    add_i2s_layout(p, "llama-server")
     p.add_argument("--build-dir", default=None, help="where bin/llama-server is (default build/, env BITNET_BUILD_DIR)")
     a = p.parse_args(argv)
     if a.n_predict < -1 or a.n_predict == 0:
@@ -84,7 +85,7 @@ def command(a, server):
         cmd += ["--chat-template", a.chat_template]
     if a.lut_tiles:
         cmd += ["--lut-tiles", a.lut_tiles]
-    return cmd
+    return cmd + i2s_layout_args(a)
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,8 @@ utils/e2e_benchmark.py takes and prints its table (prompt processing ppN and gen
 
 Flags (bitnet.cpp's names and defaults): -m/--model (required), -n/--n-token (128), -p/--n-prompt (512),
 -t/--threads (2). This project's additions: -r/--repetitions (5, as bitnet.cpp passes), --kernel
-auto|i2_s|tl1|tl2, -b/--batch-size, -o/--output md|csv|json, --build-dir. -n, -p, -t, -b and --kernel
+auto|i2_s|tl1|tl2, -b/--batch-size, --head-type, --lut-tiles, --i2s-layout, -o/--output md|csv|json,
+--build-dir. -n, -p, -t, -b and --kernel
 take comma lists (every combination runs, as llama-bench does).
 
 Prompt batch: bitnet.cpp's script passes `-b 1` to llama-bench, which evaluates the prompt one token at a
@@ -28,7 +29,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from utils.launch import missing_input, tool_path  # noqa: E402  (needs ROOT on sys.path)
+from utils.launch import add_i2s_layout, i2s_layout_args, missing_input, tool_path  # noqa: E402  (needs ROOT on sys.path)
 KERNELS = ("auto", "i2_s", "tl1", "tl2")
 
 
@@ -75,6 +76,7 @@ def parse_args(argv):
     p.add_argument("--lut-tiles", metavar="FILE", default=None,
                    help="the tiles a TL1/TL2 model without a tile record (written by bitnet.cpp) was packed with: "
                         "bitnet.cpp's include/kernel_config.ini or a configs/-style YAML (llama-bench --lut-tiles)")
+    add_i2s_layout(p, "llama-bench")
     p.add_argument("-o", "--output", choices=("md", "csv", "json"), default="md", help="output format (default md)")
     p.add_argument("--build-dir", default=None,
                    help="where bin/llama-bench is (default build/, env BITNET_BUILD_DIR)")
@@ -99,7 +101,7 @@ def bench_command(a, bench: str) -> list[str]:
         cmd += ["--head-type", a.head_type]
     if a.lut_tiles:
         cmd += ["--lut-tiles", a.lut_tiles]
-    return cmd
+    return cmd + i2s_layout_args(a)
 
 
 def main(argv=None) -> int:

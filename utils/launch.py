@@ -1,6 +1,6 @@
 """What the scripts that run a built tool share (run_inference.py, run_inference_server.py,
-utils/e2e_benchmark.py): where the tool is, the checks of their input files with the messages users see,
-and an argparse type."""
+utils/e2e_benchmark.py, utils/test_perplexity.py): where the tool is, the checks of their input files with
+the messages users see, an argparse type, and the --i2s-layout option they pass on."""
 from __future__ import annotations
 
 import argparse
@@ -36,3 +36,19 @@ def positive_int(text: str) -> int:
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{v} must be positive")
     return v
+
+
+I2S_LAYOUTS = ("auto", "x86", "arm64", "rows4")
+
+
+def add_i2s_layout(p: argparse.ArgumentParser, tool: str) -> None:
+    """The --i2s-layout option of the tools (src/tools/common/args.h), passed on to `tool`."""
+    p.add_argument("--i2s-layout", choices=I2S_LAYOUTS, default=None,
+                   help="how bitnet.cpp packed the I2_S weights of a file that does not record it: x86 (its x86 "
+                        "build, the official files), arm64 (its ARM builds), rows4 (x86 without ACT_PARALLEL); "
+                        f"default: the file's record, else x86; passed to {tool} --i2s-layout")
+
+
+def i2s_layout_args(a: argparse.Namespace) -> list[str]:
+    """["--i2s-layout", L] when the option was given, else []."""
+    return ["--i2s-layout", a.i2s_layout] if a.i2s_layout else []

@@ -14,7 +14,7 @@ ppl_<model>_<time>.csv when --csv is not given, and a .log with every run's comm
 -c at most 128). bitnet.cpp's -e/--test-embeddings and --quantize-bin need llama-quantize, which this
 project does not have: -e is refused with a message. This project's additions: -f/--file FILE... (files
 to test, repeatable; the dataset name is the file name without extension), -b/--batch-size, --chunks,
---kernel, --head-type, --lut-table, --lut-tiles, --build-dir (where bin/llama-perplexity is, default build/ or $BITNET_BUILD_DIR),
+--kernel, --head-type, --lut-table, --lut-tiles, --i2s-layout, --build-dir (where bin/llama-perplexity is, default build/ or $BITNET_BUILD_DIR),
 --timeout (seconds per run, default 3600 as bitnet.cpp).
 
 CSV columns: model, dataset, file, kernel (the path llama-perplexity reports), n_ctx, batch, threads,
@@ -41,6 +41,8 @@ import time
 from datetime import datetime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from utils.launch import add_i2s_layout, i2s_layout_args  # noqa: E402  (needs ROOT on sys.path)
 KERNELS = ("auto", "i2_s", "tl1", "tl2")
 FIELDS = ["model", "dataset", "file", "kernel", "n_ctx", "batch", "threads", "chunks", "text_tokens",
           "scored_tokens", "ppl", "ppl_err", "seconds", "tokens_per_s", "wall_seconds", "status", "error"]
@@ -101,6 +103,7 @@ def parse_args(argv):
     p.add_argument("--lut-tiles", metavar="FILE", default=None,
                    help="the tiles a TL1/TL2 model without a tile record (bitnet.cpp's) was packed with: its "
                         "include/kernel_config.ini or a configs/-style YAML (llama-perplexity --lut-tiles)")
+    add_i2s_layout(p, "llama-perplexity")
     p.add_argument("--csv", "--csv-output", dest="csv", default=None, metavar="OUT",
                    help="write the CSV here (default: OUTPUT_DIR/ppl_<model>_<time>.csv)")
     p.add_argument("-o", "--output-dir", default="perplexity_results",
@@ -162,6 +165,7 @@ def run_one(a, tool: str, dataset: str, path: str, text_path: str, n_ctx: int) -
         cmd += ["--lut-table", a.lut_table]
     if a.lut_tiles:
         cmd += ["--lut-tiles", a.lut_tiles]
+    cmd += i2s_layout_args(a)
     row = {k: "" for k in FIELDS}
     row.update(model=a.model, dataset=dataset, file=path, n_ctx=n_ctx, status="failed")
     t0 = time.monotonic()

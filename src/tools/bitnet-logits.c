@@ -10,16 +10,18 @@
  * token t, i.e. the prediction of token t+1), nothing else. FILE.json: a header describing it —
  *   {"format": "bitnet-logits", "version": 1, "model": ..., "arch": ..., "n_vocab": V, "n_tokens": T,
  *    "tokens": [...], "prompt": TEXT or null, "add_bos": bool, "kernel_path": "I2_S"|"TL1"|"TL2",
- *    "kernel_summary": ..., "threads": N, "batch": B, "dtype": "f32", "byte_order": "little",
+ *    "kernel_summary": ..., "i2s_layout": "x86"|"arm64"|"rows4" (the layout its I2_S weights were read
+ *    in; "auto" without I2_S weights), "threads": N, "batch": B, "dtype": "f32", "byte_order": "little",
  *    "shape": [T, V], "data_file": basename of FILE}.
  * Both are written to FILE.tmp / FILE.json.tmp first and renamed when complete, so a failure never
  * leaves a truncated file under the final name.
  * stdout (when --top-k is given, or when --out is not): one line per position,
  *   pos=<t> token=<id> top: <id>=<logit> <id>=<logit> ...   (logits with %.6f, best first, ties by id)
- * stderr: one line about the model and the kernels; error messages.
+ * stderr: one line about the model and the kernels (and one on the I2_S layout); error messages.
  * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
  * Exit status (args.h): 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
+#include "kernels/lut/pack.h"
 #include "model/model.h"
 #include "tilefile/tile_file.h"
 #include "text/tokenizer.h"
@@ -124,6 +126,7 @@ typedef struct options {
     bool have_top_k, no_bos;
     int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     int head_type; /* bitnet_model_params.head_type */
+    int i2s_layout; /* bitnet_model_params.i2s_layout (--i2s-layout) */
 } options;
 
 static int on_out(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
@@ -158,6 +161,7 @@ static int parse_args(int argc, char **argv, options *o) {
          "the tiles a TL1/TL2 file without a tile record (bitnet.cpp's) was packed\n"
          "with: bitnet.cpp's include/kernel_config.ini or a configs/-style YAML",
          BITNET_ARG_STRING, &o->lut_tiles),
+        BITNET_OPT_I2S_LAYOUT(&o->i2s_layout),
         BITNET_OPT("--head-type", "H",
          "stored|q8_0: output head as stored (default) or requantized to Q8_0 at load\n"
          "(the kernel_summary in FILE.json then ends with \"head: Q8_0 ...\")",
@@ -197,6 +201,8 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
     json_string(f, bitnet_kernel_path_name(bitnet_model_path(m)));
     fprintf(f, ",\n  \"kernel_summary\": ");
     json_string(f, bitnet_model_kernel_summary(m));
+    fprintf(f, ",\n  \"i2s_layout\": ");
+    json_string(f, bitnet_i2s_layout_name(bitnet_model_i2s_layout(m)));
     fprintf(f, ",\n  \"threads\": %ld,\n  \"batch\": %ld,\n  \"dtype\": \"f32\",\n  \"byte_order\": \"little\",\n"
                "  \"shape\": [%zu, %d],\n  \"data_file\": ",
             n_threads, n_batch, n, hp->n_vocab);
@@ -281,7 +287,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bitnet-logits: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false, o.i2s_layout};
     if ((rc = bitnet_tool_cluster_begin("bitnet-logits", o.plan, o.link_emulate, o.model, &argc, &argv, &mp, &cluster)) >=
         0) {
         bitnet_tile_file_free(tiles);
@@ -334,6 +340,7 @@ int main(int argc, char **argv) {
     rc = 1;
     fprintf(stderr, "bitnet-logits: %s: arch %s, n_vocab %d, %zu tokens; %s path: %s\n", o.model, hp->arch,
             hp->n_vocab, n, bitnet_kernel_path_name(bitnet_model_path(m)), bitnet_model_kernel_summary(m));
+    if (bitnet_model_i2s_note(m)[0]) fprintf(stderr, "bitnet-logits: %s\n", bitnet_model_i2s_note(m));
 
     if (bitnet_tool_cluster_context(cluster, m, &cp, &c, &err) != BITNET_OK) {
         fprintf(stderr, "bitnet-logits: %s\n", err.msg);

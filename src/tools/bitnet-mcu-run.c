@@ -26,6 +26,7 @@ typedef struct options {
     int32_t n_batch;
     uint64_t arena;
     bool hashes;
+    int i2s_layout; /* --i2s-layout: bitnet_model_params.i2s_layout */
 } options;
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
@@ -115,7 +116,7 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
 
     bitnet_mcu rt;
     bitnet_error err;
-    if (bitnet_mcu_open(&rt, image, image_size, o->model, arena, arena_size, &err) != BITNET_OK) {
+    if (bitnet_mcu_open_layout(&rt, image, image_size, o->model, o->i2s_layout, arena, arena_size, &err) != BITNET_OK) {
         rc = bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
         goto done_buffers;
     }
@@ -123,6 +124,7 @@ static int run(const options *o, const int32_t *prompt, int32_t n_prompt) {
     printf("model: arch %s, n_embd %d, n_ff %d, n_layer %d, n_head %d/%d, n_vocab %d; %s path: %s\n", hp->arch,
            (int)hp->n_embd, (int)hp->n_ff, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->n_vocab,
            bitnet_kernel_path_name(bitnet_model_path(rt.model)), bitnet_model_kernel_summary(rt.model));
+    if (bitnet_model_i2s_note(rt.model)[0]) printf("%s\n", bitnet_model_i2s_note(rt.model));
     const int32_t n_ctx = o->n_ctx ? o->n_ctx : n_prompt + o->n_predict;
     /* the context clamps n_batch to n_ctx; the rows of logits (one per position of a batch) must be clamped
      * too, or a short run (-n 2 after 3 prompt ids: n_ctx 5) with the default n_batch 16 is refused */
@@ -203,7 +205,7 @@ static int token_item(void *user, const char *text, size_t len) {
 }
 
 int main(int argc, char **argv) {
-    options o = {NULL, "1", 16, 0, 16, 0, false};
+    options o = {NULL, "1", 16, 0, 16, 0, false, BITNET_I2S_LAYOUT_AUTO};
     const bitnet_arg_opt opts[] = {
         BITNET_OPT("-m, --model", "FILE", "BitNet GGUF (I2_S, TL1 or TL2 with its tile record, or F32)", BITNET_ARG_STRING,
                    &o.model),
@@ -216,6 +218,7 @@ int main(int argc, char **argv) {
                    &o.n_batch, .lo = 1, .hi = MAX_TOKENS),
         BITNET_OPT("--arena", "BYTES", "arena size (default: all the board has; 256 MiB on a host)", BITNET_ARG_UINT64,
                    &o.arena),
+        BITNET_OPT_I2S_LAYOUT(&o.i2s_layout),
         BITNET_OPT("--logit-hashes", NULL, "print the hash of every position's logits", BITNET_ARG_FLAG, &o.hashes),
     };
     const bitnet_args args = BITNET_ARGS(

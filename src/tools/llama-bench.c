@@ -64,6 +64,7 @@ typedef struct options {
     size_t n_pg;
     const char *lut_table;
     const char *lut_tiles; /* --lut-tiles FILE */
+    int i2s_layout;        /* --i2s-layout: bitnet_model_params.i2s_layout */
     long reps;
     const char *format; /* "md", "csv", "json" */
     uint64_t seed;
@@ -212,6 +213,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
                    BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT_I2S_LAYOUT(&o->i2s_layout),
         BITNET_OPT_PLAN(&o->plan, &o->link_emulate),
         BITNET_OPT("--head-type", "H",
                    "stored|q8_0, LIST: output head as stored (default) or requantized to\n"
@@ -633,7 +635,7 @@ int main(int argc, char **argv) {
             goto out;
         }
         bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[0], o.lut_table, (int)o.heads.v[0], tiles, false, 0, 0,
-                                  false};
+                                  false, o.i2s_layout};
         if ((rc = bitnet_tool_cluster_begin("llama-bench", o.plan, o.link_emulate, o.models.v[0], &argc, &argv, &mp,
                                             &cluster)) >= 0)
             goto out;
@@ -699,7 +701,7 @@ int main(int argc, char **argv) {
             bitnet_error err = {{0}};
             bitnet_model *model = NULL;
             const bitnet_model_params mp = {(bitnet_kernel_path)o.kernels.v[ki], o.lut_table, (int)o.heads.v[hi],
-                                            tiles, false, 0, 0, false};
+                                            tiles, false, 0, 0, false, o.i2s_layout};
             const uint64_t t0 = bitnet_tool_now_ns();
             if (staged) {
                 model = staged; /* --plan: loaded above */
@@ -710,6 +712,7 @@ int main(int argc, char **argv) {
             }
             fprintf(stderr, "llama-bench: loaded %s in %.0f ms; kernels: %s\n", o.models.v[mi],
                     (double)(bitnet_tool_now_ns() - t0) / 1e6, bitnet_model_kernel_summary(model));
+            if (bitnet_model_i2s_note(model)[0]) fprintf(stderr, "llama-bench: %s\n", bitnet_model_i2s_note(model));
             char kernel[64];
             kernel_label(model, kernel, sizeof kernel);
             if (bitnet_model_head_requantized(model)) {

@@ -68,6 +68,7 @@ typedef struct options {
     const char *lut_table;
     const char *lut_tiles; /* --lut-tiles FILE */
     int head_type; /* bitnet_model_params.head_type */
+    int i2s_layout; /* bitnet_model_params.i2s_layout (--i2s-layout) */
     const char *plan;  /* --plan FILE: one stage of a cluster plan under mpirun */
     bool link_emulate; /* --link-emulate */
     bool ignore_eos;
@@ -102,6 +103,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)", BITNET_ARG_WORD,
          &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT_I2S_LAYOUT(&o->i2s_layout),
         BITNET_OPT("--head-type", "H",
          "stored|q8_0: output head as stored in the file (default, exact) or\n"
          "requantized to Q8_0 at load (about half the head's bytes per token;\n"
@@ -663,7 +665,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llama-cli: error: --lut-tiles: %s\n", err.msg);
         goto done;
     }
-    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false, o.i2s_layout};
     if ((rc = bitnet_tool_cluster_begin("llama-cli", o.plan, o.link_emulate, o.model, &argc, &argv, &mp, &cluster)) >= 0) {
         bitnet_tile_file_free(tiles);
         goto done;
@@ -699,6 +701,7 @@ int main(int argc, char **argv) {
             (double)bitnet_model_size_bytes(model) / (1024.0 * 1024.0), hp->n_vocab, hp->n_embd, hp->n_layer,
             hp->n_head, hp->n_head_kv, hp->n_ctx_train);
     fprintf(stderr, "llama-cli: kernels: %s\n", bitnet_model_kernel_summary(model));
+    if (bitnet_model_i2s_note(model)[0]) fprintf(stderr, "llama-cli: %s\n", bitnet_model_i2s_note(model));
     /* a model without ternary weights (an F32/F16 file) runs no kernel path: say so */
     const bool dense_only = strncmp(bitnet_model_kernel_summary(model), "dense float", 11) == 0;
     fprintf(stderr, "llama-cli: path %s, threads %ld, ctx %ld, batch %ld, temp %.2f, top_k %ld, top_p %.2f, seed %lld\n",

@@ -53,6 +53,7 @@ typedef struct options {
     long n_batch, n_threads, chunks;
     int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     int head_type; /* bitnet_model_params.head_type */
+    int i2s_layout; /* bitnet_model_params.i2s_layout (--i2s-layout) */
     bool print_ids;
 } options;
 
@@ -96,6 +97,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)", BITNET_ARG_WORD,
          &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT_I2S_LAYOUT(&o->i2s_layout),
         BITNET_OPT("--head-type", "H", "stored|q8_0: output head as stored (default) or requantized to Q8_0 at load",
          BITNET_ARG_CHOICE, &head, .choices = "stored|q8_0"),
         BITNET_OPT("--print-token-ids", NULL, "print the token ids of the whole text on stderr", BITNET_ARG_FLAG, &o->print_ids),
@@ -148,7 +150,7 @@ int main(int argc, char **argv) {
         fail("--lut-tiles: %s", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false, o.i2s_layout};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &m, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
@@ -161,6 +163,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "llama-perplexity: model %s: arch %s, n_vocab %d, n_ctx_train %d; path %s: %s\n", o.model,
             hp->arch, hp->n_vocab, hp->n_ctx_train,
             dense_only ? "dense float" : bitnet_kernel_path_name(bitnet_model_path(m)), bitnet_model_kernel_summary(m));
+    if (bitnet_model_i2s_note(m)[0]) fprintf(stderr, "llama-perplexity: %s\n", bitnet_model_i2s_note(m));
 
     const bool n_ctx_given = o.n_ctx != 0;
     if (!n_ctx_given) o.n_ctx = hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;

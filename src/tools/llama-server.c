@@ -49,6 +49,7 @@ typedef struct options {
     int64_t seed;
     int kernel;
     int head_type; /* bitnet_model_params.head_type */
+    int i2s_layout; /* bitnet_model_params.i2s_layout (--i2s-layout) */
     const char *lut_table;
     const char *lut_tiles;
     const char *chat_template;
@@ -106,6 +107,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--lut-table", "T", "default|pretuned: preferred tile table (default: the build's choice)",
                    BITNET_ARG_WORD, &o->lut_table, .choices = "default|pretuned"),
         BITNET_OPT_LUT_TILES(&o->lut_tiles),
+        BITNET_OPT_I2S_LAYOUT(&o->i2s_layout),
         BITNET_OPT("--head-type", "H",
                    "stored|q8_0: output head as stored in the file (default, exact) or\n"
                    "requantized to Q8_0 at load (fewer bytes and integer products per\n"
@@ -199,7 +201,7 @@ int main(int argc, char **argv) {
         fail("--lut-tiles: %s", err.msg);
         goto done;
     }
-    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false};
+    const bitnet_model_params mp = {(bitnet_kernel_path)o.kernel, o.lut_table, o.head_type, tiles, false, 0, 0, false, o.i2s_layout};
     const bitnet_status load_st = bitnet_model_load(o.model, &mp, &model, &err);
     bitnet_tile_file_free(tiles);
     if (load_st != BITNET_OK) {
@@ -217,6 +219,7 @@ int main(int argc, char **argv) {
             (double)bitnet_model_size_bytes(model) / (1024.0 * 1024.0), hp->n_vocab, hp->n_embd, hp->n_layer,
             hp->n_ctx_train);
     fprintf(stderr, "llama-server: kernels: %s\n", bitnet_model_kernel_summary(model));
+    if (bitnet_model_i2s_note(model)[0]) fprintf(stderr, "llama-server: %s\n", bitnet_model_i2s_note(model));
 
     bitnet_chat_template tmpl;
     bitnet_chat_family fam = BITNET_CHAT_UNKNOWN;

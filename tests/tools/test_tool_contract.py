@@ -22,24 +22,26 @@ EXIT_LINE = "Exit status: 0 success, 1 runtime/model/file error, 2 bad command l
 # Every spelling each tool accepts (the option tables of src/tools/*.c, kernel-bench/main.c).
 OPTIONS = {
     "llama-cli": "-m --model -p --prompt -f --file -n --n-predict -t --threads -c --ctx-size -b --batch-size --temp "
-                 "--top-k --top-p -s --seed --kernel --lut-table --lut-tiles --head-type --ignore-eos "
+                 "--top-k --top-p -s --seed --kernel --lut-table --lut-tiles --i2s-layout --head-type --ignore-eos "
                  "--print-token-ids -ngl --n-gpu-layers -cnv --conversation --chat-template -h --help",
     "llama-bench": "-m --model -p --n-prompt -n --n-gen -pg -b --batch-size -t --threads --kernel --lut-table "
-                   "--lut-tiles --head-type -r --repetitions -o --output --seed --no-warmup --progress -ngl "
+                   "--lut-tiles --i2s-layout --head-type -r --repetitions -o --output --seed --no-warmup --progress -ngl "
                    "--n-gpu-layers -h --help",
     "llama-perplexity": "-m --model -f --file -c --ctx-size -b --batch-size -t --threads --chunks --kernel "
-                        "--lut-table --lut-tiles --head-type --print-token-ids -ngl --n-gpu-layers -h --help",
+                        "--lut-table --lut-tiles --i2s-layout --head-type --print-token-ids -ngl --n-gpu-layers -h --help",
     "bitnet-logits": "-m --model -p --prompt --tokens --no-bos --out --top-k -t --threads -b --batch-size --kernel "
-                     "--lut-table --lut-tiles --head-type -h --help",
+                     "--lut-table --lut-tiles --i2s-layout --head-type -h --help",
     "bitnet-dummy": "-o --outfile --n-embd --n-ff --n-layer --n-head --n-head-kv --ctx --arch --n-embd-head "
                     "--rope-theta --output-weight --outtype --quant-embd --seed --vocab-size --vocab-from --tiles "
                     "--no-tile-record --name -q --quiet -h --help",
-    "bitnet-convert": "-o --outfile --outtype --quant-embd --force --name --tiles --lut-table -q --quiet -h --help",
+    "bitnet-convert": "-o --outfile --outtype --quant-embd --force --name --tiles --lut-table --relayout -q --quiet -h "
+                      "--help",
     "bitnet-vocab": "-o --out --arch --n-vocab --name -q --quiet -h --help",
     "bitnet-kernel-bench": "--target --config --table --shape --tiles --generic --list --threads --batch --reps "
                            "--min-time --max-time --budget --quick --bw-mib --no-bw --llc-mib --bust-factor "
                            "--no-cache-bust --no-cache --no-i2s --no-lut --pool-run --seed --json -q --quiet -h --help",
-    "bitnet-mcu-run": "-m --model --tokens -n --n-predict -c --ctx-size -b --batch-size --arena --logit-hashes -h --help",
+    "bitnet-mcu-run": "-m --model --tokens -n --n-predict -c --ctx-size -b --batch-size --arena --i2s-layout "
+                      "--logit-hashes -h --help",
     "bitnet-mcu-plan": "-m --model --board -c --ctx --ctx-size -b --batch --batch-size --json -h --help",
 }
 
@@ -170,6 +172,10 @@ class ToolContract(unittest.TestCase):
             ("bitnet-kernel-bench", ["--list", "--target", "all"], ["--list", "--target=all"], (), 0),
             ("bitnet-mcu-run", ["-m", TINY, "--tokens", "1,2,3", "-n", "2"], ["-m", TINY, "--tokens=1,2,3", "--n-predict=2"], (),
              0),
+            ("llama-cli", ["-m", TINY, "-p", "hello", "--temp", "0", "-n", "2", "--i2s-layout", "rows4"],
+             ["-m", TINY, "-p", "hello", "--temp", "0", "-n", "2", "--i2s-layout=rows4"], (), 0),
+            ("bitnet-convert", ["--relayout", "arm64", TINY, "-o", self.path("r.gguf"), "-q"],
+             ["--relayout=arm64", TINY, "-o", self.path("r.gguf"), "-q"], (self.path("r.gguf"),), 0),
             ("bitnet-mcu-plan", ["-m", TINY, "--board", "cortex-m4f", "--ctx", "64", "--batch", "4"],
              ["-m", TINY, "--board=cortex-m4f", "--ctx=64", "--batch=4"], (), 0),
             ("bitnet-mcu-plan", ["-m", TINY, "--board", "esp32s3", "--json", self.path("p.json")],

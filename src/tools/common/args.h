@@ -89,6 +89,16 @@ struct bitnet_args {
                "packed with: bitnet.cpp's include/kernel_config.ini or a configs/ YAML",            \
                BITNET_ARG_STRING, (dst_))
 
+/* The --i2s-layout row of the tools that load a model: an int that takes bitnet_i2s_layout's values
+ * (base/common.h; the choices are in its order, AUTO first), passed as bitnet_model_params.i2s_layout. */
+#define BITNET_OPT_I2S_LAYOUT(dst_)                                                                 \
+    BITNET_OPT("--i2s-layout", "L",                                                                 \
+               "how the I2_S weights of a file that does not record it were\n"                        \
+               "packed by bitnet.cpp: x86 (its x86 build, the official files),\n"                     \
+               "arm64 (its ARM builds), rows4 (x86 without ACT_PARALLEL); auto\n"                     \
+               "(default): the file's record, else x86",                                           \
+               BITNET_ARG_CHOICE, (dst_), .choices = "auto|x86|arm64|rows4")
+
 /* A bitnet_args of a static opts[] array, then designated extras (.positional = ..., .help_col = 26). */
 #define BITNET_ARGS(tool_, usage_, description_, epilogue_, opts_, ...)                                      \
     { .tool = (tool_), .usage = (usage_), .description = (description_), .epilogue = (epilogue_), .opts = (opts_), \
