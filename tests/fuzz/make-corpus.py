@@ -212,6 +212,15 @@ def main():
                 gguf = f.read()
             for path in on:
                 put("model", f"{arch}-{outtype}-on-{path}", bytes([paths[path]]) + gguf)
+        # the bitnet I2_S model in bitnet.cpp's ARM and 4-row layouts (no record), asked for as such:
+        # selector / 5 = the layout (0 AUTO, 1 x86, 2 arm64, 3 rows4)
+        sys.path.insert(0, ROOT)
+        from tests.tools import i2s_layouts
+        for layout, code, path in (("arm64", 2, "i2_s"), ("rows4", 3, "stored")):
+            p = os.path.join(tmp, f"bitnet-i2_s-{layout}.gguf")
+            i2s_layouts.repack_file(os.path.join(tmp, "bitnet-i2_s.gguf"), p, layout)
+            with open(p, "rb") as f:
+                put("model", f"bitnet-i2_s-{layout}-on-{path}", bytes([paths[path] + 5 * code]) + f.read())
         # fuzz_gguf.c's selector byte: 0 with the string-array index, 1 without
         with open(os.path.join(tmp, "llama-i2_s.gguf"), "rb") as f:
             put("gguf", "dummy-llama-i2_s-indexed", b"\0" + f.read())
