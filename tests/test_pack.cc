@@ -298,7 +298,8 @@ TEST(I2SLayouts, NamesAndTheLocateFormulas) {
 // Every layout, packed by the tests' own packer (test_util.h, from formats.md's sentences), is rewritten
 // into exactly the bytes bitnet_pack_i2s writes for the same weights, and bitnet_i2s_locate finds every code.
 TEST(I2SLayouts, RelayoutGivesTheX86BytesOfTheSameWeights) {
-    const int64_t shapes[][2] = {{4, 8640}, {8, 96}, {4, 256}, {12, 32}, {64, 64}, {4, 4096}};
+    // K % 32 != 0 (16 x 200, 32 x 72): runs of 32 weights across rows, as well as whole rows
+    const int64_t shapes[][2] = {{4, 8640}, {8, 96}, {4, 256}, {12, 32}, {64, 64}, {4, 4096}, {16, 200}, {32, 72}};
     uint32_t seed = 11;
     for (const auto &sh : shapes) {
         const int64_t M = sh[0], K = sh[1];

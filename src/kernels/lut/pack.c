@@ -400,22 +400,24 @@ bitnet_status bitnet_i2s_relayout(int layout, const uint8_t *src, int64_t M, int
         break;
     case BITNET_I2S_LAYOUT_ROWS4:
         /* X86 byte p of block b holds flat indices 128b + 32q + p, q = 0..3: four runs of 32 consecutive
-         * weights, each read from its row's 2-bit field of the 4-row group bytes. */
+         * weights, each read from its row's 2-bit field of the 4-row group bytes. A run inside one row (every
+         * run when K % 32 == 0) is one shift of 32 consecutive bytes; a run across rows goes weight by weight. */
         for (int64_t b = 0; b < nb / 32; b++) {
-            int64_t m[4], k[4];
-            for (int q = 0; q < 4; q++) {
-                m[q] = (128 * b + 32 * q) / K;
-                k[q] = (128 * b + 32 * q) % K;
-            }
             uint8_t *d = dst + 32 * b;
-            for (int p = 0; p < 32; p++) {
-                unsigned out = 0;
-                for (int q = 0; q < 4; q++) {
-                    const unsigned code = (unsigned)src[K * (m[q] / 4) + k[q]] >> (6 - 2 * (m[q] % 4)) & 3u;
-                    out |= code << (6 - 2 * q);
-                    if (++k[q] == K) k[q] = 0, m[q]++;
+            memset(d, 0, 32);
+            for (int q = 0; q < 4; q++) {
+                int64_t m = (128 * b + 32 * q) / K, k = (128 * b + 32 * q) % K;
+                const int to = 6 - 2 * q;
+                if (k + 32 <= K) {
+                    const uint8_t *r = src + K * (m / 4) + k;
+                    const int from = 6 - 2 * (int)(m % 4);
+                    for (int p = 0; p < 32; p++) d[p] |= (uint8_t)(((unsigned)r[p] >> from & 3u) << to);
+                    continue;
                 }
-                d[p] = (uint8_t)out;
+                for (int p = 0; p < 32; p++) {
+                    d[p] |= (uint8_t)(((unsigned)src[K * (m / 4) + k] >> (6 - 2 * (m % 4)) & 3u) << to);
+                    if (++k == K) k = 0, m++;
+                }
             }
         }
         break;
