@@ -85,6 +85,12 @@ uint32_t bitnet_gguf_alignment(const bitnet_gguf *g);
 size_t bitnet_gguf_file_size(const bitnet_gguf *g);
 size_t bitnet_gguf_data_offset(const bitnet_gguf *g); /* byte offset of the data section in the file */
 
+/* The bytes [p, p + n) of a file g maps will not be read again soon (data the caller has copied, such as
+ * I2_S weights rewritten at load): the whole pages inside the range are dropped from memory (madvise
+ * MADV_DONTNEED; they would be read from the file again if they were). No effect for an image in memory
+ * (bitnet_gguf_open_memory), the bare-metal build or a range outside the mapping. */
+void bitnet_gguf_release(const bitnet_gguf *g, const void *p, size_t n);
+
 /* Key/value access. Index-based accessors take 0 <= i < n_kv. */
 int64_t bitnet_gguf_n_kv(const bitnet_gguf *g);
 const char *bitnet_gguf_kv_key(const bitnet_gguf *g, int64_t i);

@@ -18,6 +18,9 @@
  *  - n_dims 1..4, every ne >= 1, element count <= INT64_MAX, known type id, shape valid for the type
  *    (bitnet_type_nbytes), offset % alignment == 0, data inside the file, no two tensors overlap.
  */
+#ifndef BITNET_BARE_METAL
+#define _DEFAULT_SOURCE /* madvise (bitnet_gguf_release) */
+#endif
 #include "base/gguf_internal.h"
 
 #include "base/mem.h"
@@ -542,6 +545,20 @@ bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error
     return open_bytes((const uint8_t *)map, size, true, path, true, out, err);
 }
 #endif
+
+void bitnet_gguf_release(const bitnet_gguf *g, const void *p, size_t n) {
+#ifndef BITNET_BARE_METAL
+    if (!g || !g->mapped || !p || n == 0) return;
+    const uintptr_t base = (uintptr_t)g->base, lo = (uintptr_t)p, hi = lo + n;
+    if (lo < base || hi > base + g->size || hi < lo) return;
+    const long page_l = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = page_l > 0 ? (uintptr_t)page_l : 4096u;
+    const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page; /* whole pages only */
+    if (last > first) madvise((void *)first, (size_t)(last - first), MADV_DONTNEED);
+#else
+    (void)g, (void)p, (void)n;
+#endif
+}
 
 void bitnet_gguf_close(bitnet_gguf *g) {
     if (!g) return;

@@ -102,6 +102,7 @@ bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requ
             }
             if (bitnet_i2s_relayout(layout, (const uint8_t *)w->t.data, w->M, w->K, w->i2s_owned, &sub) != BITNET_OK)
                 return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", ld->path, w->t.name, sub.msg);
+            bitnet_gguf_release(ld->g, w->t.data, w->t.nbytes); /* the file's pages of it are not read again */
             w->t.data = w->i2s_owned;
             w->t.nbytes = nbytes;
             rewritten += nbytes;
