@@ -203,6 +203,15 @@ TEST(DummyFile, I2SMatchesBitnetCppKeysAndTensors) {
     Gguf ours(out.path), ref(kCaseDir + "/ggml-model-i2_s.gguf");
     ASSERT_TRUE(ours.g && ref.g);
     EXPECT_EQ(key_signature(ours.g), with_layout_record(key_signature(ref.g)));
+    {  // without our record: bitnet.cpp's keys exactly
+        Written bare("i2s-norecord.gguf");
+        bitnet_dummy_params p = tiny_layout_params(BITNET_DUMMY_I2_S, 7);
+        p.no_layout_record = true;
+        write_ok(p, bare.path);
+        Gguf g(bare.path);
+        ASSERT_TRUE(g.g);
+        EXPECT_EQ(key_signature(g.g), key_signature(ref.g));
+    }
     // Same names, shapes, types and even data offsets (same sizes in the same order).
     EXPECT_EQ(tensor_signature(ours.g, true), tensor_signature(ref.g, true));
     EXPECT_EQ(get_u32(ours.g, "general.file_type"), 40u);

@@ -702,14 +702,14 @@ static bitnet_status set_vocab_keys(bitnet_gguf_writer *w, const bitnet_dummy_vo
 }
 
 /* general.quantization_version (quantized outtypes), the I2_S layout record (BITNET_I2S_LAYOUT_KEY = "x86":
- * bitnet_pack_i2s's layout) and the bitnet.lut.<tensor>.tiles records (TL1/TL2, unless no_tile_record). */
+ * bitnet_pack_i2s's layout; unless no_layout_record) and the bitnet.lut.<tensor>.tiles records (TL1/TL2, unless no_tile_record). */
 static bitnet_status set_quant_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p, const tensor_desc *td,
                                     int64_t n_tensors, bitnet_error *err) {
     bitnet_status s;
     const bool tl = p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2;
     if (p->outtype != BITNET_DUMMY_F32 && p->outtype != BITNET_DUMMY_F16)
         SETK(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
-    if (p->outtype == BITNET_DUMMY_I2_S)
+    if (p->outtype == BITNET_DUMMY_I2_S && !p->no_layout_record)
         SETK(bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86"), BITNET_I2S_LAYOUT_KEY);
     if (tl && !p->no_tile_record) {
         for (int64_t i = 0; i < n_tensors; i++) {

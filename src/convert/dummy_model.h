@@ -135,6 +135,8 @@ typedef struct bitnet_dummy_params {
                                    <arch>.attention.key_length and .value_length (not for "bitnet") */
     bool no_tile_record;        /* TL1/TL2: leave out the bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's
                                    writers do (to test how the runtime treats such files) */
+    bool no_layout_record;      /* I2_S: leave out the BITNET_I2S_LAYOUT_KEY record, as bitnet.cpp's
+                                   writers do (the file's layout is then assumed at load) */
     /* Added for issue #7 (zero = the behaviour before, byte for byte): */
     int embd_type;              /* token_embd.weight type: 0 → the rule above; BITNET_TYPE_F16, _Q8_0 or
                                    _Q6_K (bitnet_dummy_embd_type_check's rules) */

@@ -110,6 +110,10 @@ int main(int argc, char **argv) {
          "TL1/TL2: write no bitnet.lut.<tensor>.tiles keys, as bitnet.cpp's\n"
          "writers do (such a file loads only with the tools' --lut-tiles)",
          BITNET_ARG_FLAG, &p.no_tile_record),
+        BITNET_OPT("--no-layout-record", NULL,
+         "I2_S: write no bitnet.i2s.layout key, as bitnet.cpp's writers do\n"
+         "(the runtime then assumes the x86 layout and says so)",
+         BITNET_ARG_FLAG, &p.no_layout_record),
         BITNET_OPT("--name", "NAME", "general.name (default \"bitnet-dummy\")", BITNET_ARG_STRING, &p.name),
         BITNET_OPT("-q, --quiet", NULL, "no progress output", BITNET_ARG_FLAG, &quiet),
     };

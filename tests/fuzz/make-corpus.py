@@ -216,9 +216,12 @@ def main():
         # selector / 5 = the layout (0 AUTO, 1 x86, 2 arm64, 3 rows4)
         sys.path.insert(0, ROOT)
         from tests.tools import i2s_layouts
+        norec = os.path.join(tmp, "bitnet-i2_s-norecord.gguf")
+        run([dummy, "-o", norec, "--arch", "bitnet", "--n-embd", "64", "--n-ff", "128", "--n-layer", "1", "--n-head",
+             "2", "--vocab-size", "259", "--ctx", "32", "--outtype", "i2_s", "--no-layout-record", "-q"])
         for layout, code, path in (("arm64", 2, "i2_s"), ("rows4", 3, "stored")):
             p = os.path.join(tmp, f"bitnet-i2_s-{layout}.gguf")
-            i2s_layouts.repack_file(os.path.join(tmp, "bitnet-i2_s.gguf"), p, layout)
+            i2s_layouts.repack_file(norec, p, layout)
             with open(p, "rb") as f:
                 put("model", f"bitnet-i2_s-{layout}-on-{path}", bytes([paths[path] + 5 * code]) + f.read())
         # fuzz_gguf.c's selector byte: 0 with the string-array index, 1 without

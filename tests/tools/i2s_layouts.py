@@ -10,7 +10,8 @@ flat index j = m*K + k:
 
 The scale (byte M*K/4) and everything else in the file are kept byte for byte, and nothing records the
 layout: the output is what bitnet.cpp's quantizer writes on ARM (arm64) or in an x86 build without
-ACT_PARALLEL (rows4).
+ACT_PARALLEL (rows4). An input that records its layout (bitnet.i2s.layout, our writers' key) is refused: its
+kept header would then name a layout the output does not hold.
 
     python3 tests/tools/i2s_layouts.py IN.gguf OUT.gguf --layout arm64|rows4|x86
 
@@ -53,6 +54,10 @@ def repack_file(src, dst, layout):
     """Writes dst: src with every I2_S tensor (stored in the x86 layout) repacked in `layout`. Returns the
     number of I2_S tensors."""
     info = gguf_reader.read_gguf(src)
+    if "bitnet.i2s.layout" in info.kv:  # the header is kept: the output would claim a layout it does not hold
+        raise ValueError(f"{src} records its I2_S layout (bitnet.i2s.layout = {info.kv['bitnet.i2s.layout']!r}); "
+                         "this packer writes files as bitnet.cpp does, without a record: give it a file without "
+                         "one (bitnet-dummy --no-layout-record)")
     with open(src, "rb") as f:
         buf = bytearray(f.read())
     n_i2s = 0

@@ -33,7 +33,7 @@ OPTIONS = {
                      "--lut-table --lut-tiles --i2s-layout --head-type -h --help",
     "bitnet-dummy": "-o --outfile --n-embd --n-ff --n-layer --n-head --n-head-kv --ctx --arch --n-embd-head "
                     "--rope-theta --output-weight --outtype --quant-embd --seed --vocab-size --vocab-from --tiles "
-                    "--no-tile-record --name -q --quiet -h --help",
+                    "--no-tile-record --no-layout-record --name -q --quiet -h --help",
     "bitnet-convert": "-o --outfile --outtype --quant-embd --force --name --tiles --lut-table --relayout -q --quiet -h "
                       "--help",
     "bitnet-vocab": "-o --out --arch --n-vocab --name -q --quiet -h --help",
