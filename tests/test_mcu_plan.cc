@@ -413,7 +413,7 @@ TEST(PlanModel, TinyFitsBothBoardsWithTheNodesArena) {
         ASSERT_EQ(bitnet_plan_board_load((kBoards + board + ".yaml").c_str(), &b, &err), BITNET_OK) << err.msg;
         for (const auto &sz : std::vector<std::pair<int32_t, int32_t>>{{256, 1}, {64, 4}, {16, 32}}) {
             SCOPED_TRACE(std::string(board) + " n_ctx " + std::to_string(sz.first) + " n_batch " + std::to_string(sz.second));
-            const bitnet_mcu_plan_params pp = {sz.first, sz.second};
+            const bitnet_mcu_plan_params pp = {sz.first, sz.second, 0};
             bitnet_mcu_plan *p = nullptr;
             ASSERT_EQ(bitnet_mcu_plan_make(kTiny.c_str(), b, &pp, &p, &err), BITNET_OK) << err.msg;
             const int32_t n_batch = std::min(sz.first, sz.second);
@@ -469,14 +469,14 @@ TEST(PlanModel, Errors) {
     bitnet_error err;
     ASSERT_EQ(bitnet_plan_board_load((kBoards + "esp32s3.yaml").c_str(), &b, &err), BITNET_OK) << err.msg;
     bitnet_mcu_plan *p = nullptr;
-    const bitnet_mcu_plan_params pp = {256, 1};
+    const bitnet_mcu_plan_params pp = {256, 1, 0};
     const std::string missing = g_dir + "/missing.gguf";
     EXPECT_EQ(bitnet_mcu_plan_make(missing.c_str(), b, &pp, &p, &err), BITNET_ERR_IO);
     EXPECT_NE(std::string(err.msg).find(missing), std::string::npos) << err.msg;
     const std::string bad = write("bad.gguf", "not a gguf file at all");
     EXPECT_EQ(bitnet_mcu_plan_make(bad.c_str(), b, &pp, &p, &err), BITNET_ERR_FORMAT);
     EXPECT_NE(std::string(err.msg).find(bad), std::string::npos) << err.msg;
-    const bitnet_mcu_plan_params zero = {0, 1};
+    const bitnet_mcu_plan_params zero = {0, 1, 0};
     EXPECT_EQ(bitnet_mcu_plan_make(kTiny.c_str(), b, &zero, &p, &err), BITNET_ERR_INVALID_ARG);
     EXPECT_NE(std::string(err.msg).find("n_ctx = 0"), std::string::npos) << err.msg;
     EXPECT_EQ(p, nullptr);

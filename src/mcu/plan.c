@@ -288,13 +288,13 @@ static bitnet_status read_image(const char *path, uint8_t **image, size_t *size,
 
 /* Open the image as a node (bitnet_mcu_open) over a heap arena, doubled until the model fits in it; the
  * arena's offset after the open is the node's own (it does not depend on the arena's size). */
-static bitnet_status open_node(bitnet_mcu *rt, const uint8_t *image, size_t size, const char *name, void **arena,
-                               bitnet_error *err) {
+static bitnet_status open_node(bitnet_mcu *rt, const uint8_t *image, size_t size, const char *name, int i2s_layout,
+                               void **arena, bitnet_error *err) {
     for (size_t bytes = (size_t)1 << 20;; bytes *= 2) {
         void *buf = aligned_alloc(64, bytes);
         if (!buf) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for a node arena of %llu bytes", name, (unsigned long long)bytes);
         bitnet_error sub;
-        const bitnet_status st = bitnet_mcu_open(rt, image, size, name, buf, bytes, &sub);
+        const bitnet_status st = bitnet_mcu_open_layout(rt, image, size, name, i2s_layout, buf, bytes, &sub);
         if (st == BITNET_OK) {
             *arena = buf;
             return BITNET_OK;
@@ -449,6 +449,7 @@ static bitnet_status plan_node(bitnet_mcu_plan *p, bitnet_mcu *rt, const uint8_t
     p->hp = *bitnet_model_hparams(rt->model);
     snprintf(p->kernel_path, sizeof p->kernel_path, "%s", bitnet_kernel_path_name(bitnet_model_path(rt->model)));
     snprintf(p->kernels, sizeof p->kernels, "%s", bitnet_model_kernel_summary(rt->model));
+    snprintf(p->i2s_note, sizeof p->i2s_note, "%s", bitnet_model_i2s_note(rt->model));
     if (pp->n_ctx < 1 || pp->n_ctx > (1 << 24))
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_ctx = %d must be in [1, %d]", (int)pp->n_ctx, 1 << 24);
     if (pp->n_batch < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "n_batch = %d must be >= 1", (int)pp->n_batch);
@@ -501,6 +502,13 @@ bitnet_status bitnet_mcu_plan_make(const char *model_path, const bitnet_plan_boa
                                    const bitnet_mcu_plan_params *pp, bitnet_mcu_plan **out, bitnet_error *err) {
     if (!model_path || !b || !pp || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_mcu_plan_make: NULL argument");
     *out = NULL;
+    if (pp->i2s_layout == BITNET_I2S_LAYOUT_ARM64 || pp->i2s_layout == BITNET_I2S_LAYOUT_ROWS4) {
+        const char *l = pp->i2s_layout == BITNET_I2S_LAYOUT_ARM64 ? "arm64" : "rows4";
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "%s: I2_S layout %s: a board runs its image in place, in the x86 layout; rewrite it once "
+                           "(bitnet-convert --relayout %s %s -o OUT.gguf) and plan OUT.gguf",
+                           model_path, l, l, model_path);
+    }
     bitnet_mcu_plan *p = calloc(1, sizeof *p);
     if (!p) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
     if (strlen(model_path) >= sizeof p->model_path) {
@@ -517,8 +525,17 @@ bitnet_status bitnet_mcu_plan_make(const char *model_path, const bitnet_plan_boa
     }
     bitnet_mcu rt;
     void *arena = NULL;
-    st = open_node(&rt, image, size, model_path, &arena, err);
-    if (st == BITNET_OK) {
+    st = open_node(&rt, image, size, model_path, pp->i2s_layout, &arena, err);
+    if (st == BITNET_OK && bitnet_model_i2s_layout(rt.model) != BITNET_I2S_LAYOUT_AUTO &&
+        bitnet_model_i2s_layout(rt.model) != BITNET_I2S_LAYOUT_X86) { /* recorded in the image */
+        const char *l = bitnet_model_i2s_layout(rt.model) == BITNET_I2S_LAYOUT_ARM64 ? "arm64" : "rows4";
+        st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                         "%s records I2_S layout %s: a board runs its image in place, in the x86 layout; rewrite it "
+                         "once (bitnet-convert --relayout %s %s -o OUT.gguf) and plan OUT.gguf",
+                         model_path, l, l, model_path);
+        bitnet_mcu_close(&rt);
+        free(arena);
+    } else if (st == BITNET_OK) {
         st = plan_node(p, &rt, image, size, b, pp, err);
         bitnet_mcu_close(&rt);
         free(arena);
@@ -603,6 +620,7 @@ static json_object *jplan(const bitnet_mcu_plan *p, const bitnet_plan_board *b) 
     json_object_object_add(model, "tied_output", json_object_new_boolean(p->output < 0));
     json_object_object_add(model, "kernel_path", jstr(p->kernel_path));
     json_object_object_add(model, "kernels", jstr(p->kernels));
+    json_object_object_add(model, "i2s_layout", jstr(p->i2s_note));
     json_object_object_add(model, "image_bytes", ju64(p->image_bytes));
     json_object_object_add(model, "header_bytes", ju64(p->header_bytes));
     json_object_object_add(model, "alignment", json_object_new_int((int32_t)p->alignment));

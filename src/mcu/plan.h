@@ -184,6 +184,10 @@ typedef struct bitnet_mcu_plan_params {
     int32_t n_ctx;   /* KV cache positions, [1, 2^24] */
     int32_t n_batch; /* tokens per forward pass, >= 1 (clamped to n_ctx); rows of logits = n_batch, as
                         bitnet-mcu-run keeps them */
+    int i2s_layout;  /* bitnet_model_params.i2s_layout: AUTO (0: the image's record, else x86) or X86. A board
+                        runs its image in place, so the plan is of an image in the x86 layout: ARM64 and ROWS4
+                        (whose node would rewrite every I2_S weight into its arena) are refused, naming
+                        bitnet-convert --relayout, which writes the image to plan and flash */
 } bitnet_mcu_plan_params;
 
 typedef struct bitnet_plan_tensor {
@@ -208,6 +212,7 @@ typedef struct bitnet_mcu_plan {
     bitnet_hparams hp;
     char kernel_path[16];    /* bitnet_kernel_path_name of the node's path ("stored") */
     char kernels[256];       /* bitnet_model_kernel_summary */
+    char i2s_note[384];      /* bitnet_model_i2s_note: the I2_S layout the image is planned in ("" without I2_S) */
     bitnet_mcu_params params; /* n_ctx, n_batch (clamped), n_logits = n_batch */
 
     /* the image (it stays in flash and is used in place: its size is the flash a single node needs) */
@@ -254,7 +259,8 @@ typedef struct bitnet_mcu_plan {
  * names it: the GGUF index keeps a copy of the name, so a node that names its image differently has a
  * metadata size a few bytes (8-byte steps) apart. Errors: an unreadable file (BITNET_ERR_IO, naming it), the
  * node's errors (a malformed or unsupported model: BITNET_ERR_FORMAT / BITNET_ERR_UNSUPPORTED), n_ctx outside
- * [1, 2^24] or n_batch < 1 (BITNET_ERR_INVALID_ARG), BITNET_ERR_NOMEM. *out is freed with
+ * [1, 2^24] or n_batch < 1 (BITNET_ERR_INVALID_ARG), an I2_S layout other than AUTO or X86 asked for, or
+ * recorded by the image (BITNET_ERR_UNSUPPORTED), BITNET_ERR_NOMEM. *out is freed with
  * bitnet_mcu_plan_free; its fits and partition name b's memories by index. */
 bitnet_status bitnet_mcu_plan_make(const char *model_path, const bitnet_plan_board *b,
                                    const bitnet_mcu_plan_params *pp, bitnet_mcu_plan **out, bitnet_error *err);

@@ -24,6 +24,7 @@ typedef struct options {
     const char *json;
     int32_t n_ctx;
     int32_t n_batch;
+    int i2s_layout; /* --i2s-layout: auto or x86 (a board runs x86 images; the others are refused) */
 } options;
 
 /* "12.3 MiB" style (binary units) for the eye; the tables give exact bytes. */
@@ -249,7 +250,7 @@ static void board_names(char *out, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    options o = {NULL, NULL, NULL, 512, 1};
+    options o = {NULL, NULL, NULL, 512, 1, BITNET_I2S_LAYOUT_AUTO};
     const bitnet_arg_opt opts[] = {
         BITNET_OPT("-m, --model", "FILE", "BitNet GGUF (what bitnet-mcu-run runs: I2_S, TL1/TL2 with a tile record, F32)",
                    BITNET_ARG_STRING, &o.model),
@@ -261,6 +262,7 @@ int main(int argc, char **argv) {
                    "tokens per forward pass (default 1); the node keeps n_batch rows of\nlogits, as bitnet-mcu-run does",
                    BITNET_ARG_INT32, &o.n_batch, .lo = 1, .hi = 1 << 24),
         BITNET_OPT("--json", "FILE", "also write the plan as JSON (fields: boards/README.md)", BITNET_ARG_STRING, &o.json),
+        BITNET_OPT_I2S_LAYOUT(&o.i2s_layout),
     };
     const bitnet_args args = BITNET_ARGS(
         TOOL, "usage: " TOOL " -m MODEL --board esp32s3|cortex-m4f|FILE.yaml [--ctx N] [--batch N] [--json FILE]",
@@ -288,7 +290,7 @@ int main(int argc, char **argv) {
     }
     if (st != BITNET_OK) return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
     bitnet_mcu_plan *p = NULL;
-    const bitnet_mcu_plan_params pp = {o.n_ctx, o.n_batch};
+    const bitnet_mcu_plan_params pp = {o.n_ctx, o.n_batch, o.i2s_layout};
     if (bitnet_mcu_plan_make(o.model, b, &pp, &p, &err) != BITNET_OK) {
         bitnet_plan_board_free(b);
         return bitnet_tool_error(TOOL, BITNET_EXIT_FAILURE, "%s", err.msg);
@@ -299,6 +301,7 @@ int main(int argc, char **argv) {
     printf("model: %s (%llu bytes, %s)\n", p->model_path, (unsigned long long)p->image_bytes, human(p->image_bytes, h, sizeof h));
     printf("  arch %s, n_embd %d, n_ff %d, n_layer %d, n_head %d/%d, n_vocab %d; %s path: %s\n", hp->arch, (int)hp->n_embd,
            (int)hp->n_ff, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->n_vocab, p->kernel_path, p->kernels);
+    if (p->i2s_note[0]) printf("  %s\n", p->i2s_note);
     printf("context: n_ctx %d, n_batch %d, %d row%s of logits\n", (int)p->params.n_ctx, (int)p->params.n_batch,
            (int)p->params.n_logits, p->params.n_logits == 1 ? "" : "s");
     print_layers(p);

@@ -5,7 +5,8 @@ bitnet.cpp's tiny model (tests/data/bitnetcpp-tiny) repacked into its ARM layout
 - llama-cli with --i2s-layout gives bitnet.cpp's 16 greedy ids and says which layout it assumed; without the
   flag it says that x86 was assumed (and computes something else);
 - bitnet-logits gives the x86 file's logits byte for byte on every kernel path, llama-perplexity its
-  perplexity, bitnet-mcu-run (the microcontroller node) its logit hashes, llama-bench runs;
+  perplexity, bitnet-mcu-run (the microcontroller node) its logit hashes, llama-bench runs; bitnet-mcu-plan
+  plans x86 images only and names the rewrite for the others;
 - bitnet-convert --relayout writes the x86 file (same keys plus the record, same tensor bytes), which then
   loads without a flag; a contradicting flag or record, a code 3 and a file without I2_S weights are refused
   and leave no output;
@@ -195,6 +196,24 @@ class I2sLayouts(unittest.TestCase):
         p = tool("bitnet-convert", "--relayout", "arm64", "-o", out)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--relayout needs the GGUF file to rewrite", p.stderr)
+
+    def test_mcu_plan_plans_x86_images_and_names_the_rewrite_for_the_others(self):
+        arm = self.files["arm64"]
+        p = tool("bitnet-mcu-plan", "-m", arm, "--board", "esp32s3", "--i2s-layout", "arm64")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"{arm}: I2_S layout arm64: a board runs its image in place, in the x86 layout; rewrite it once "
+                      f"(bitnet-convert --relayout arm64 {arm} -o OUT.gguf) and plan OUT.gguf", p.stderr)
+        out = self.path("plan-x86.gguf")
+        self.assertEqual(tool("bitnet-convert", "-q", "--relayout", "arm64", arm, "-o", out).returncode, 0)
+        js = self.path("plan.json")
+        p = tool("bitnet-mcu-plan", "-m", out, "--board", "esp32s3", "--json", js)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("  I2_S layout x86 (recorded in the file)\n", p.stdout)
+        with open(js) as f:
+            self.assertEqual(json.load(f)["model"]["i2s_layout"], "I2_S layout x86 (recorded in the file)")
+        p = tool("bitnet-mcu-plan", "-m", arm, "--board", "esp32s3")  # no record, no flag: x86, and it says so
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("  I2_S layout x86 (assumed: the file does not record how its I2_S weights were packed", p.stdout)
 
     @unittest.skipIf(PREFIX, "the wrappers run build/bin's tools directly (no emulator)")
     def test_wrappers_pass_the_layout_on(self):

@@ -42,7 +42,7 @@ OPTIONS = {
                            "--no-cache-bust --no-cache --no-i2s --no-lut --pool-run --seed --json -q --quiet -h --help",
     "bitnet-mcu-run": "-m --model --tokens -n --n-predict -c --ctx-size -b --batch-size --arena --i2s-layout "
                       "--logit-hashes -h --help",
-    "bitnet-mcu-plan": "-m --model --board -c --ctx --ctx-size -b --batch --batch-size --json -h --help",
+    "bitnet-mcu-plan": "-m --model --board -c --ctx --ctx-size -b --batch --batch-size --json --i2s-layout -h --help",
 }
 
 
