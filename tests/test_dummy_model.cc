@@ -59,7 +59,6 @@ struct Gguf {
     ~Gguf() { bitnet_gguf_close(g); }
 };
 
-// key, value type, and for arrays the element type
 // bitnet.cpp's keys of an I2_S file, plus the I2_S layout record that our writer adds after them (a
 // string: type 8; docs/LAYOUTS.md §7).
 std::vector<std::string> with_layout_record(std::vector<std::string> keys) {
@@ -67,6 +66,7 @@ std::vector<std::string> with_layout_record(std::vector<std::string> keys) {
     return keys;
 }
 
+// key, value type, and for arrays the element type
 std::vector<std::string> key_signature(const bitnet_gguf *g) {
     std::vector<std::string> out;
     for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {

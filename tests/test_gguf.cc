@@ -741,6 +741,98 @@ TEST(GgufWrite, RoundTripAllValueTypesAndTensors) {
     bitnet_gguf_close(g);
 }
 
+// bitnet_gguf_copy_kv (how bitnet-convert --relayout keeps every key): a file of every value type — scalars,
+// strings, numeric, bool and string arrays, empty ones — copied key by key into a new writer is the same file
+// byte for byte, whether the source indexed its string arrays (bitnet_gguf_open) or walks them (memory image
+// without the index).
+TEST(GgufWrite, CopyKvRewritesEveryValueTypeByteForByte) {
+    const std::string a_path = tmp_path("copy-kv-a.gguf");
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    ASSERT_NE(w, nullptr);
+    const uint8_t u8 = 7;
+    const int16_t i16 = -3;
+    const int64_t i64 = INT64_MIN;
+    const double f64 = -2.5;
+    const int64_t ia[3] = {1, -1, INT64_MAX};
+    const uint8_t ba[2] = {1, 0};
+    const double da[2] = {0.25, -1e300};
+    const char *strs[] = {"", "▁a", "\xff"};
+    EXPECT_EQ(bitnet_gguf_set_scalar(w, "v.u8", BITNET_GGUF_UINT8, &u8), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_scalar(w, "v.i16", BITNET_GGUF_INT16, &i16), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_u32(w, "v.u32", 123456u), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_f32(w, "v.f32", 0.5f), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_bool(w, "v.bool", false), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_scalar(w, "v.i64", BITNET_GGUF_INT64, &i64), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_scalar(w, "v.f64", BITNET_GGUF_FLOAT64, &f64), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_str(w, "v.str", "x86"), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_str(w, "v.empty", ""), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr(w, "a.i64", BITNET_GGUF_INT64, ia, 3), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr(w, "a.bool", BITNET_GGUF_BOOL, ba, 2), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr(w, "a.f64", BITNET_GGUF_FLOAT64, da, 2), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr(w, "a.empty", BITNET_GGUF_UINT32, nullptr, 0), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr_str(w, "a.str", strs, 3), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_arr_str(w, "a.nostr", strs, 0), BITNET_OK);
+    EXPECT_EQ(bitnet_gguf_set_str(w, "v.last", "end"), BITNET_OK);
+    const int64_t ne[1] = {4};
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_gguf_add_tensor(w, "t", BITNET_TYPE_F32, 1, ne, &err), BITNET_OK) << err.msg;
+    const float t[4] = {1, 2, 3, 4};
+    ASSERT_EQ(bitnet_gguf_write_begin(w, a_path.c_str(), &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_gguf_write_data(w, t, sizeof t, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer_free(w);
+    const std::vector<uint8_t> a = read_file(a_path);
+    ASSERT_FALSE(a.empty());
+
+    for (int indexed = 1; indexed >= 0; indexed--) {
+        SCOPED_TRACE(indexed ? "string arrays indexed" : "string arrays walked");
+        bitnet_gguf *g = nullptr;
+        if (indexed) ASSERT_EQ(bitnet_gguf_open(a_path.c_str(), &g, &err), BITNET_OK) << err.msg;
+        else ASSERT_EQ(bitnet_gguf_open_memory(a.data(), a.size(), "a", BITNET_GGUF_NO_STRING_INDEX, &g, &err), BITNET_OK);
+        w = bitnet_gguf_writer_new();
+        for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) EXPECT_EQ(bitnet_gguf_copy_kv(w, g, i), BITNET_OK);
+        EXPECT_EQ(bitnet_gguf_copy_kv(w, g, bitnet_gguf_n_kv(g)), BITNET_ERR_INVALID_ARG);  // no such key
+        const std::string b_path = tmp_path(indexed ? "copy-kv-b1.gguf" : "copy-kv-b0.gguf");
+        ASSERT_EQ(bitnet_gguf_add_tensor(w, "t", BITNET_TYPE_F32, 1, ne, &err), BITNET_OK) << err.msg;
+        // the out-of-range copy above left a sticky error: write_begin reports it, naming the call
+        EXPECT_EQ(bitnet_gguf_write_begin(w, b_path.c_str(), &err), BITNET_ERR_INVALID_ARG);
+        EXPECT_HAS(std::string(err.msg), "no such key in the source file");
+        bitnet_gguf_writer_free(w);
+        w = bitnet_gguf_writer_new();
+        for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) EXPECT_EQ(bitnet_gguf_copy_kv(w, g, i), BITNET_OK);
+        ASSERT_EQ(bitnet_gguf_add_tensor(w, "t", BITNET_TYPE_F32, 1, ne, &err), BITNET_OK) << err.msg;
+        ASSERT_EQ(bitnet_gguf_write_begin(w, b_path.c_str(), &err), BITNET_OK) << err.msg;
+        ASSERT_EQ(bitnet_gguf_write_data(w, t, sizeof t, &err), BITNET_OK) << err.msg;
+        ASSERT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+        bitnet_gguf_writer_free(w);
+        bitnet_gguf_close(g);
+        EXPECT_TRUE(read_file(b_path) == a);
+    }
+}
+
+// bitnet_gguf_release drops mapped pages only: the data read afterwards is still the file's (read again from
+// it), and ranges outside the mapping or of an image in memory are ignored.
+TEST(GgufRead, ReleasedPagesReadBackTheFile) {
+    const std::string path = std::string(BITNET_TEST_DATA_DIR) + "/bitnetcpp-tiny/ggml-model-i2_s.gguf";
+    const std::vector<uint8_t> bytes = read_file(path);
+    bitnet_error err{};
+    bitnet_gguf *g = nullptr;
+    ASSERT_EQ(bitnet_gguf_open(path.c_str(), &g, &err), BITNET_OK) << err.msg;
+    const bitnet_gguf_tensor_info *ti = bitnet_gguf_find_tensor(g, "blk.1.ffn_down.weight");
+    ASSERT_NE(ti, nullptr);
+    bitnet_gguf_release(g, ti->data, ti->nbytes);
+    bitnet_gguf_release(g, bytes.data(), bytes.size());  // not g's mapping: nothing happens
+    bitnet_gguf_release(g, ti->data, 0);
+    const size_t off = bitnet_gguf_data_offset(g) + ti->offset;
+    EXPECT_EQ(std::memcmp(ti->data, bytes.data() + off, ti->nbytes), 0);
+    bitnet_gguf_close(g);
+    ASSERT_EQ(bitnet_gguf_open_memory(bytes.data(), bytes.size(), "mem", 0, &g, &err), BITNET_OK) << err.msg;
+    ti = bitnet_gguf_find_tensor(g, "blk.1.ffn_down.weight");
+    bitnet_gguf_release(g, ti->data, ti->nbytes);  // an image in memory is never dropped
+    EXPECT_EQ(std::memcmp(ti->data, bytes.data() + off, ti->nbytes), 0);
+    bitnet_gguf_close(g);
+}
+
 TEST(GgufWrite, BigVocabularyIsFast) {
     // a 2B-4T sized vocabulary (128256 strings) written and read back; find and index are O(1)
     const int N = 128256;

@@ -482,6 +482,21 @@ TEST(PlanModel, Errors) {
     EXPECT_EQ(p, nullptr);
     p = nullptr;
     ASSERT_EQ(bitnet_mcu_plan_make(kTiny.c_str(), b, &pp, &p, &err), BITNET_OK) << err.msg;
+    // a board runs its image in place: an image in bitnet.cpp's arm64 layout, asked for or recorded, is refused
+    // before any weight is rewritten, naming the command that writes the image to plan
+    const bitnet_mcu_plan_params arm = {256, 1, BITNET_I2S_LAYOUT_ARM64};
+    bitnet_mcu_plan *q = nullptr;
+    EXPECT_EQ(bitnet_mcu_plan_make(kTiny.c_str(), b, &arm, &q, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find(kTiny + ": I2_S layout arm64: a board runs its image in place, in the x86 "
+                                        "layout; rewrite it once (bitnet-convert --relayout arm64 " + kTiny),
+              std::string::npos) << err.msg;
+    const std::string rec = bitnet_test::write_i2s_layout_copy(kTiny, g_dir + "/rec-arm64.gguf",
+                                                                BITNET_I2S_LAYOUT_ARM64, "arm64");
+    EXPECT_EQ(bitnet_mcu_plan_make(rec.c_str(), b, &pp, &q, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find(rec + ": records I2_S layout arm64: a board runs its image in place"),
+              std::string::npos) << err.msg;
+    EXPECT_EQ(q, nullptr);
+    EXPECT_NE(std::string(p->i2s_note).find("I2_S layout x86 (assumed"), std::string::npos) << p->i2s_note;
     const std::string nodir = g_dir + "/no-dir/plan.json";
     EXPECT_EQ(bitnet_mcu_plan_write_json(p, b, nodir.c_str(), &err), BITNET_ERR_IO);
     EXPECT_NE(std::string(err.msg).find(nodir), std::string::npos) << err.msg;

@@ -2113,7 +2113,9 @@ bool Contains(const std::string &s, const std::string &part) { return s.find(par
 TEST(I2sLayouts, TinyInEveryLayoutGivesTheX86FilesLogitsOnEveryPath) {
     const std::string files[2] = {TinyInLayout(BITNET_I2S_LAYOUT_ARM64), TinyInLayout(BITNET_I2S_LAYOUT_ROWS4)};
     const int layouts[2] = {BITNET_I2S_LAYOUT_ARM64, BITNET_I2S_LAYOUT_ROWS4};
-    // the native path, every path, and the TL paths on the portable C kernels (BITNET_ISA=scalar)
+    // the native path, every path, and the TL paths on the portable C kernels (BITNET_ISA=scalar; the I2_S
+    // int8 kernel is chosen once per process, so its portable version runs these files on the board instead:
+    // tests/mcu mcu_tiny_arm64 / mcu_tiny_rows4)
     struct Run {
         bitnet_kernel_path kp;
         bool portable;

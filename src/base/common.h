@@ -71,8 +71,11 @@ typedef enum bitnet_i2s_layout {
 } bitnet_i2s_layout;
 
 /* The GGUF key (string "x86", "arm64" or "rows4") in which the files this project writes record the
- * layout of their I2_S weights (docs/LAYOUTS.md §7). */
+ * layout of their I2_S weights (docs/LAYOUTS.md §7), and the key in which bitnet-convert --relayout also
+ * records the layout it was told the original file held (the rewrite's provenance: the original's bytes
+ * could not confirm it). */
 #define BITNET_I2S_LAYOUT_KEY "bitnet.i2s.layout"
+#define BITNET_I2S_REWRITTEN_FROM_KEY "bitnet.i2s.rewritten_from"
 
 /* Tile parameters of one ternary weight shape (docs/LAYOUTS.md §3-4; YAML block_m/block_k/simd_m). */
 typedef struct bitnet_tiles {

@@ -91,6 +91,12 @@ size_t bitnet_gguf_data_offset(const bitnet_gguf *g); /* byte offset of the data
  * (bitnet_gguf_open_memory), the bare-metal build or a range outside the mapping. */
 void bitnet_gguf_release(const bitnet_gguf *g, const void *p, size_t n);
 
+/* The I2_S layout g records (keys BITNET_I2S_LAYOUT_KEY and BITNET_I2S_REWRITTEN_FROM_KEY, common.h) into
+ * *layout and *from (bitnet_i2s_layout values; -1 when the key is absent; from may be NULL). Errors
+ * (BITNET_ERR_FORMAT, naming the file, the key and the value): a key that is not a string, or names no
+ * layout (x86, arm64, rows4). */
+bitnet_status bitnet_gguf_i2s_layout(const bitnet_gguf *g, int *layout, int *from, bitnet_error *err);
+
 /* Key/value access. Index-based accessors take 0 <= i < n_kv. */
 int64_t bitnet_gguf_n_kv(const bitnet_gguf *g);
 const char *bitnet_gguf_kv_key(const bitnet_gguf *g, int64_t i);

@@ -546,6 +546,29 @@ bitnet_status bitnet_gguf_open(const char *path, bitnet_gguf **out, bitnet_error
 }
 #endif
 
+/* The layout named by string key `key` into *layout (-1 when absent). */
+static bitnet_status layout_key(const bitnet_gguf *g, const char *key, int *layout, bitnet_error *err) {
+    *layout = -1;
+    if (bitnet_gguf_find_kv(g, key) < 0) return BITNET_OK;
+    const char *s = NULL;
+    size_t n = 0;
+    bitnet_status st = bitnet_gguf_get_str(g, key, &s, &n, err);
+    if (st != BITNET_OK) return st;
+    if ((*layout = bitnet_i2s_layout_parse(s, n)) < 0) {
+        return bitnet_fail(err, BITNET_ERR_FORMAT,
+                           "%s: key '%s' = '%.*s' is not an I2_S layout this runtime knows (x86, arm64, rows4)", g->path,
+                           key, n > 64 ? 64 : (int)n, s);
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_gguf_i2s_layout(const bitnet_gguf *g, int *layout, int *from, bitnet_error *err) {
+    int dummy;
+    bitnet_status st = layout_key(g, BITNET_I2S_LAYOUT_KEY, layout, err);
+    if (st != BITNET_OK) return st;
+    return layout_key(g, BITNET_I2S_REWRITTEN_FROM_KEY, from ? from : &dummy, err);
+}
+
 void bitnet_gguf_release(const bitnet_gguf *g, const void *p, size_t n) {
 #ifndef BITNET_BARE_METAL
     if (!g || !g->mapped || !p || n == 0) return;

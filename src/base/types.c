@@ -171,6 +171,24 @@ const bitnet_type_traits *bitnet_type_traits_of(int type) {
     return &k_types[type];
 }
 
+const char *bitnet_i2s_layout_name(int layout) {
+    switch (layout) {
+    case BITNET_I2S_LAYOUT_AUTO: return "auto";
+    case BITNET_I2S_LAYOUT_X86: return "x86";
+    case BITNET_I2S_LAYOUT_ARM64: return "arm64";
+    case BITNET_I2S_LAYOUT_ROWS4: return "rows4";
+    default: return NULL;
+    }
+}
+
+int bitnet_i2s_layout_parse(const char *s, size_t n) {
+    for (int l = BITNET_I2S_LAYOUT_X86; l <= BITNET_I2S_LAYOUT_ROWS4; l++) {
+        const char *name = bitnet_i2s_layout_name(l);
+        if (s && strlen(name) == n && memcmp(s, name, n) == 0) return l;
+    }
+    return -1;
+}
+
 const char *bitnet_type_name(int type) {
     const bitnet_type_traits *t = bitnet_type_traits_of(type);
     return t ? t->name : "unknown";

@@ -36,6 +36,12 @@ typedef struct bitnet_type_traits {
     int dense_dot_type;
 } bitnet_type_traits;
 
+/* The I2_S byte layouts (bitnet_i2s_layout, common.h): "x86", "arm64", "rows4"; "auto" for
+ * BITNET_I2S_LAYOUT_AUTO; NULL for anything else. */
+const char *bitnet_i2s_layout_name(int layout);
+/* The layout named by the n bytes at s ("x86", "arm64" or "rows4"; not "auto"), or -1. */
+int bitnet_i2s_layout_parse(const char *s, size_t n);
+
 /* The traits of a type id; NULL for ids this build does not know (including the removed 4 and 5). */
 const bitnet_type_traits *bitnet_type_traits_of(int type);
 

@@ -3,29 +3,13 @@
 #include "convert/relayout.h"
 
 #include "base/gguf.h"
+#include "base/types.h"
 #include "kernels/lut/pack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* M of an I2_S tensor: its rows, every dimension after ne[0]. */
-static int64_t rows_of(const bitnet_gguf_tensor_info *ti) { return ti->ne[1] * ti->ne[2] * ti->ne[3]; }
-
-/* The input's record of its layout into *recorded (-1 without one). */
-static bitnet_status read_record(const bitnet_gguf *g, const char *in, int *recorded, bitnet_error *err) {
-    *recorded = -1;
-    if (bitnet_gguf_find_kv(g, BITNET_I2S_LAYOUT_KEY) < 0) return BITNET_OK;
-    const char *s;
-    size_t n;
-    bitnet_status st = bitnet_gguf_get_str(g, BITNET_I2S_LAYOUT_KEY, &s, &n, err);
-    if (st != BITNET_OK) return st;
-    if ((*recorded = bitnet_i2s_layout_parse(s, n)) < 0) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: key '%s' = '%.*s' is not an I2_S layout (x86, arm64, rows4)", in,
-                           BITNET_I2S_LAYOUT_KEY, n > 64 ? 64 : (int)n, s);
-    }
-    return BITNET_OK;
-}
 
 bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, bitnet_relayout_summary *summary,
                                    bitnet_error *err) {
@@ -38,7 +22,7 @@ bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, 
     if (st != BITNET_OK) return st;
     bitnet_gguf_writer *w = NULL;
     uint8_t *buf = NULL;
-    if ((st = read_record(g, in, &sum.recorded, err)) != BITNET_OK) goto done;
+    if ((st = bitnet_gguf_i2s_layout(g, &sum.recorded, NULL, err)) != BITNET_OK) goto done;
     if (sum.recorded > 0 && sum.recorded != layout) {
         st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: the file records I2_S layout %s (key '%s'), not %s: %s", in,
                          bitnet_i2s_layout_name(sum.recorded), BITNET_I2S_LAYOUT_KEY, bitnet_i2s_layout_name(layout),
@@ -53,8 +37,13 @@ bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, 
     for (int64_t i = 0; i < sum.n_tensors; i++) {
         const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(g, i);
         if (ti->type != BITNET_TYPE_I2_S) continue;
+        if (ti->n_dims != 2) { /* the layouts are defined for a weight's rows and columns */
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' is an I2_S tensor of %d dimensions, not a 2-D weight",
+                             in, ti->name, ti->n_dims);
+            goto done;
+        }
         bitnet_error sub;
-        if (bitnet_i2s_layout_check(layout, rows_of(ti), ti->ne[0], &sub) != BITNET_OK) {
+        if (bitnet_i2s_layout_check(layout, ti->ne[1], ti->ne[0], &sub) != BITNET_OK) {
             st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", in, ti->name, sub.msg);
             goto done;
         }
@@ -75,10 +64,14 @@ bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, 
     }
     for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
         const char *key = bitnet_gguf_kv_key(g, i);
-        if (strcmp(key, "general.alignment") == 0 || strcmp(key, BITNET_I2S_LAYOUT_KEY) == 0) continue;
+        if (strcmp(key, "general.alignment") == 0 || strcmp(key, BITNET_I2S_LAYOUT_KEY) == 0 ||
+            strcmp(key, BITNET_I2S_REWRITTEN_FROM_KEY) == 0)
+            continue;
         bitnet_gguf_copy_kv(w, g, i); /* a failure is reported by write_begin */
     }
     bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86");
+    if (sum.recorded < 0) /* the input's layout came from the caller alone: say so in the output */
+        bitnet_gguf_set_str(w, BITNET_I2S_REWRITTEN_FROM_KEY, bitnet_i2s_layout_name(layout));
     for (int64_t i = 0; i < sum.n_tensors; i++) {
         const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(g, i);
         if ((st = bitnet_gguf_add_tensor(w, ti->name, ti->type, ti->n_dims, ti->ne, err)) != BITNET_OK) goto done;
@@ -89,13 +82,14 @@ bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, 
         const void *data = ti->data;
         if (ti->type == BITNET_TYPE_I2_S) {
             bitnet_error sub;
-            if (bitnet_i2s_relayout(layout, (const uint8_t *)ti->data, rows_of(ti), ti->ne[0], buf, &sub) != BITNET_OK) {
+            if (bitnet_i2s_relayout(layout, (const uint8_t *)ti->data, ti->ne[1], ti->ne[0], buf, &sub) != BITNET_OK) {
                 st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", in, ti->name, sub.msg);
                 goto done;
             }
             data = buf;
         }
         if ((st = bitnet_gguf_write_data(w, data, ti->nbytes, err)) != BITNET_OK) goto done;
+        bitnet_gguf_release(g, ti->data, ti->nbytes); /* memory stays about one tensor, whatever the file's size */
     }
     st = bitnet_gguf_write_end(w, err);
 

@@ -22,16 +22,18 @@ typedef struct bitnet_relayout_summary {
 
 /* Copy the GGUF file `in` to `out` with every I2_S tensor, stored in `layout` (BITNET_I2S_LAYOUT_X86,
  * _ARM64 or _ROWS4), rewritten into the X86 layout (bitnet_i2s_relayout: the same codes and scale, the 28
- * bytes after the scale zeroed) and the record BITNET_I2S_LAYOUT_KEY = "x86" set. Every other key (but
+ * bytes after the scale zeroed) and the record BITNET_I2S_LAYOUT_KEY = "x86" set. When `in` records no
+ * layout, `layout` is what the caller says of it, which the bytes cannot confirm: the output then also
+ * records it as BITNET_I2S_REWRITTEN_FROM_KEY, which the load summary shows. Every other key (but
  * general.alignment: the output is 32-aligned) and every other tensor are copied as they are, in file
  * order. `out` is written through "<out>.tmp" and renamed at the end (it may be `in`), so a failure leaves
- * no output; memory is one I2_S tensor besides the input's mapping. X86 in an unrecorded file only adds
- * the record. `summary` may be NULL.
+ * no output; memory is one I2_S tensor, and the input's pages are released as they are written. `summary`
+ * may be NULL.
  * Errors (naming the file, and the tensor or key): a layout other than those three
  * (BITNET_ERR_INVALID_ARG); an input whose record says another layout (BITNET_ERR_UNSUPPORTED naming both)
- * or holds an unknown one (BITNET_ERR_FORMAT); an input without I2_S tensors (BITNET_ERR_UNSUPPORTED); an
- * I2_S tensor that `layout` cannot hold (bitnet_i2s_layout_check) or with a code 3 or a non-finite scale
- * (BITNET_ERR_FORMAT); the reader's and the writer's errors. */
+ * or holds an unknown one (BITNET_ERR_FORMAT); an input without I2_S tensors, or with one that is not 2-D
+ * (BITNET_ERR_UNSUPPORTED); an I2_S tensor that `layout` cannot hold (bitnet_i2s_layout_check) or with a
+ * code 3 or a non-finite scale (BITNET_ERR_FORMAT); the reader's and the writer's errors. */
 bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, bitnet_relayout_summary *summary,
                                    bitnet_error *err);
 

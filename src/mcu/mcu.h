@@ -60,7 +60,7 @@ bitnet_status bitnet_mcu_open(bitnet_mcu *rt, const void *image, size_t image_by
                               size_t arena_bytes, bitnet_error *err);
 /* bitnet_mcu_open for an image whose I2_S weights are in `i2s_layout` (bitnet_model_params.i2s_layout:
  * AUTO = the image's record, else X86). Weights in bitnet.cpp's ARM64 or ROWS4 layout are rewritten into
- * X86 copies in the arena (M·K/4 + 32 bytes each, counted in bitnet_mcu_budget.model), since no kernel
+ * X86 copies in the arena (M·K/4 + 32 bytes each rounded up to 64, counted in bitnet_mcu_budget.model), since no kernel
  * reads those layouts in place; an image rewritten once on a host (bitnet-convert --relayout) needs none.
  * A layout that contradicts the image's record is refused naming both. */
 bitnet_status bitnet_mcu_open_layout(bitnet_mcu *rt, const void *image, size_t image_bytes, const char *name,

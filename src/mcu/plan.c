@@ -286,6 +286,29 @@ static bitnet_status read_image(const char *path, uint8_t **image, size_t *size,
     return BITNET_OK;
 }
 
+/* The refusal of an image in I2_S layout `layout` (ARM64 or ROWS4; `how`: "" when asked for, " records"
+ * when recorded): a board runs its image in place, and its kernels read x86. */
+static bitnet_status not_in_place(const char *path, const char *how, int layout, bitnet_error *err) {
+    const char *l = bitnet_i2s_layout_name(layout);
+    return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                       "%s:%s I2_S layout %s: a board runs its image in place, in the x86 layout; rewrite it once "
+                       "(bitnet-convert --relayout %s %s -o OUT.gguf) and plan OUT.gguf",
+                       path, how, l, l, path);
+}
+
+/* BITNET_OK unless the image records an I2_S layout other than x86 (refused before a node would rewrite its
+ * weights), or its record is malformed. */
+static bitnet_status recorded_in_place(const uint8_t *image, size_t size, const char *path, bitnet_error *err) {
+    bitnet_gguf *g = NULL;
+    bitnet_status st = bitnet_gguf_open_memory(image, size, path, BITNET_GGUF_NO_STRING_INDEX, &g, err);
+    int recorded = -1;
+    if (st == BITNET_OK) st = bitnet_gguf_i2s_layout(g, &recorded, NULL, err);
+    bitnet_gguf_close(g);
+    if (st == BITNET_OK && recorded > 0 && recorded != BITNET_I2S_LAYOUT_X86)
+        return not_in_place(path, " records", recorded, err);
+    return st;
+}
+
 /* Open the image as a node (bitnet_mcu_open) over a heap arena, doubled until the model fits in it; the
  * arena's offset after the open is the node's own (it does not depend on the arena's size). */
 static bitnet_status open_node(bitnet_mcu *rt, const uint8_t *image, size_t size, const char *name, int i2s_layout,
@@ -502,13 +525,8 @@ bitnet_status bitnet_mcu_plan_make(const char *model_path, const bitnet_plan_boa
                                    const bitnet_mcu_plan_params *pp, bitnet_mcu_plan **out, bitnet_error *err) {
     if (!model_path || !b || !pp || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_mcu_plan_make: NULL argument");
     *out = NULL;
-    if (pp->i2s_layout == BITNET_I2S_LAYOUT_ARM64 || pp->i2s_layout == BITNET_I2S_LAYOUT_ROWS4) {
-        const char *l = pp->i2s_layout == BITNET_I2S_LAYOUT_ARM64 ? "arm64" : "rows4";
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                           "%s: I2_S layout %s: a board runs its image in place, in the x86 layout; rewrite it once "
-                           "(bitnet-convert --relayout %s %s -o OUT.gguf) and plan OUT.gguf",
-                           model_path, l, l, model_path);
-    }
+    if (pp->i2s_layout == BITNET_I2S_LAYOUT_ARM64 || pp->i2s_layout == BITNET_I2S_LAYOUT_ROWS4)
+        return not_in_place(model_path, "", pp->i2s_layout, err);
     bitnet_mcu_plan *p = calloc(1, sizeof *p);
     if (!p) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
     if (strlen(model_path) >= sizeof p->model_path) {
@@ -525,17 +543,9 @@ bitnet_status bitnet_mcu_plan_make(const char *model_path, const bitnet_plan_boa
     }
     bitnet_mcu rt;
     void *arena = NULL;
-    st = open_node(&rt, image, size, model_path, pp->i2s_layout, &arena, err);
-    if (st == BITNET_OK && bitnet_model_i2s_layout(rt.model) != BITNET_I2S_LAYOUT_AUTO &&
-        bitnet_model_i2s_layout(rt.model) != BITNET_I2S_LAYOUT_X86) { /* recorded in the image */
-        const char *l = bitnet_model_i2s_layout(rt.model) == BITNET_I2S_LAYOUT_ARM64 ? "arm64" : "rows4";
-        st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                         "%s records I2_S layout %s: a board runs its image in place, in the x86 layout; rewrite it "
-                         "once (bitnet-convert --relayout %s %s -o OUT.gguf) and plan OUT.gguf",
-                         model_path, l, l, model_path);
-        bitnet_mcu_close(&rt);
-        free(arena);
-    } else if (st == BITNET_OK) {
+    st = recorded_in_place(image, size, model_path, err);
+    if (st == BITNET_OK) st = open_node(&rt, image, size, model_path, pp->i2s_layout, &arena, err);
+    if (st == BITNET_OK) {
         st = plan_node(p, &rt, image, size, b, pp, err);
         bitnet_mcu_close(&rt);
         free(arena);

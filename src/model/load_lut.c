@@ -46,36 +46,34 @@ static bitnet_status file_tiles(loader *ld, const char *tensor, bitnet_tiles *ti
     return BITNET_OK;
 }
 
-/* The layout the file records (key BITNET_I2S_LAYOUT_KEY) into *recorded, or -1 without the key. */
-static bitnet_status recorded_i2s_layout(loader *ld, int *recorded) {
-    *recorded = -1;
-    if (bitnet_gguf_find_kv(ld->g, BITNET_I2S_LAYOUT_KEY) < 0) return BITNET_OK;
-    const char *s;
-    size_t n;
-    bitnet_status st = bitnet_gguf_get_str(ld->g, BITNET_I2S_LAYOUT_KEY, &s, &n, ld->err);
-    if (st != BITNET_OK) return st;
-    *recorded = bitnet_i2s_layout_parse(s, n);
-    if (*recorded < 0) {
-        return bitnet_fail(ld->err, BITNET_ERR_FORMAT,
-                           "%s: key '%s' = '%.*s' is not an I2_S layout this runtime knows (x86, arm64, rows4)",
-                           ld->path, BITNET_I2S_LAYOUT_KEY, n > 64 ? 64 : (int)n, s);
-    }
-    return BITNET_OK;
+/* "; bitnet-convert --relayout rewrote it from the <from> layout it was told the original held" for a file
+ * with the rewrite's provenance key (from >= 0), else "". */
+static const char *rewrite_provenance(int from, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (from >= 0)
+        snprintf(buf, cap, "; bitnet-convert --relayout rewrote it from the %s layout it was told the original held",
+                 bitnet_i2s_layout_name(from));
+    return buf;
 }
 
 bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requested) {
     m->i2s_layout = BITNET_I2S_LAYOUT_AUTO;
     m->i2s_note[0] = '\0';
-    int recorded;
-    bitnet_status st = recorded_i2s_layout(ld, &recorded);
+    int recorded, from;
+    bitnet_status st = bitnet_gguf_i2s_layout(ld->g, &recorded, &from, ld->err);
     if (st != BITNET_OK) return st;
+    char prov[160];
+    rewrite_provenance(recorded > 0 ? from : -1, prov, sizeof prov);
     if (requested != BITNET_I2S_LAYOUT_AUTO && recorded > 0 && requested != recorded) {
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                           "%s: the file records I2_S layout %s (key '%s'), but layout %s was asked for "
-                           "(--i2s-layout %s): the file's bytes follow its record; drop --i2s-layout or give %s",
-                           ld->path, bitnet_i2s_layout_name(recorded), BITNET_I2S_LAYOUT_KEY,
+                           "%s: the file records I2_S layout %s (key '%s'%s), but layout %s was asked for "
+                           "(--i2s-layout %s): the file's bytes follow its record; drop --i2s-layout or give %s%s",
+                           ld->path, bitnet_i2s_layout_name(recorded), BITNET_I2S_LAYOUT_KEY, prov,
                            bitnet_i2s_layout_name(requested), bitnet_i2s_layout_name(requested),
-                           bitnet_i2s_layout_name(recorded));
+                           bitnet_i2s_layout_name(recorded),
+                           from >= 0 ? " (if the original was packed in another layout, rewrite the original again with "
+                                       "that one)"
+                                     : "");
     }
     const int layout = recorded > 0 ? recorded : requested != BITNET_I2S_LAYOUT_AUTO ? requested : BITNET_I2S_LAYOUT_X86;
     int n_i2s = 0;
@@ -89,12 +87,7 @@ bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requ
             bitnet_error sub;
             if (bitnet_i2s_layout_check(layout, w->M, w->K, &sub) != BITNET_OK)
                 return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %s", ld->path, w->t.name, sub.msg);
-            const size_t nbytes = bitnet_i2s_nbytes(w->M, w->K);
-            if (w->t.nbytes < nbytes) {
-                return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: tensor '%s': %llu bytes, but I2_S with M = %lld, K = %lld needs %llu",
-                                   ld->path, w->t.name, (unsigned long long)w->t.nbytes, (long long)w->M, (long long)w->K,
-                                   (unsigned long long)nbytes);
-            }
+            const size_t nbytes = bitnet_i2s_nbytes(w->M, w->K); /* = t.nbytes: the reader checked the size */
             w->i2s_owned = (uint8_t *)bitnet_aligned_alloc(64, (nbytes + 63) / 64 * 64);
             if (!w->i2s_owned) {
                 return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory rewriting tensor '%s' (%llu bytes) to the x86 layout",
@@ -113,7 +106,7 @@ bitnet_status bitnet_model_read_i2s_layout(loader *ld, bitnet_model *m, int requ
     const char *name = bitnet_i2s_layout_name(layout);
     int len;
     if (recorded > 0) {
-        len = snprintf(m->i2s_note, sizeof m->i2s_note, "I2_S layout %s (recorded in the file)", name);
+        len = snprintf(m->i2s_note, sizeof m->i2s_note, "I2_S layout %s (recorded in the file%s)", name, prov);
     } else if (requested != BITNET_I2S_LAYOUT_AUTO) {
         len = snprintf(m->i2s_note, sizeof m->i2s_note, "I2_S layout %s (--i2s-layout; the file records none)", name);
     } else {

@@ -155,7 +155,7 @@ typedef struct bitnet_model_params {
      * assumes X86 (bitnet.cpp's x86 build, the official files) and says so in bitnet_model_i2s_note; X86,
      * ARM64 or ROWS4 name it, and a file whose record says another layout is refused naming both. I2_S
      * weights in ARM64 or ROWS4 are rewritten into X86 at load (bitnet_i2s_relayout) into a copy the model
-     * owns (M·K/4 + 32 bytes each, from base/mem.h: the arena of a microcontroller node too, even with
+     * owns (M·K/4 + 32 bytes each rounded up to 64, from base/mem.h: the arena of a microcontroller node too, even with
      * weights_in_place, since no kernel reads those layouts), which every kernel path then uses. Files
      * without I2_S weights ignore it. */
     int i2s_layout;

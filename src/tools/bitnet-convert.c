@@ -6,7 +6,7 @@
  * output file is left behind); 2 bad command line. */
 #include "convert/hf_convert.h"
 #include "convert/relayout.h"
-#include "kernels/lut/pack.h"
+#include "base/types.h"
 #include "tools/common/args.h"
 #include "tools/common/writer_args.h"
 
@@ -46,6 +46,10 @@ static int run_relayout(const bitnet_args *args, int layout, const char *in, con
                         "which the file now records; %lld other tensors copied\n",
                 out, (long long)s.n_i2s, (double)s.i2s_bytes / 1e6, bitnet_i2s_layout_name(layout),
                 (long long)(s.n_tensors - s.n_i2s));
+    if (!quiet && s.recorded < 0)
+        fprintf(stderr, "bitnet-convert: %s records no I2_S layout: its bytes were read as %s because --relayout says so "
+                        "(nothing in the file can confirm it); %s records that it was rewritten from %s\n",
+                in, bitnet_i2s_layout_name(layout), out, bitnet_i2s_layout_name(layout));
     return 0;
 }
 

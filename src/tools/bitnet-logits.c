@@ -21,7 +21,7 @@
  * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
  * Exit status (args.h): 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
-#include "kernels/lut/pack.h"
+#include "base/types.h"
 #include "model/model.h"
 #include "tilefile/tile_file.h"
 #include "text/tokenizer.h"

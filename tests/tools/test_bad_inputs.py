@@ -14,7 +14,7 @@ Fixtures (files in {tmp}, made by FIXTURES below from the tiny model and hand-wr
   plan.yaml (a plan of utils/plan-cluster.py, tests/fuzz/corpus/cluster_plan/loopback-1.yaml, with version
   2), hf/ (a Hugging Face folder whose hidden_size is a string),
   spm/ (a tokenizer.model whose piece has type 9), norecord-tl2.gguf (a TL2 file without tile record),
-  x86rec.gguf (the tiny model with its I2_S layout recorded, by bitnet-convert --relayout x86).
+  x86rec.gguf (an I2_S dummy model, which records its layout: x86).
 No run may print a sanitizer report (the AddressSanitizer build runs this too).
 Environment: BITNET_BUILD_DIR (default build/), BITNET_RUN_PREFIX (the emulator of a cross build)."""
 import os
@@ -99,8 +99,9 @@ def make_fixtures(tmp):
     subprocess.run(PREFIX + [os.path.join(BIN, "bitnet-dummy"), "-o", os.path.join(tmp, "norecord-tl2.gguf"),
                              "--n-embd", "256", "--n-ff", "256", "--n-layer", "1", "--n-head", "2", "--vocab-size",
                              "259", "--outtype", "tl2", "--no-tile-record", "-q"], check=True)
-    subprocess.run(PREFIX + [os.path.join(BIN, "bitnet-convert"), "--relayout", "x86", TINY, "-o",
-                             os.path.join(tmp, "x86rec.gguf"), "-q"], check=True)
+    subprocess.run(PREFIX + [os.path.join(BIN, "bitnet-dummy"), "-o", os.path.join(tmp, "x86rec.gguf"),
+                             "--n-embd", "256", "--n-ff", "256", "--n-layer", "1", "--n-head", "2", "--vocab-size",
+                             "259", "--outtype", "i2_s", "-q"], check=True)
 
 
 class BadInputs(unittest.TestCase):

@@ -148,8 +148,12 @@ class I2sLayouts(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn(f"14 I2_S tensors (0.4 MB) rewritten from the {layout} layout to x86, which the file "
                               "now records; 10 other tensors copied", p.stderr)
+                self.assertIn(f"records no I2_S layout: its bytes were read as {layout} because --relayout says so "
+                              f"(nothing in the file can confirm it); {out} records that it was rewritten from {layout}",
+                              p.stderr)
                 new = gguf_reader.read_gguf(out)
                 self.assertEqual(new.kv.pop("bitnet.i2s.layout"), "x86")
+                self.assertEqual(new.kv.pop("bitnet.i2s.rewritten_from"), layout)
                 self.assertEqual({k: v for k, v in new.kv.items() if k != "general.alignment"},
                                  {k: v for k, v in info.kv.items() if k != "general.alignment"})
                 b = read(out)
@@ -161,17 +165,29 @@ class I2sLayouts(unittest.TestCase):
                                      t.name)
                 ids, err = self.cli(out)
                 self.assertEqual(ids, BITNET_CPP_IDS)
-                self.assertIn("llama-cli: I2_S layout x86 (recorded in the file)", err)
-                self.assertNotIn("rewritten", err)
+                self.assertIn("llama-cli: I2_S layout x86 (recorded in the file; bitnet-convert --relayout rewrote "
+                              f"it from the {layout} layout it was told the original held)\n", err)
+                self.assertNotIn("rewritten to x86 at load", err)
                 # the record decides: another layout asked for is refused, naming both
                 p = tool("llama-cli", "-m", out, "-p", "hi", "-n", 1, "--i2s-layout", layout)
                 self.assertEqual(p.returncode, 1)
-                self.assertIn(f"{out}: the file records I2_S layout x86 (key 'bitnet.i2s.layout'), but layout {layout} "
-                              f"was asked for (--i2s-layout {layout})", p.stderr)
+                self.assertIn(f"{out}: the file records I2_S layout x86 (key 'bitnet.i2s.layout'; bitnet-convert "
+                              f"--relayout rewrote it from the {layout} layout it was told the original held), but "
+                              f"layout {layout} was asked for (--i2s-layout {layout}): the file's bytes follow its "
+                              "record; drop --i2s-layout or give x86 (if the original was packed in another layout, "
+                              "rewrite the original again with that one)", p.stderr)
                 p = tool("bitnet-convert", "--relayout", layout, out, "-o", self.path("again.gguf"))
                 self.assertEqual(p.returncode, 1)
                 self.assertIn("the file records I2_S layout x86", p.stderr)
                 self.assertFalse(os.path.exists(self.path("again.gguf")))
+        # in place (OUT = IN): read through the mapping while OUT.tmp is written, then renamed over it
+        inplace = self.path("inplace.gguf")
+        with open(inplace, "wb") as f:
+            f.write(read(self.files["rows4"]))
+        p = tool("bitnet-convert", "-q", "--relayout", "rows4", inplace, "-o", inplace)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(read(inplace), read(self.path("relayout-rows4.gguf")))
+        self.assertEqual(self.cli(inplace)[0], BITNET_CPP_IDS)
 
     def test_relayout_refuses_what_it_cannot_verify_and_leaves_no_file(self):
         info = gguf_reader.read_gguf(TINY)
@@ -208,9 +224,11 @@ class I2sLayouts(unittest.TestCase):
         js = self.path("plan.json")
         p = tool("bitnet-mcu-plan", "-m", out, "--board", "esp32s3", "--json", js)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("  I2_S layout x86 (recorded in the file)\n", p.stdout)
+        note = ("I2_S layout x86 (recorded in the file; bitnet-convert --relayout rewrote it from the arm64 layout it "
+                "was told the original held)")
+        self.assertIn(f"  {note}\n", p.stdout)
         with open(js) as f:
-            self.assertEqual(json.load(f)["model"]["i2s_layout"], "I2_S layout x86 (recorded in the file)")
+            self.assertEqual(json.load(f)["model"]["i2s_layout"], note)
         p = tool("bitnet-mcu-plan", "-m", arm, "--board", "esp32s3")  # no record, no flag: x86, and it says so
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("  I2_S layout x86 (assumed: the file does not record how its I2_S weights were packed", p.stdout)

@@ -291,24 +291,6 @@ bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t
  * and their rewrite into the X86 layout above.
  * ------------------------------------------------------------------------------------------- */
 
-const char *bitnet_i2s_layout_name(int layout) {
-    switch (layout) {
-    case BITNET_I2S_LAYOUT_AUTO: return "auto";
-    case BITNET_I2S_LAYOUT_X86: return "x86";
-    case BITNET_I2S_LAYOUT_ARM64: return "arm64";
-    case BITNET_I2S_LAYOUT_ROWS4: return "rows4";
-    default: return NULL;
-    }
-}
-
-int bitnet_i2s_layout_parse(const char *s, size_t n) {
-    for (int l = BITNET_I2S_LAYOUT_X86; l <= BITNET_I2S_LAYOUT_ROWS4; l++) {
-        const char *name = bitnet_i2s_layout_name(l);
-        if (s && strlen(name) == n && memcmp(s, name, n) == 0) return l;
-    }
-    return -1;
-}
-
 void bitnet_i2s_locate(int layout, int64_t M, int64_t K, int64_t m, int64_t k, size_t *byte, int *shift) {
     (void)M;
     const int64_t j = m * K + k;

@@ -40,10 +40,7 @@ bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t
 
 /* ---- The three I2_S byte layouts bitnet.cpp writes (bitnet_i2s_layout in base/common.h; LAYOUTS.md §2) ---- */
 
-/* "x86", "arm64", "rows4"; "auto" for BITNET_I2S_LAYOUT_AUTO; NULL for anything else. */
-const char *bitnet_i2s_layout_name(int layout);
-/* The layout named by the n bytes at s ("x86", "arm64", "rows4"; not "auto"), or -1. */
-int bitnet_i2s_layout_parse(const char *s, size_t n);
+/* The layouts' names: bitnet_i2s_layout_name / _parse (base/types.h). */
 
 /* The scalar reference of the layouts: the byte (offset from the tensor start) and the bit shift of the
  * 2-bit code of weight (m, k) of an M x K tensor (code = byte >> shift & 3; value = code - 1). With the
