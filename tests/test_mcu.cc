@@ -105,6 +105,13 @@ NodeRun run_regular(const std::string &path, const std::vector<int32_t> &prompt,
     return r;
 }
 
+// Every position's logits of two runs, byte for byte.
+void expect_same_logits(const NodeRun &a, const NodeRun &b) {
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    for (size_t i = 0; i < a.logits.size(); i++)
+        EXPECT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * 4)) << "position " << i;
+}
+
 TEST(McuNode, ArenaSizingIsExactAndNothingIsAllocatedAfterStart) {
     auto img = image_of(kTinyI2S);
     for (const bitnet_mcu_params p : {bitnet_mcu_params{32, 16, 16}, bitnet_mcu_params{512, 1, 1},
@@ -169,10 +176,7 @@ TEST(McuNode, TinyCaseGivesBitnetCppIdsAndTheRegularRuntimesLogits) {
     const NodeRun node = run_node(&rt, kTinyPrompt, 16);
     bitnet_mcu_close(&rt);
     EXPECT_EQ(node.ids, kTinyIds);
-    const NodeRun reg = run_regular(kTinyI2S, kTinyPrompt, 16);
-    ASSERT_EQ(node.logits.size(), reg.logits.size());
-    for (size_t i = 0; i < node.logits.size(); i++)
-        EXPECT_EQ(0, std::memcmp(node.logits[i].data(), reg.logits[i].data(), node.logits[i].size() * 4)) << "position " << i;
+    expect_same_logits(node, run_regular(kTinyI2S, kTinyPrompt, 16));
 }
 
 // bitnet.cpp's tiny model in its ARM (arm64) and 4-row (rows4) I2_S layouts, repacked by the tests' own packer
@@ -209,9 +213,7 @@ TEST(McuNode, OtherI2sLayoutsAreRewrittenInTheArenaAndGiveTheX86Logits) {
         EXPECT_EQ(rt.arena.n_refused, 0u);
         bitnet_mcu_close(&rt);
         EXPECT_EQ(node.ids, kTinyIds);
-        ASSERT_EQ(node.logits.size(), ref.logits.size());
-        for (size_t i = 0; i < node.logits.size(); i++)
-            EXPECT_EQ(0, std::memcmp(node.logits[i].data(), ref.logits[i].data(), node.logits[i].size() * 4)) << "position " << i;
+        expect_same_logits(node, ref);
         // the same image opened as x86 (a wrong --i2s-layout) opens, and computes something else
         ASSERT_EQ(bitnet_mcu_open(&rt, img->p, img->n, "tiny", arena.p, arena.n, &err), BITNET_OK) << err.msg;
         ASSERT_EQ(bitnet_mcu_start(&rt, &p, &err), BITNET_OK) << err.msg;

@@ -6,10 +6,8 @@
 #include "base/types.h"
 #include "kernels/lut/pack.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 bitnet_status bitnet_relayout_gguf(const char *in, const char *out, int layout, bitnet_relayout_summary *summary,
                                    bitnet_error *err) {
