@@ -8,13 +8,18 @@
  * (test_model.cc Archs.DummyKeysAndTensorsPerArchitecture checks each one against its name). */
 static const bitnet_arch_info k_archs[] = {
     /* bitnet.cpp's own files (bitnet_b1_58-large / 3B layout, converter "bitnet") */
-    {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true, false},
+    {"bitnet", BITNET_ARCH_BITNET, BITNET_ACT_SILU, BITNET_ROPE_NEOX, true, false, false, false, false, false},
     /* BitNet-b1.58-2B-4T: relu² FFN, sub-norms, GQA */
-    {"bitnet-b1.58", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false},
+    {"bitnet-b1.58", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false, false, false, false, false},
     /* bitnet.cpp's older name of the same graph */
-    {"bitnet-25", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false},
+    {"bitnet-25", BITNET_ARCH_BITNET_B158, BITNET_ACT_RELU2, BITNET_ROPE_NEOX, true, false, false, false, false, false},
     /* ternary Llama 3 / Falcon3 / Falcon-E: no sub-norms, Q/K rows permuted by the converters */
-    {"llama", BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false, true},
+    {"llama", BITNET_ARCH_LLAMA, BITNET_ACT_SILU, BITNET_ROPE_NORM, false, true, false, false, false, false},
+    /* Qwen3 (BitNet-embedding-0.6B; plain Qwen3 files): QK head norms, per-projection norms if present */
+    {"qwen3", BITNET_ARCH_QWEN3, BITNET_ACT_SILU, BITNET_ROPE_NEOX, false, false, true, false, false, true},
+    /* Gemma3 text (BitNet-embedding-270M; plain Gemma3 files): GELU, QK head norms, post-norms, scaled
+     * embeddings, sliding-window layers when the file says so */
+    {"gemma3", BITNET_ARCH_GEMMA3, BITNET_ACT_GELU, BITNET_ROPE_NEOX, false, false, true, true, true, true},
 };
 
 size_t bitnet_arch_count(void) { return sizeof k_archs / sizeof k_archs[0]; }

@@ -18,11 +18,14 @@ typedef enum bitnet_arch {
     BITNET_ARCH_BITNET = 0,      /* "bitnet" */
     BITNET_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58" and "bitnet-25" */
     BITNET_ARCH_LLAMA = 2,       /* "llama" */
+    BITNET_ARCH_QWEN3 = 3,       /* "qwen3" (BitNet-embedding-0.6B and plain Qwen3) */
+    BITNET_ARCH_GEMMA3 = 4,      /* "gemma3" (BitNet-embedding-270M and plain Gemma3 text) */
 } bitnet_arch;
 
 typedef enum bitnet_ffn_act {
     BITNET_ACT_SILU = 0,  /* x / (1 + e^-x) */
     BITNET_ACT_RELU2 = 1, /* max(x, 0)² */
+    BITNET_ACT_GELU = 2,  /* GELU, tanh approximation (ggml_gelu's rounding: model.h) */
 } bitnet_ffn_act;
 
 typedef enum bitnet_rope_type {
@@ -37,6 +40,11 @@ typedef struct bitnet_arch_info {
     bitnet_rope_type rope;
     bool sub_norms;        /* attn_sub_norm / ffn_sub_norm tensors in every layer */
     bool permuted_qk;      /* attn_q/attn_k rows in the llama converters' RoPE permutation (model.h) */
+    bool qk_norm;          /* attn_q_norm / attn_k_norm: RMSNorm of every q and k head over head_dim */
+    bool post_norms;       /* post_attention_norm / post_ffw_norm on each block's output (Gemma3) */
+    bool embd_scale;       /* token embeddings multiplied by sqrtf(n_embd) (Gemma) */
+    bool norm_in;          /* optional <proj>_norm_in tensors: RMSNorm before each projection (BitNet
+                              embedding models) */
 } bitnet_arch_info;
 
 /* Number of rows; rows are numbered 0 .. count-1 in the order of arch.c (the dummy writer's
