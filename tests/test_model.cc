@@ -955,7 +955,7 @@ TEST_F(Golden, BatchOfSequencesEqualsEachSequenceAlone) {
             const std::string what = std::string(bitnet_kernel_path_name(kp)) + ", " + std::to_string(nt) + " threads";
             std::vector<GreedyRun> alone;
             for (const auto &pr : prompts) alone.push_back(Greedy(m.get(), pr, n_gen, nt));
-            bitnet_context_params cp = {32, n_batch, nt, 1, n_seq};
+            bitnet_context_params cp = {32, n_batch, nt, 1, n_seq, false};
             bitnet_context *raw = nullptr;
             bitnet_error err{};
             ASSERT_EQ(bitnet_context_create_params(m.get(), &cp, &raw, &err), BITNET_OK) << err.msg;
@@ -1016,7 +1016,7 @@ TEST_F(Golden, BatchOfSequencesEqualsEachSequenceAlone) {
 TEST_F(Golden, BadBatchesAreRefusedByIndex) {
     ModelPtr m = Load(path_[0], BITNET_PATH_I2S);
     ASSERT_TRUE(m);
-    bitnet_context_params cp = {16, 4, 1, 1, 2};
+    bitnet_context_params cp = {16, 4, 1, 1, 2, false};
     bitnet_context *raw = nullptr;
     bitnet_error err{};
     ASSERT_EQ(bitnet_context_create_params(m.get(), &cp, &raw, &err), BITNET_OK) << err.msg;
@@ -1053,11 +1053,11 @@ TEST_F(Golden, BadBatchesAreRefusedByIndex) {
     }
     // n_seq out of range at creation, and n_seq 0 meaning 1
     for (int bad_seq : {-1, 1025}) {
-        bitnet_context_params bp = {16, 4, 1, 1, bad_seq};
+        bitnet_context_params bp = {16, 4, 1, 1, bad_seq, false};
         EXPECT_EQ(bitnet_context_create_params(m.get(), &bp, &raw, &err), BITNET_ERR_INVALID_ARG);
         EXPECT_NE(std::string(err.msg).find("n_seq = " + std::to_string(bad_seq)), std::string::npos) << err.msg;
     }
-    bitnet_context_params zp = {16, 4, 1, 1, 0};
+    bitnet_context_params zp = {16, 4, 1, 1, 0, false};
     ASSERT_EQ(bitnet_context_create_params(m.get(), &zp, &raw, &err), BITNET_OK) << err.msg;
     EXPECT_EQ(bitnet_context_n_seq(raw), 1);
     bitnet_context_free(raw);

@@ -395,7 +395,7 @@ TEST(Soak, ChatFillsTheContextManyTimes) {
     bitnet_error err = {{0}};
     bitnet_model *model = nullptr;
     ASSERT_EQ(bitnet_model_load(path.c_str(), nullptr, &model, &err), BITNET_OK) << err.msg;
-    const bitnet_context_params cp = {kNCtx, 32, 2, 1, 1};
+    const bitnet_context_params cp = {kNCtx, 32, 2, 1, 1, false};
     bitnet_context_budget budget;
     ASSERT_EQ(bitnet_context_arena_bytes(model, &cp, 0, &budget, &err), BITNET_OK) << err.msg;
     bitnet_context *shared = nullptr;

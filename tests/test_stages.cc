@@ -73,7 +73,7 @@ ModelPtr Load(const std::string &path, bitnet_kernel_path kp, int first, int n, 
 ContextPtr NewContext(bitnet_model *m, int n_batch, int n_threads) {
     bitnet_context *c = nullptr;
     bitnet_error err{};
-    const bitnet_context_params cp = {64, n_batch, n_threads, 64, 1};
+    const bitnet_context_params cp = {64, n_batch, n_threads, 64, 1, false};
     EXPECT_EQ(bitnet_context_create_params(m, &cp, &c, &err), BITNET_OK) << err.msg;
     return ContextPtr(c);
 }
@@ -231,7 +231,7 @@ TEST(Stages, AStageUsesItsShareOfTheFile) {
     // the KV cache holds the stage's layers only
     bitnet_context_budget bw{}, b1c{};
     bitnet_error err{};
-    const bitnet_context_params cp = {64, 4, 1, 1, 1};
+    const bitnet_context_params cp = {64, 4, 1, 1, 1, false};
     ASSERT_EQ(bitnet_context_arena_bytes(whole.get(), &cp, 0, &bw, &err), BITNET_OK) << err.msg;
     ASSERT_EQ(bitnet_context_arena_bytes(s1.get(), &cp, 0, &b1c, &err), BITNET_OK) << err.msg;
     EXPECT_EQ(bw.kv_cache, 5 * b1c.kv_cache / 2);

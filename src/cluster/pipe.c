@@ -453,7 +453,7 @@ bitnet_status bitnet_cluster_serve(bitnet_cluster *cl, bitnet_model *m, bitnet_e
         case CMD_CONTEXT: {
             bitnet_context_free(cl->ctx);
             cl->ctx = NULL;
-            const bitnet_context_params cp = {h.n_ctx, h.n_batch, h.n_threads, h.n_logits, 1};
+            const bitnet_context_params cp = {h.n_ctx, h.n_batch, h.n_threads, h.n_logits, 1, false};
             st = bitnet_cluster_plan_check_model(cl->plan, cl->rank, m, &cp, &e);
             if (st == BITNET_OK) st = bitnet_context_create_params(m, &cp, &cl->ctx, &e);
             if (st == BITNET_OK) {

@@ -57,7 +57,7 @@ bitnet_status bitnet_mcu_arena_bytes(const bitnet_mcu *rt, const bitnet_mcu_para
     if (!rt || !rt->model || !p || !out) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_mcu_arena_bytes: no open node");
     memset(out, 0, sizeof *out);
     out->model = rt->arena.used;
-    const bitnet_context_params cp = {p->n_ctx, p->n_batch, 1, p->n_logits, 1};
+    const bitnet_context_params cp = {p->n_ctx, p->n_batch, 1, p->n_logits, 1, false};
     bitnet_status st = bitnet_context_arena_bytes(rt->model, &cp, rt->arena.used, &out->context, err);
     if (st != BITNET_OK) return st;
     out->total = out->model + out->context.total;
@@ -79,7 +79,7 @@ bitnet_status bitnet_mcu_start(bitnet_mcu *rt, const bitnet_mcu_params *p, bitne
                            (unsigned long long)b.context.kv_cache, (unsigned long long)b.context.lut_workspace,
                            (unsigned long long)b.total);
     }
-    const bitnet_context_params cp = {p->n_ctx, p->n_batch, 1, p->n_logits, 1};
+    const bitnet_context_params cp = {p->n_ctx, p->n_batch, 1, p->n_logits, 1, false};
     const arena_scope s = enter(rt);
     st = bitnet_context_create_params(rt->model, &cp, &rt->ctx, err);
     leave(s);

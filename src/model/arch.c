@@ -74,6 +74,9 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
     hp->ffn_act = ai->ffn_act;
     hp->rope_type = ai->rope;
     hp->sub_norms = ai->sub_norms;
+    hp->qk_norm = ai->qk_norm;
+    hp->post_norms = ai->post_norms;
+    hp->embd_scale = ai->embd_scale;
 
     if ((st = bitnet_model_int_key(ld, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) != BITNET_OK) return st;
     if ((st = bitnet_model_int_key(ld, "context_length", true, 0, 1, MAX_CTX, &hp->n_ctx_train)) != BITNET_OK)
@@ -161,6 +164,28 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
                            "%s: %s.attention.head_count = %d is not a multiple of %s.attention.head_count_kv = %d",
                            ld->path, ld->arch, (int)hp->n_head, ld->arch, (int)hp->n_head_kv);
     }
+    /* attention scale (docs/EMBEDDINGS.md §2): 1/sqrt(d) on the scores; Gemma3 multiplies q by it instead
+     * (llama.cpp's f_attention_scale; query_pre_attn_scalar = d for BitNet-embedding-270M) */
+    const float inv_sqrt_d = 1.0f / sqrtf((float)hp->n_embd_head);
+    hp->q_scale = hp->arch_id == BITNET_ARCH_GEMMA3 ? inv_sqrt_d : 1.0f;
+    hp->kq_scale = hp->arch_id == BITNET_ARCH_GEMMA3 ? 1.0f : inv_sqrt_d;
+    /* Gemma3's local layers: only when the file gives a window (bitnet.cpp's converter writes none) */
+    hp->swa_period = 1;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    if (hp->arch_id == BITNET_ARCH_GEMMA3) {
+        if ((st = bitnet_model_int_key(ld, "attention.sliding_window", false, 0, 0, MAX_CTX, &hp->n_swa)) != BITNET_OK)
+            return st;
+        if ((st = bitnet_model_int_key(ld, "attention.sliding_window_pattern", false, 6, 1, MAX_LAYERS,
+                                       &hp->swa_period)) != BITNET_OK)
+            return st;
+        if ((st = get_pos_float_key(ld, "rope.freq_base_swa", false, 10000.0f, &hp->rope_freq_base_swa)) != BITNET_OK)
+            return st;
+    }
+    /* pooling of embeddings: llama.cpp's LLAMA_POOLING_TYPE values 0 none .. 4 rank */
+    if ((st = bitnet_model_int_key(ld, "pooling_type", false, BITNET_POOLING_UNSPECIFIED, BITNET_POOLING_UNSPECIFIED, 4,
+                                   &hp->pooling)) != BITNET_OK)
+        return st;
+
     int32_t n_rot = hp->n_embd_head;
     if ((st = bitnet_model_int_key(ld, "rope.dimension_count", false,
                                    hp->n_embd_head, 0, MAX_DIM, &n_rot)) != BITNET_OK)

@@ -14,9 +14,9 @@
  * are base/detmath.h's double functions rounded to float, so the tables are the same bits with every C
  * library and ISA (for bases 10^4, 5·10^5, 10^6, head sizes 64 and 128 and 32768 positions they equal
  * glibc's cos/sin rounded to float: tests/test_detmath.cc). */
-static void rope_tables(const bitnet_hparams *hp, int32_t n_ctx, float *cos_t, float *sin_t) {
+static void rope_tables(const bitnet_hparams *hp, float base, int32_t n_ctx, float *cos_t, float *sin_t) {
     const int32_t half = hp->n_embd_head / 2;
-    const float theta_scale = (float)bitnet_pow_d((double)hp->rope_freq_base, (double)(-2.0f / (float)hp->n_embd_head));
+    const float theta_scale = (float)bitnet_pow_d((double)base, (double)(-2.0f / (float)hp->n_embd_head));
     for (int32_t p = 0; p < n_ctx; p++) {
         float theta = (float)p;
         for (int32_t i = 0; i < half; i++) {
@@ -35,8 +35,15 @@ static void rope_tables(const bitnet_hparams *hp, int32_t n_ctx, float *cos_t, f
 enum {
     CB_X, CB_XB, CB_Q, CB_K, CB_V, CB_ATT, CB_PROJ, CB_HB, CB_HB2, CB_KCACHE, CB_VCACHE, CB_ROPE_COS,
     CB_ROPE_SIN, CB_ATT_SCORES, CB_ATT_P, CB_ATT_Q, CB_HEAD_ACT, CB_HEAD_ROW, CB_LOGITS, CB_WDATA0, CB_WDATA1,
+    /* only for the models that need them (0 bytes, not allocated, otherwise) */
+    CB_XN0, CB_XN1, CB_XN2, CB_ROPE_COS_SWA, CB_ROPE_SIN_SWA,
     CB_COUNT
 };
+
+/* Whether the local layers need RoPE tables of their own (another base than the global layers'). */
+static bool swa_tables(const bitnet_hparams *hp) {
+    return hp->n_swa > 0 && hp->rope_freq_base_swa != hp->rope_freq_base;
+}
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -94,7 +101,10 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         {CB_PROJ, B, D, f},        {CB_HB, B, F, f},          {CB_HB2, B, F, f},
         {CB_ROPE_COS, C, hd / 2, f}, {CB_ROPE_SIN, C, hd / 2, f}, {CB_ATT_SCORES, T, C, f},
         {CB_ATT_P, T, C, f},       {CB_ATT_Q, T, hd, f},      {CB_HEAD_ACT, B, m->head_kernel->act_bytes(hp->n_embd), 1},
-        {CB_HEAD_ROW, T, D, f},    {CB_LOGITS, (size_t)p->n_logits, (size_t)hp->n_vocab, f},
+        {CB_HEAD_ROW, T, D, f},    {CB_LOGITS, (size_t)p->n_logits, p->embeddings ? D : (size_t)hp->n_vocab, f},
+        {CB_XN0, m->has_norm_in ? B : 0, D, f}, {CB_XN1, m->has_norm_in ? B : 0, D, f},
+        {CB_XN2, m->has_norm_in ? B : 0, D, f}, {CB_ROPE_COS_SWA, swa_tables(hp) ? C : 0, hd / 2, f},
+        {CB_ROPE_SIN_SWA, swa_tables(hp) ? C : 0, hd / 2, f},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (!mul3(dims[i].a, dims[i].b, dims[i].c, &bytes[dims[i].buf]) || bytes[dims[i].buf] > SIZE_MAX / 2) {
@@ -167,10 +177,13 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
         [CB_ROPE_SIN] = &out->rope_tables, [CB_ATT_SCORES] = &out->attention, [CB_ATT_P] = &out->attention,
         [CB_ATT_Q] = &out->attention,   [CB_HEAD_ACT] = &out->activations, [CB_HEAD_ROW] = &out->attention,
         [CB_LOGITS] = &out->logits,     [CB_WDATA0] = &out->lut_workspace, [CB_WDATA1] = &out->lut_workspace,
+        [CB_XN0] = &out->activations,   [CB_XN1] = &out->activations,     [CB_XN2] = &out->activations,
+        [CB_ROPE_COS_SWA] = &out->rope_tables, [CB_ROPE_SIN_SWA] = &out->rope_tables,
     };
     size_t at = used + bitnet_arena_cost(used, sizeof(bitnet_context), 8);
     out->other = at - used;
     for (int i = 0; i < CB_COUNT; i++) {
+        if (b[i] == 0) continue; /* a buffer this model does not need */
         const size_t n = round64(b[i]);
         if (n < b[i] || at > SIZE_MAX - 64 - n) return bitnet_fail(err, BITNET_ERR_NOMEM, "context size overflows");
         const size_t cost = bitnet_arena_cost(at, n, 64);
@@ -184,7 +197,7 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
 
 bitnet_status bitnet_context_create(bitnet_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
                                     bitnet_context **out, bitnet_error *err) {
-    const bitnet_context_params p = {n_ctx, n_batch, n_threads, 1, 1};
+    const bitnet_context_params p = {n_ctx, n_batch, n_threads, 1, 1, false};
     return bitnet_context_create_params(m, &p, out, err);
 }
 
@@ -209,14 +222,18 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
     c->wsize = wsize;
     c->head_act_bytes = m->head_kernel->act_bytes(m->hp.n_embd);
     c->logits_cap = p.n_logits;
+    c->embeddings = p.embeddings;
+    c->out_width = p.embeddings ? m->hp.n_embd : m->hp.n_vocab;
     void **ptrs[CB_COUNT] = {
         (void **)&c->x, (void **)&c->xb, (void **)&c->q, (void **)&c->k, (void **)&c->v, (void **)&c->att,
         (void **)&c->proj, (void **)&c->hb, (void **)&c->hb2, (void **)&c->kcache, (void **)&c->vcache,
         (void **)&c->rope_cos, (void **)&c->rope_sin, (void **)&c->att_scores, (void **)&c->att_p,
         (void **)&c->att_q, (void **)&c->head_act, (void **)&c->head_row, (void **)&c->logits, &c->wdata[0],
-        &c->wdata[1],
+        &c->wdata[1], (void **)&c->xn[0], (void **)&c->xn[1], (void **)&c->xn[2], (void **)&c->rope_cos_swa,
+        (void **)&c->rope_sin_swa,
     };
     for (int i = 0; i < CB_COUNT; i++) {
+        if (b[i] == 0) continue; /* not needed by this model: stays NULL */
         *ptrs[i] = bitnet_aligned_alloc(64, round64(b[i]));
         if (!*ptrs[i]) {
             bitnet_context_free(c);
@@ -228,7 +245,13 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
     memset(c->kcache, 0, b[CB_KCACHE]);
     memset(c->vcache, 0, b[CB_VCACHE]);
     memset(c->logits, 0, b[CB_LOGITS]);
-    rope_tables(&m->hp, p.n_ctx, c->rope_cos, c->rope_sin);
+    rope_tables(&m->hp, m->hp.rope_freq_base, p.n_ctx, c->rope_cos, c->rope_sin);
+    if (swa_tables(&m->hp)) {
+        rope_tables(&m->hp, m->hp.rope_freq_base_swa, p.n_ctx, c->rope_cos_swa, c->rope_sin_swa);
+    } else {
+        c->rope_cos_swa = c->rope_cos;
+        c->rope_sin_swa = c->rope_sin;
+    }
 
     /* the thread pool last: a platform object outside base/mem.h (runtime/threadpool.h) */
     if ((st = bitnet_threadpool_create(p.n_threads, &c->tp, err)) != BITNET_OK) {
@@ -251,9 +274,12 @@ void bitnet_context_free(bitnet_context *c) {
     if (c->counted) atomic_fetch_sub(&c->m->n_contexts, 1);
     bitnet_threadpool_free(c->tp);
     /* in an arena only the most recent block is given back; bitnet_mcu_open starts a node's arena afresh */
+    const bool own_swa = c->rope_cos_swa != c->rope_cos;
     void *bufs[CB_COUNT] = {c->x,     c->xb,       c->q,     c->k,     c->v,        c->att,      c->proj,
                             c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
-                            c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1]};
+                            c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1],
+                            c->xn[0], c->xn[1],    c->xn[2], own_swa ? c->rope_cos_swa : NULL,
+                            own_swa ? c->rope_sin_swa : NULL};
     bitnet_free(c->out_row);
     bitnet_free(c->seq_len);
     for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);
@@ -286,7 +312,7 @@ void bitnet_context_set_link(bitnet_context *c, const bitnet_stage_link *link) {
 /* Grows the logits to `rows` rows (kept contents are not needed). */
 static bitnet_status reserve_logits(bitnet_context *c, int32_t rows, const char *fn, bitnet_error *err) {
     if (rows <= c->logits_cap) return BITNET_OK;
-    const int32_t n_vocab = c->m->hp.n_vocab;
+    const int32_t n_vocab = c->out_width;
     float *nl = bitnet_realloc(c->logits, (size_t)rows * (size_t)n_vocab * sizeof(float));
     if (!nl) return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d × %d logits", fn, (int)rows, (int)n_vocab);
     c->logits = nl;
@@ -333,7 +359,7 @@ bitnet_status bitnet_decode(bitnet_context *c, const int32_t *tokens, int32_t n_
                 .pos0 = n_past + start,
                 .out_first = all_logits ? 0 : n - 1,
                 .n_out = !head ? 0 : all_logits ? n : (last ? 1 : 0),
-                .logits = c->logits + (all_logits ? (size_t)start * n_vocab : 0),
+                .logits = c->logits + (all_logits ? (size_t)start * c->out_width : 0),
                 .layers = pass == 0,
                 .head = head,
             };
@@ -452,16 +478,25 @@ bitnet_status bitnet_decode_hidden(bitnet_context *c, float *x, int32_t n_tokens
 }
 
 const float *bitnet_get_logits(const bitnet_context *c) {
-    if (!c || c->n_last == 0) return NULL;
+    if (!c || c->n_last == 0 || c->embeddings) return NULL;
     if (c->batch_last) return bitnet_get_logits_ith(c, -1);
     return c->logits + (c->all_last ? (size_t)(c->n_last - 1) * c->m->hp.n_vocab : 0);
 }
 
-const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i) {
+/* Row i of the last call's output rows (logits or embeddings, c->out_width floats each), or NULL. */
+static const float *out_row_ith(const bitnet_context *c, int32_t i) {
     if (!c || c->n_last == 0) return NULL;
     if (i < 0) i += c->n_last;
     if (i < 0 || i >= c->n_last) return NULL;
-    if (c->batch_last) return c->out_row[i] < 0 ? NULL : c->logits + (size_t)c->out_row[i] * c->m->hp.n_vocab;
-    if (c->all_last) return c->logits + (size_t)i * c->m->hp.n_vocab;
+    if (c->batch_last) return c->out_row[i] < 0 ? NULL : c->logits + (size_t)c->out_row[i] * c->out_width;
+    if (c->all_last) return c->logits + (size_t)i * c->out_width;
     return i == c->n_last - 1 ? c->logits : NULL;
+}
+
+const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i) {
+    return c && !c->embeddings ? out_row_ith(c, i) : NULL;
+}
+
+const float *bitnet_get_embeddings_ith(const bitnet_context *c, int32_t i) {
+    return c && c->embeddings ? out_row_ith(c, i) : NULL;
 }

@@ -89,27 +89,65 @@ static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32
     const bitnet_model *m = c->m;
     const int32_t d = m->hp.n_embd_head;
     const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
-    const float kq_scale = 1.0f / sqrtf((float)d);
-    float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (pos+1) */
-    float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (pos+1) */
+    const float kq_scale = m->hp.kq_scale;                    /* 1/sqrt(d), or 1 when q carries it (Gemma3) */
+    /* a sliding-window layer sees positions pos - n_swa + 1 .. pos (llama.cpp's standard SWA mask) */
+    const int32_t j0 = bitnet_layer_is_swa(&m->hp, l) && pos >= m->hp.n_swa ? pos - m->hp.n_swa + 1 : 0;
+    const int64_t nj = (int64_t)pos + 1 - j0;
+    float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (nj) */
+    float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (nj) */
     float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
     const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
-    const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)kvh) * c->kv_rows + row0) * (size_t)d;
-    const uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* position j at j·d */
+    const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)kvh) * c->kv_rows + row0 + (size_t)j0) * (size_t)d;
+    const uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* position j0 + j at j·d */
 
-    bitnet_dense_round_f16_row(q, 1.0f, q16, d);
+    bitnet_dense_round_f16_row(q, m->hp.q_scale, q16, d); /* ggml: q scaled in float, rounded to F16 for K·q */
     float max = -INFINITY;
-    bitnet_dense_dot_f16_rows(kc, (size_t)d, q16, d, (int64_t)pos + 1, score);
-    for (int32_t j = 0; j <= pos; j++) {
+    bitnet_dense_dot_f16_rows(kc, (size_t)d, q16, d, nj, score);
+    for (int64_t j = 0; j < nj; j++) {
         score[j] *= kq_scale;
         if (score[j] > max) max = score[j];
     }
-    bitnet_act_exp_sub(score, max, (int64_t)pos + 1); /* e^(score - max), the same floats on every ISA */
+    bitnet_act_exp_sub(score, max, nj); /* e^(score - max), the same floats on every ISA */
     double sum = 0.0;
-    for (int32_t j = 0; j <= pos; j++) sum += (double)score[j];
+    for (int64_t j = 0; j < nj; j++) sum += (double)score[j];
     const float inv = (float)(1.0 / sum);
-    bitnet_dense_round_f16_row(score, inv, p16, (int64_t)pos + 1);
-    bitnet_dense_dot_f16_columns(vc, (size_t)d, p16, (int64_t)pos + 1, d, out);
+    bitnet_dense_round_f16_row(score, inv, p16, nj);
+    bitnet_dense_dot_f16_columns(vc, (size_t)d, p16, nj, d, out);
+}
+
+/* The RoPE tables of layer l: the local layers' base for a sliding-window layer (gemma3), else the model's. */
+static inline const float *rope_cos_l(const bitnet_context *c, int32_t l) {
+    return bitnet_layer_is_swa(&c->m->hp, l) ? c->rope_cos_swa : c->rope_cos;
+}
+static inline const float *rope_sin_l(const bitnet_context *c, int32_t l) {
+    return bitnet_layer_is_swa(&c->m->hp, l) ? c->rope_sin_swa : c->rope_sin;
+}
+
+/* Per-head RMSNorm of q or k before RoPE (qwen3, gemma3: attn_q_norm / attn_k_norm over the head size). */
+static inline void head_norm(const bitnet_context *c, float *v, const float *w) {
+    if (w) rmsnorm(v, v, w, c->m->hp.n_embd_head, c->m->hp.rms_eps);
+}
+
+/* The inputs of projections p0 .. p0+n-1 (layer_proj order) for token t: xn[i] = rmsnorm(src[t]) · norm_in
+ * of projection p0 + i, for those that have one (docs/EMBEDDINGS.md §2); the others read src itself. */
+static void proj_inputs(bitnet_context *c, const layer *L, int p0, int n, const float *src, int64_t t) {
+    const int64_t D = c->m->hp.n_embd;
+    for (int i = 0; i < n; i++) {
+        if (L->norm_in[p0 + i]) rmsnorm(c->xn[i] + t * D, src + t * D, L->norm_in[p0 + i], D, c->m->hp.rms_eps);
+    }
+}
+
+/* What projection p of layer L reads: its normed copy xn[slot] when it has a norm_in, else src. */
+static inline float *proj_src(const bitnet_context *c, const layer *L, int p, int slot, float *src) {
+    return L->norm_in[p] ? c->xn[slot] : src;
+}
+
+/* GELU with ggml's CPU rounding (its GGML_GELU_FP16 table): x <= -10 → 0, x >= 10 → x, else the F16
+ * rounding of gelu(x rounded to F16) (model m's table, filled at load). */
+static inline float gelu_ggml(const bitnet_model *m, float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return m->gelu_f16[bitnet_fp32_to_fp16(x)];
 }
 
 /* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
@@ -122,7 +160,8 @@ static void rope_store_kv(bitnet_context *c, const fwd_job *J, int32_t l, int64_
         const size_t row = tok_row0(c, J, t) + (size_t)pos;
         float *k = c->k + t * KV + g * hd;
         const float *v = c->v + t * KV + g * hd;
-        rope_head(k, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, m->hp.rope_type);
+        head_norm(c, k, m->layers[l].attn_k_norm);
+        rope_head(k, rope_cos_l(c, l) + pos * half, rope_sin_l(c, l) + pos * half, (int32_t)hd, m->hp.rope_type);
         const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
         const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)g) * c->kv_rows + row) * (size_t)hd;
         uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* (hd) */
@@ -163,6 +202,10 @@ static void final_norm(bitnet_context *c, const fwd_job *J, int64_t t) {
     const int64_t D = m->hp.n_embd;
     const int64_t j = J->out_row ? J->out_row[t] : t - J->out_first;
     if (j < 0 || j >= J->n_out) return;
+    if (c->embeddings) { /* the embedding itself is the output row */
+        rmsnorm(J->logits + j * D, c->x + t * D, m->output_norm, D, m->hp.rms_eps);
+        return;
+    }
     float *xo = c->xb + j * D;
     rmsnorm(xo, c->x + t * D, m->output_norm, D, m->hp.rms_eps);
     m->head_kernel->prepare(xo, c->head_act + (size_t)j * c->head_act_bytes, D);
@@ -201,9 +244,14 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         if (J->tokens) {
             const uint8_t *row = (const uint8_t *)m->embd->data + (size_t)J->tokens[t] * m->embd_row_bytes;
             bitnet_row_to_f32(m->embd->type, row, c->x + t * D, D, NULL); /* type checked at load */
+            if (hp->embd_scale) { /* Gemma: x · sqrt(n_embd), as ggml_scale by sqrtf(n_embd) */
+                const float sc = sqrtf((float)D);
+                for (int64_t i = 0; i < D; i++) c->x[t * D + i] *= sc;
+            }
         }
         if (l_end > l_first) {
             rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l_first].attn_norm, D, hp->rms_eps);
+            if (m->has_norm_in) proj_inputs(c, &m->layers[l_first], 0, 3, c->xb, t);
         } else if (J->head) {
             final_norm(c, J, t);
         }
@@ -214,9 +262,10 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         const layer *L = &m->layers[l];
 
         /* projections of xb = rmsnorm(x) · attn_norm: q = Wq·xb (n, QD), k = Wk·xb (n, KV), v = Wv·xb (n, KV) */
-        matmul(c, &L->wq, c->xb, c->q, n, ith, nth, 0, false);
-        matmul(c, &L->wk, c->xb, c->k, n, ith, nth, 1, false);
-        matmul(c, &L->wv, c->xb, c->v, n, ith, nth, 0, true);
+        matmul(c, &L->wq, proj_src(c, L, 0, 0, c->xb), c->q, n, ith, nth, 0, false);
+        matmul(c, &L->wk, proj_src(c, L, 1, 1, c->xb), c->k, n, ith, nth, 1, false);
+        matmul(c, &L->wv, proj_src(c, L, 2, 2, c->xb), c->v, n, ith, nth, 0, true);
+        const float *rcos = rope_cos_l(c, l), *rsin = rope_sin_l(c, l);
 
         /* RoPE on every head of q and k; k and v into the F16 cache of the token's sequence at its
          * position p; attention per (token, head) over that sequence's positions 0..p       att (n, QD) */
@@ -229,7 +278,8 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
                     const int64_t pos = tok_pos(J, t);
                     for (int64_t h = g * group; h < (g + 1) * group; h++) {
                         float *q = c->q + t * QD + h * hd;
-                        rope_head(q, c->rope_cos + pos * half, c->rope_sin + pos * half, (int32_t)hd, hp->rope_type);
+                        head_norm(c, q, L->attn_q_norm);
+                        rope_head(q, rcos + pos * half, rsin + pos * half, (int32_t)hd, hp->rope_type);
                         attend(c, l, tok_row0(c, J, t), (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
                     }
                 }
@@ -237,9 +287,11 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         } else {
             for (int64_t t = t0; t < t1; t++) {
                 const int64_t pos = tok_pos(J, t);
-                const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
-                for (int32_t h = 0; h < hp->n_head; h++)
+                const float *cs = rcos + pos * half, *sn = rsin + pos * half;
+                for (int32_t h = 0; h < hp->n_head; h++) {
+                    head_norm(c, c->q + t * QD + h * hd, L->attn_q_norm);
                     rope_head(c->q + t * QD + h * hd, cs, sn, (int32_t)hd, hp->rope_type);
+                }
                 for (int32_t g = 0; g < hp->n_head_kv; g++) rope_store_kv(c, J, l, g, t, t + 1);
             }
             sync_threads(c);
@@ -254,23 +306,27 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         sync_threads(c);
 
         /* bitnet graphs: att = rmsnorm(att) · attn_sub_norm; output projection proj = Wo·att     proj (n, D) */
-        if (hp->sub_norms) {
-            for (int64_t t = t0; t < t1; t++)
-                rmsnorm(c->att + t * QD, c->att + t * QD, L->attn_sub_norm, QD, hp->rms_eps);
+        /* embedding models: att = rmsnorm(att) · attn_output_norm_in (the same place as a sub-norm) */
+        const float *att_norm = hp->sub_norms ? L->attn_sub_norm : L->norm_in[3];
+        if (att_norm) {
+            for (int64_t t = t0; t < t1; t++) rmsnorm(c->att + t * QD, c->att + t * QD, att_norm, QD, hp->rms_eps);
             sync_threads(c);
         }
         matmul(c, &L->wo, c->att, c->proj, n, ith, nth, 1, true);
 
-        /* residual, FFN norm: x += proj; xb = rmsnorm(x) · ffn_norm              xb (n, D) */
+        /* residual, FFN norm: (gemma3: proj = rmsnorm(proj) · post_attention_norm) x += proj;
+         * xb = rmsnorm(x) · ffn_norm, and the gate/up inputs of their norm_in      xb (n, D) */
         for (int64_t t = t0; t < t1; t++) {
+            if (L->post_attn_norm) rmsnorm(c->proj + t * D, c->proj + t * D, L->post_attn_norm, D, hp->rms_eps);
             for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
             rmsnorm(c->xb + t * D, c->x + t * D, L->ffn_norm, D, hp->rms_eps);
+            if (m->has_norm_in) proj_inputs(c, L, 4, 2, c->xb, t);
         }
         sync_threads(c);
 
         /* FFN: hb = Wgate·xb, hb2 = Wup·xb                                 hb, hb2 (n, F) */
-        matmul(c, &L->w_gate, c->xb, c->hb, n, ith, nth, 0, false);
-        matmul(c, &L->w_up, c->xb, c->hb2, n, ith, nth, 1, true);
+        matmul(c, &L->w_gate, proj_src(c, L, 4, 0, c->xb), c->hb, n, ith, nth, 0, false);
+        matmul(c, &L->w_up, proj_src(c, L, 5, 1, c->xb), c->hb2, n, ith, nth, 1, true);
 
         /* hb = act(hb) ⊙ hb2 (act: silu, or relu² for bitnet-b1.58); bitnet graphs then
          * hb = rmsnorm(hb) · ffn_sub_norm                                          hb (n, F) */
@@ -279,10 +335,13 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
             const float *u = c->hb2 + t * F;
             if (hp->ffn_act == BITNET_ACT_RELU2) {
                 for (int64_t i = 0; i < F; i++) g[i] = relu2(g[i]) * u[i];
+            } else if (hp->ffn_act == BITNET_ACT_GELU) {
+                for (int64_t i = 0; i < F; i++) g[i] = gelu_ggml(m, g[i]) * u[i];
             } else {
                 bitnet_act_silu_mul(g, u, F); /* silu(g) ⊙ u (kernels/act: SiLU, Elfwing et al. 2018) */
             }
-            if (hp->sub_norms) rmsnorm(g, g, L->ffn_sub_norm, F, hp->rms_eps);
+            const float *down_norm = hp->sub_norms ? L->ffn_sub_norm : L->norm_in[6];
+            if (down_norm) rmsnorm(g, g, down_norm, F, hp->rms_eps);
         }
         sync_threads(c);
 
@@ -293,9 +352,11 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         matmul(c, &L->w_down, c->hb, c->proj, n, ith, nth, 0, true);
         const bool last = l + 1 == l_end;
         for (int64_t t = t0; t < t1; t++) {
+            if (L->post_ffw_norm) rmsnorm(c->proj + t * D, c->proj + t * D, L->post_ffw_norm, D, hp->rms_eps);
             for (int64_t i = 0; i < D; i++) c->x[t * D + i] += c->proj[t * D + i];
             if (!last) {
                 rmsnorm(c->xb + t * D, c->x + t * D, m->layers[l + 1].attn_norm, D, hp->rms_eps);
+                if (m->has_norm_in) proj_inputs(c, &m->layers[l + 1], 0, 3, c->xb, t);
             } else if (J->head) {
                 final_norm(c, J, t);
             }
@@ -303,5 +364,5 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
         sync_threads(c);
     }
 
-    if (J->head) head_logits(c, J, ith, nth);
+    if (J->head && !c->embeddings) head_logits(c, J, ith, nth);
 }

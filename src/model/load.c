@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "base/detmath.h"
 #include "base/mem.h"
 #include "kernels/lut/lut.h"
 
@@ -49,10 +50,12 @@ static bitnet_status find_tensor(loader *ld, const char *name, int n_dims, int64
 
 /* A norm weight (F32 or F16) [n] as floats: F32 data is used in place (GGUF data is 32-byte aligned),
  * F16 is converted into a copy listed in m->vec_owned. */
-static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, int64_t n, const float **out) {
-    const bitnet_gguf_tensor_info *ti;
-    bitnet_status st = find_tensor(ld, name, 1, n, 1, true, &ti);
-    if (st != BITNET_OK) return st;
+static bitnet_status load_vector_opt(loader *ld, bitnet_model *m, const char *name, int64_t n, bool required,
+                                     const float **out) {
+    const bitnet_gguf_tensor_info *ti = NULL;
+    *out = NULL;
+    bitnet_status st = find_tensor(ld, name, 1, n, 1, required, &ti);
+    if (st != BITNET_OK || !ti) return st;
     if (ti->type != BITNET_TYPE_F32 && ti->type != BITNET_TYPE_F16) {
         return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (id %d); expected F32 or F16",
                            ld->path, name, bitnet_type_name(ti->type), ti->type);
@@ -70,6 +73,10 @@ static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, 
     m->vec_owned[m->n_vec_owned++] = v;
     *out = v;
     return bitnet_row_to_f32(ti->type, ti->data, v, n, ld->err);
+}
+
+static bitnet_status load_vector(loader *ld, bitnet_model *m, const char *name, int64_t n, const float **out) {
+    return load_vector_opt(ld, m, name, n, true, out);
 }
 
 /* A projection weight `name` with K inputs and M outputs (ne = [K, M]) and its optional
@@ -216,6 +223,16 @@ static bool tensor_known(const char *name, const bitnet_hparams *hp) {
     p++;
     const char *rest = p;
     if (strcmp(rest, "attn_norm.weight") == 0 || strcmp(rest, "ffn_norm.weight") == 0) return true;
+    if (hp->qk_norm && (strcmp(rest, "attn_q_norm.weight") == 0 || strcmp(rest, "attn_k_norm.weight") == 0))
+        return true;
+    if (hp->post_norms && (strcmp(rest, "post_attention_norm.weight") == 0 || strcmp(rest, "post_ffw_norm.weight") == 0))
+        return true;
+    if (bitnet_arch_find(hp->arch, strlen(hp->arch))->norm_in) {
+        for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+            const size_t n = strlen(proj[i]);
+            if (strncmp(rest, proj[i], n) == 0 && strcmp(rest + n, "_norm_in.weight") == 0) return true;
+        }
+    }
     if (hp->sub_norms && (strcmp(rest, "attn_sub_norm.weight") == 0 || strcmp(rest, "ffn_sub_norm.weight") == 0))
         return true;
     for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
@@ -313,6 +330,24 @@ static bitnet_status token_count(loader *ld, int64_t *n) {
     return BITNET_OK;
 }
 
+/* GELU, tanh approximation (Hendrycks & Gimpel 2016): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in double
+ * (tanh through base/detmath.h's exp, so the same bits everywhere), for every binary16 code x, rounded to
+ * float and then to binary16: the table ggml's CPU GELU reads (GGML_GELU_FP16), so the FFN of a GELU model
+ * rounds as llama.cpp's does. Errors: BITNET_ERR_NOMEM. */
+static bitnet_status gelu_table(loader *ld, bitnet_model *m) {
+    m->gelu_f16 = bitnet_malloc(65536 * sizeof(float));
+    if (!m->gelu_f16) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for the GELU table", ld->path);
+    for (uint32_t h = 0; h < 65536; h++) {
+        const double x = (double)bitnet_fp16_to_fp32((uint16_t)h);
+        const double y = 0.7978845608028654 * (x + 0.044715 * x * x * x); /* √(2/π) */
+        const double e = bitnet_exp_d(2.0 * fabs(y));
+        const double th = isinf(e) ? 1.0 : 1.0 - 2.0 / (e + 1.0);
+        const double g = 0.5 * x * (1.0 + (y < 0 ? -th : th));
+        m->gelu_f16[h] = bitnet_fp16_to_fp32(bitnet_fp32_to_fp16((float)g));
+    }
+    return BITNET_OK;
+}
+
 /* The params (NULL: defaults) checked, with the table name resolved; before any file is opened. */
 static bitnet_status check_params(const bitnet_model_params **params, const char **table_name, bitnet_error *err) {
     static const bitnet_model_params defaults = {BITNET_PATH_AUTO, NULL, 0, NULL, false, 0, 0, false, 0};
@@ -375,6 +410,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     bitnet_status st;
     if ((st = bitnet_model_load_hparams(&ld, &m->hp)) != BITNET_OK) goto fail;
     bitnet_hparams *hp = &m->hp;
+    if (hp->ffn_act == BITNET_ACT_GELU && (st = gelu_table(&ld, m)) != BITNET_OK) goto fail;
     m->q_dim = hp->n_head * hp->n_embd_head;
     m->kv_dim = hp->n_head_kv * hp->n_embd_head;
     m->l_begin = params->first_layer;
@@ -436,7 +472,7 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         goto fail;
     choose_head_kernel(m);
     m->layers = bitnet_calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->vec_owned = bitnet_calloc((size_t)hp->n_layer * 4 + 1, sizeof *m->vec_owned);
+    m->vec_owned = bitnet_calloc((size_t)hp->n_layer * VEC_PER_LAYER + 1, sizeof *m->vec_owned);
     if (!m->layers || !m->vec_owned) {
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for %d layers", path, (int)hp->n_layer);
         goto fail;
@@ -466,6 +502,26 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         if ((st = load_weight(&ld, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &L->w_up)) != BITNET_OK) goto fail;
         if ((st = load_weight(&ld, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down)) != BITNET_OK)
             goto fail;
+        /* qwen3 / gemma3 (docs/EMBEDDINGS.md §1): QK head norms, post-norms, optional per-projection norms */
+        if (hp->qk_norm &&
+            ((st = load_vector(&ld, m, NAME("attn_q_norm.weight"), hp->n_embd_head, &L->attn_q_norm)) != BITNET_OK ||
+             (st = load_vector(&ld, m, NAME("attn_k_norm.weight"), hp->n_embd_head, &L->attn_k_norm)) != BITNET_OK))
+            goto fail;
+        if (hp->post_norms &&
+            ((st = load_vector(&ld, m, NAME("post_attention_norm.weight"), hp->n_embd, &L->post_attn_norm)) !=
+                 BITNET_OK ||
+             (st = load_vector(&ld, m, NAME("post_ffw_norm.weight"), hp->n_embd, &L->post_ffw_norm)) != BITNET_OK))
+            goto fail;
+        if (bitnet_arch_find(hp->arch, strlen(hp->arch))->norm_in) {
+            static const char *const pn[N_PROJ] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                   "ffn_gate", "ffn_up", "ffn_down"};
+            for (int i = 0; i < N_PROJ; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s_norm_in.weight", (int)l, pn[i]);
+                const int64_t K = i == 3 ? m->q_dim : i == 6 ? hp->n_ff : hp->n_embd; /* the projection's input */
+                if ((st = load_vector_opt(&ld, m, name, K, false, &L->norm_in[i])) != BITNET_OK) goto fail;
+                if (L->norm_in[i]) m->has_norm_in = true;
+            }
+        }
 #undef NAME
     }
 
@@ -544,6 +600,7 @@ void bitnet_model_free(bitnet_model *m) {
     bitnet_free(m->vec_owned);
     bitnet_free(m->layers);
     bitnet_free(m->head_owned);
+    bitnet_free(m->gelu_f16);
 #ifndef BITNET_BARE_METAL
     bitnet_vocab_free(m->vocab);
 #endif

@@ -112,7 +112,38 @@ typedef struct bitnet_hparams {
     bitnet_rope_type rope_type;
     bool sub_norms;       /* attn_sub_norm / ffn_sub_norm present in the graph */
     bool tied_output;     /* no output.weight: the head is token_embd */
+    /* added in issue #25 (qwen3, gemma3: docs/EMBEDDINGS.md) */
+    bool qk_norm;         /* attn_q_norm / attn_k_norm: RMSNorm of each q and k head before RoPE */
+    bool post_norms;      /* post_attention_norm / post_ffw_norm on each block's output */
+    bool embd_scale;      /* token embeddings times sqrtf(n_embd) */
+    float q_scale;        /* q is multiplied by this before attention (Gemma3: 1/sqrt(head size); else 1) */
+    float kq_scale;       /* attention scores q·k times this (1/sqrt(head size); Gemma3: 1) */
+    int32_t n_swa;        /* gemma3.attention.sliding_window: keys of a local layer lie within n_swa positions
+                             (pos - pos' < n_swa); 0: every layer attends to all earlier positions */
+    int32_t swa_period;   /* layer l is local when n_swa > 0 and l % swa_period != swa_period - 1 */
+    float rope_freq_base_swa; /* the RoPE base of local layers */
+    int32_t pooling;      /* <arch>.pooling_type (bitnet_pooling), BITNET_POOLING_UNSPECIFIED when absent */
 } bitnet_hparams;
+
+/* How a sequence's token embeddings become one vector (llama.cpp's pooling types and their GGUF values,
+ * <arch>.pooling_type; docs/EMBEDDINGS.md §3). */
+typedef enum bitnet_pooling {
+    BITNET_POOLING_UNSPECIFIED = -1, /* the model's own (its pooling_type key), else NONE */
+    BITNET_POOLING_NONE = 0,         /* every token's embedding */
+    BITNET_POOLING_MEAN = 1,
+    BITNET_POOLING_CLS = 2,          /* the first token's */
+    BITNET_POOLING_LAST = 3,         /* the last token's */
+} bitnet_pooling;
+
+/* "none", "mean", "cls", "last" → the value; false for anything else. */
+bool bitnet_pooling_parse(const char *s, bitnet_pooling *out);
+/* The name, "unspecified", or "invalid". */
+const char *bitnet_pooling_name(bitnet_pooling p);
+
+/* Whether layer l of a model with these hyperparameters is a sliding-window (local) layer. */
+static inline bool bitnet_layer_is_swa(const bitnet_hparams *hp, int32_t l) {
+    return hp->n_swa > 0 && l % hp->swa_period != hp->swa_period - 1;
+}
 
 typedef struct bitnet_model_params {
     bitnet_kernel_path path;
@@ -248,6 +279,9 @@ typedef struct bitnet_context_params {
                           more tokens grows them (which fails in a sealed arena) */
     int32_t n_seq;     /* sequences with a KV cache of n_ctx positions each (bitnet_decode_batch), [1, 1024]
                           with n_seq · n_ctx <= 2^24; 0 means 1. bitnet_decode works on sequence 0. */
+    bool embeddings;   /* every kept token gets its embedding instead of logits: e_t = RMSNorm(x_t) ·
+                          output_norm after the last layer (n_embd floats, docs/EMBEDDINGS.md §2; llama.cpp's
+                          t_embd), read with bitnet_get_embeddings_ith; the head is not run. */
 } bitnet_context_params;
 
 /* Memory: KV cache 2 · n_layer · n_seq · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
@@ -364,6 +398,33 @@ const float *bitnet_get_logits(const bitnet_context *c);
  * that token's logits were not kept (call without all_logits: only the last token; bitnet_decode_batch:
  * the tokens with logits[i] false). */
 const float *bitnet_get_logits_ith(const bitnet_context *c, int32_t i);
+
+/* [n_embd] embedding e_t of the i-th token of the last call of a context made with params.embeddings
+ * (negative i counts from the end), NULL when that token's row was not kept or the context computes
+ * logits. The rules of bitnet_get_logits_ith otherwise. */
+const float *bitnet_get_embeddings_ith(const bitnet_context *c, int32_t i);
+
+/* Embeddings of n_texts token sequences (text i: tokens[i][0 .. n_tokens[i]-1], as the tokenizer made them:
+ * BOS/EOS included as the vocabulary says) through a context made with params.embeddings. Each text is its
+ * own sequence at positions 0.., and texts are packed into batches of up to n_batch tokens and n_seq
+ * sequences (a text longer than n_batch spans batches), so a text's vector does not depend on the other
+ * texts, the batch size or the thread count (bitnet_decode_batch). pooling (UNSPECIFIED: the model's
+ * pooling_type, NONE when it has none):
+ *   NONE  out (Σ n_tokens[i], n_embd): every token's e_t, texts in order;
+ *   MEAN  out (n_texts, n_embd): Σ_t e_t / n (summed in double in token order, then rounded to float);
+ *   CLS   out (n_texts, n_embd): e of the first token;  LAST: e of the last token.
+ * *used (may be NULL) gets the pooling applied. No normalization (bitnet_embd_normalize).
+ * Errors (BITNET_ERR_INVALID_ARG, naming the text and value): a context without params.embeddings, a text
+ * with no tokens or more than n_ctx, a token id out of range, an unknown pooling; the decode errors;
+ * BITNET_ERR_NOMEM. The cache of every sequence is overwritten. */
+bitnet_status bitnet_embed(bitnet_context *c, const int32_t *const *tokens, const int32_t *n_tokens, int32_t n_texts,
+                           bitnet_pooling pooling, float *out, bitnet_pooling *used, bitnet_error *err);
+
+/* out (n) = in (n) / s, as llama.cpp's --embd-normalize defines s (docs/EMBEDDINGS.md §3):
+ *   norm -1: s = 1 (none);  0: s = max|in_i| / 32760 (the int16 range);  2: s = sqrt(Σ in_i²) (Euclidean);
+ *   p > 0: s = (Σ |in_i|^p)^(1/p). Sums in double in index order; a zero vector (s = 0) gives zeros.
+ * out may alias in. Returns false (out untouched) for norm < -1. */
+bool bitnet_embd_normalize(const float *in, float *out, int32_t n, int norm);
 
 #ifdef __cplusplus
 }

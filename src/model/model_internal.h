@@ -47,12 +47,20 @@ typedef struct layer {
     const float *attn_sub_norm; /* [q_dim]; NULL without sub-norms ("llama") */
     const float *ffn_norm;      /* [n_embd] */
     const float *ffn_sub_norm;  /* [n_ff]; NULL without sub-norms */
+    const float *attn_q_norm;   /* [head size]; NULL without QK head norms (qwen3, gemma3 have them) */
+    const float *attn_k_norm;   /* [head size] */
+    const float *post_attn_norm; /* [n_embd]; NULL without post-norms (gemma3 has them) */
+    const float *post_ffw_norm; /* [n_embd] */
+    const float *norm_in[7];    /* per projection in layer_proj order: the RMSNorm weight applied to its input
+                                   ([its K]), or NULL (BitNet embedding models' <proj>_norm_in) */
     weight wq, wk, wv, wo; /* [n_embd → q_dim], [n_embd → kv_dim] ×2, [q_dim → n_embd] */
     weight w_gate, w_up;   /* [n_embd → n_ff] */
     weight w_down;         /* [n_ff → n_embd] */
 } layer;
 
 #define N_PROJ 7
+/* Norm weights a layer can hold (attn, ffn, 2 sub-norms, 2 QK norms, 2 post-norms, 7 norm_in). */
+#define VEC_PER_LAYER 15
 
 struct bitnet_model {
     bitnet_gguf *gguf;
@@ -73,8 +81,11 @@ struct bitnet_model {
     layer *layers;                          /* [n_layer]; only [l_begin, l_end) loaded, the others zero */
     int32_t l_begin, l_end;                 /* the layers this model runs (a pipeline stage: model.h) */
     bool io;                                /* token_embd, output_norm and the head are used (stage 0) */
+    float *gelu_f16;                        /* [65536] GELU of every binary16 code, rounded to binary16 (GELU
+                                               models only, else NULL; load.c gelu_table) */
+    bool has_norm_in;                       /* a layer this model runs has a <proj>_norm_in tensor */
     uint64_t stage_bytes;                   /* bytes of the file's tensors this model uses */
-    float **vec_owned;                      /* [4·n_layer + 1]: the float copies of F16 norm weights */
+    float **vec_owned;                      /* [VEC_PER_LAYER·n_layer + 1]: the float copies of F16 norm weights */
     int32_t n_vec_owned;
     uint64_t n_params, size_bytes;
     bool lut_used;                          /* weights were handed to the LUT host */
@@ -157,6 +168,8 @@ struct bitnet_context {
     float *att;      /* (n_batch, q_dim) attention output, heads concatenated */
     float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
+    float *xn[3];    /* (n_batch, n_embd) each: the inputs of q, k, v (gate, up) after their norm_in
+                        (allocated only for models with norm_in tensors; else NULL) */
 
     uint16_t *kcache; /* (n_layer, n_head_kv, kv_rows, head_size) F16 keys: a kv head's keys of consecutive
                          positions are contiguous, so the attention reads them as one stream */
@@ -178,7 +191,11 @@ struct bitnet_context {
                        alternate between them (forward pass, "Barriers") */
     size_t wsize;
 
-    float *logits;        /* (logits_cap, n_vocab) */
+    float *logits;        /* (logits_cap, out_width): logits, or embeddings (params.embeddings) */
+    int32_t out_width;    /* n_vocab, or n_embd with params.embeddings */
+    bool embeddings;      /* params.embeddings */
+    float *rope_cos_swa, *rope_sin_swa; /* (n_ctx, n_embd_head/2) tables of the local layers' RoPE base, or
+                                           the same pointers as rope_cos / rope_sin when it is the same base */
     int32_t logits_cap;   /* rows allocated */
     int32_t n_last;       /* tokens in the last bitnet_decode call */
     bool all_last;        /* the last call kept every token's logits */
@@ -200,7 +217,7 @@ typedef struct fwd_job {
     int32_t out_first;     /* logits for tokens out_first .. out_first+n_out-1 of the batch (out_row NULL) */
     const int32_t *out_row; /* (n) per-token logits row or -1, or NULL: out_first .. out_first+n_out-1 */
     int32_t n_out;
-    float *logits;         /* (n_out, n_vocab) */
+    float *logits;         /* (n_out, n_vocab), or (n_out, n_embd) embeddings when c->embeddings */
     bool layers;           /* run the model's layers [l_begin, l_end) */
     bool head;             /* then output_norm and the head for the n_out tokens (else x is the result) */
 } fwd_job;

@@ -418,7 +418,7 @@ bitnet_status bitnet_engine_start(bitnet_model *m, const bitnet_engine_params *p
     pthread_cond_init(&e->work, NULL);
     pthread_cond_init(&e->progress, &ca);
     pthread_condattr_destroy(&ca);
-    const bitnet_context_params cp = {p->n_ctx_slot, p->n_batch, p->n_threads, 1, p->n_slots};
+    const bitnet_context_params cp = {p->n_ctx_slot, p->n_batch, p->n_threads, 1, p->n_slots, false};
     bitnet_status st = bitnet_context_create_params(m, &cp, &e->ctx, err);
     if (st != BITNET_OK) {
         bitnet_engine_free(e);

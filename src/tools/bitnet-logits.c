@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
         if (!cluster) {
             fprintf(stderr, "bitnet-logits: %s\n", err.msg);
         } else { /* every rank learns of it */
-            const bitnet_context_params none = {1, 1, 1, 1, 1};
+            const bitnet_context_params none = {1, 1, 1, 1, 1, false};
             rc = bitnet_tool_cluster_loaded(cluster, load_st, &err, &m, &none);
             cluster = NULL;
         }
@@ -332,7 +332,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     const int32_t n_batch = (int32_t)(o.n_batch < (long)n ? o.n_batch : (long)n);
-    const bitnet_context_params cp = {(int32_t)n, n_batch, (int32_t)o.n_threads, 1, 1};
+    const bitnet_context_params cp = {(int32_t)n, n_batch, (int32_t)o.n_threads, 1, 1, false};
     if ((rc = bitnet_tool_cluster_loaded(cluster, BITNET_OK, &err, &m, &cp)) >= 0) {
         cluster = NULL; /* a serving rank is done, or the plan was refused */
         goto done;

@@ -545,7 +545,7 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
     bitnet_rng_seed(&rng, (uint64_t)o->seed);
     for (long i = 0; i < n_ctx; i++) tokens[i] = (int32_t)(bitnet_rng_next(&rng) % (uint64_t)hp->n_vocab);
 
-    const bitnet_context_params cp = {(int32_t)n_ctx, (int32_t)(n_batch < n_ctx ? n_batch : n_ctx), (int32_t)n_threads, 1, 1};
+    const bitnet_context_params cp = {(int32_t)n_ctx, (int32_t)(n_batch < n_ctx ? n_batch : n_ctx), (int32_t)n_threads, 1, 1, false};
     if (bitnet_tool_cluster_context(env->cluster, model, &cp, &ctx, &err) != BITNET_OK) {
         fail("test %s: cannot create the context (n_ctx %ld, n_batch %ld, threads %ld): %s", r.test, n_ctx, n_batch,
              n_threads, err.msg);
@@ -653,7 +653,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < o.batch.n; i++) batch = o.batch.v[i] > batch ? o.batch.v[i] : batch;
         for (size_t i = 0; i < o.threads.n; i++) threads = o.threads.v[i] > threads ? o.threads.v[i] : threads;
         const bitnet_context_params cp = {(int32_t)(most < MAX_TOKENS ? most : MAX_TOKENS),
-                                          (int32_t)(batch < most ? batch : most), (int32_t)threads, 1, 1};
+                                          (int32_t)(batch < most ? batch : most), (int32_t)threads, 1, 1, false};
         if ((rc = bitnet_tool_cluster_loaded(cluster, st, &err, &staged, &cp)) >= 0) {
             cluster = NULL;
             goto out;

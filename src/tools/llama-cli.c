@@ -686,7 +686,7 @@ int main(int argc, char **argv) {
         if (o.n_batch == 0) o.n_batch = plan_batch > 0 ? plan_batch : 512;
         if (o.n_batch > o.n_ctx) o.n_batch = o.n_ctx;
     }
-    const bitnet_context_params cp = {(int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, 1, 1};
+    const bitnet_context_params cp = {(int32_t)o.n_ctx, (int32_t)o.n_batch, (int32_t)o.n_threads, 1, 1, false};
     if ((rc = bitnet_tool_cluster_loaded(cluster, load_st, &err, &model, &cp)) >= 0) {
         cluster = NULL; /* finished (and freed) by bitnet_tool_cluster_loaded */
         goto done;
