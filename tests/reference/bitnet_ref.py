@@ -14,10 +14,20 @@ Graphs (general.architecture):
                 rotate_half RoPE = NEOX): as bitnet with FFN relu(gate)^2 * up.
   llama         LLaMA (Touvron et al. 2023) with ternary projections: no sub-norms, silu(gate) * up,
                 RoPE NORM (pairs 2i, 2i + 1: llama.cpp-style converters permute the Q/K rows).
+  qwen3         BitNet-embedding 0.6B / Qwen3 (docs/EMBEDDINGS.md section 2): per-projection input RMSNorms
+                (*_norm_in, each optional), QK head RMSNorms over head_dim before RoPE NEOX, silu(gate) * up,
+                attention scale 1/sqrt(d).
+  gemma3        BitNet-embedding 270M / Gemma3 (same section): as qwen3 with gelu_tanh(gate) * up, token
+                embeddings times sqrt(n_embd) (float32), q times 1/sqrt(d) before attention with softmax
+                scale 1, RMSNorms after attention (post_attention_norm) and after the FFN (post_ffw_norm),
+                and local layers (when gemma3.attention.sliding_window n_swa > 0: layer l unless
+                l % sliding_window_pattern == pattern - 1, pattern default 6) that see keys at p' > p - n_swa
+                and rotate with gemma3.rope.freq_base_swa (default 10000).
 All: RMSNorm (Zhang & Sennrich 2019) y = x / sqrt(mean(x^2) + eps) * w; causal softmax attention with
 scale 1/sqrt(d), GQA (query head h reads key/value head h // (n_head / n_head_kv)); RoPE angle of pair i
 at position p: p * freq_scale * base^(-2i/d) (Su et al. 2021); logits = head . RMSNorm(x) with head =
-output.weight, or token_embd when the file has none.
+output.weight, or token_embd when the file has none. Embeddings (docs/EMBEDDINGS.md sections 2-3):
+e_t = RMSNorm(x_t, output_norm) of every token, pool() and normalize() as llama-embedding applies them.
 
 Options that reproduce documented roundings of the runtime (so each kernel path can be compared with
 its own definition, see tests/reference/test_reference.py):
@@ -25,11 +35,14 @@ its own definition, see tests/reference/test_reference.py):
              ternary paths: s = 127 / max(max|x|, 1e-5) in float32, q = clamp(round_half_even(x*s),
              -127, 127), the projection sees q / s;
   f16        q, k, v and the softmax probabilities rounded to IEEE binary16 (the F16 KV cache and
-             ggml's attention rounding), and the head input rounded to the head's format (binary16
-             for an F16 head, Q8_0 blocks for a Q8_0 head).
+             ggml's attention rounding; gemma3's q after its 1/sqrt(d) factor), the head input rounded to
+             the head's format (binary16 for an F16 head, Q8_0 blocks for a Q8_0 head), and GELU as
+             ggml's CPU GELU computes it: 0 for x <= -10, x for x >= 10, else binary16(gelu(binary16(x)))
+             (a table over the binary16 values); without the option GELU is exact.
 
 Command line (also writes the same file format as build/bin/bitnet-logits):
-  bitnet_ref.py MODEL --tokens 1,2,3 [--act-quant] [--f16] [--out FILE] [--top-k K]
+  bitnet_ref.py MODEL --tokens 1,2,3 [--act-quant auto|on|off] [--no-f16] [--out FILE] [--top-k K]
+  bitnet_ref.py MODEL --tokens 1,2,3 --embd [--out FILE]   e_t of every token (as bitnet-logits --embd)
 """
 
 import argparse
@@ -199,9 +212,13 @@ ARCHS = {  # name: (FFN activation, RoPE style, sub-norms)
     "bitnet-b1.58": ("relu2", "neox", True),
     "bitnet-25": ("relu2", "neox", True),
     "llama": ("silu", "norm", False),
+    "qwen3": ("silu", "neox", False),
+    "gemma3": ("gelu", "neox", False),
 }
+EMBED_ARCHS = ("qwen3", "gemma3")  # docs/EMBEDDINGS.md section 2: QK head norms, optional *_norm_in
 PROJ = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 TERNARY = (T_I2_S, T_TL1, T_TL2)
+POOLING = ("none", "mean", "cls", "last")  # <arch>.pooling_type 0..3 (docs/EMBEDDINGS.md section 1)
 
 
 def f16(x):
@@ -229,6 +246,62 @@ def q8_0_round(x):
     return (q.astype(np.float64) * f16(d)[:, None]).reshape(-1)
 
 
+def gelu(x, rounded=False):
+    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel
+    2016; docs/EMBEDDINGS.md section 2). rounded: as ggml's CPU GELU computes it from a float32 input x:
+    0 for x <= -10, x for x >= 10, else its table over binary16 values, binary16(gelu(binary16(x)))."""
+    def exact(v):
+        return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+    x = np.asarray(x, dtype=np.float64)
+    if not rounded:
+        return exact(x)
+    xf = x.astype(np.float32).astype(np.float64)
+    return np.where(xf <= -10.0, 0.0, np.where(xf >= 10.0, xf, f16(exact(f16(xf)))))
+
+
+def pool(e, seq_ranges, kind):
+    """docs/EMBEDDINGS.md section 3. e: [n_tokens][n_embd] embeddings of a batch; seq_ranges: (start, end)
+    token ranges of its sequences (texts); kind: none|mean|cls|last or its pooling_type number 0..3.
+    Returns one row per sequence (mean of its rows, its first row, its last row), or for none every row
+    of every sequence in order."""
+    if isinstance(kind, int):
+        kind = POOLING[kind]
+    if kind not in POOLING:
+        raise ValueError(f"pooling {kind!r}: none, mean, cls or last")
+    e = np.asarray(e, dtype=np.float64)
+    rows = []
+    for a, b in seq_ranges:
+        if not 0 <= a < b <= e.shape[0]:
+            raise ValueError(f"sequence range ({a}, {b}) outside the {e.shape[0]} embeddings")
+        if kind == "none":
+            rows.extend(e[a:b])
+        elif kind == "mean":
+            rows.append(np.mean(e[a:b], axis=0))
+        elif kind == "cls":
+            rows.append(e[a])
+        else:
+            rows.append(e[b - 1])
+    return np.stack(rows)
+
+
+def normalize(v, p=2):
+    """docs/EMBEDDINGS.md section 3 (llama-embedding's --embd-normalize) of each row of v: -1 none;
+    0 divide by max|v_i| / 32760 (the int16 range); 2 divide by the Euclidean norm; other p > 0 divide by
+    (sum |v_i|^p)^(1/p). A zero row stays zero."""
+    v = np.asarray(v, dtype=np.float64)
+    rows = v.reshape(-1, v.shape[-1])
+    if p < 0:
+        return v.copy()
+    if p == 0:
+        div = np.max(np.abs(rows), axis=1) / 32760.0
+    elif p == 2:
+        div = np.sqrt(np.sum(rows * rows, axis=1))
+    else:
+        div = np.sum(np.abs(rows) ** p, axis=1) ** (1.0 / p)
+    scale = np.where(div > 0, 1.0 / np.where(div > 0, div, 1.0), 0.0)
+    return (rows * scale[:, None]).reshape(v.shape)
+
+
 class Model:
     def __init__(self, path):
         g = GGUF(path)
@@ -246,11 +319,20 @@ class Model:
                 raise GGUFError(f"{path}: missing key {arch}.{s}")
             return v
 
+        def tensor(name):
+            if name not in g.tensors:
+                raise GGUFError(f"{path}: missing tensor {name} (architecture {arch})")
+            return g.matrix(name)
+
         self.n_layer = key("block_count")
         self.n_embd = key("embedding_length")
         self.n_head = key("attention.head_count")
         self.n_head_kv = key("attention.head_count_kv", self.n_head)
         self.d = key("attention.key_length", self.n_embd // self.n_head)
+        dv = key("attention.value_length", self.d)
+        if dv != self.d:
+            raise GGUFError(f"{path}: {arch}.attention.value_length {dv} != key_length {self.d}: the reference "
+                            "knows one head size")
         self.eps = key("attention.layer_norm_rms_epsilon")
         self.base = key("rope.freq_base", 10000.0)
         self.freq_scale = 1.0
@@ -258,38 +340,91 @@ class Model:
             factor = kv.get(f"{arch}.rope.scaling.factor", 0.0)
             if factor:
                 self.freq_scale = 1.0 / factor
-        self.embd = g.matrix("token_embd.weight")
+        pt = kv.get(f"{arch}.pooling_type")
+        if pt is not None and pt not in range(len(POOLING)):
+            raise GGUFError(f"{path}: {arch}.pooling_type {pt}: 0 none, 1 mean, 2 cls or 3 last")
+        self.pooling = None if pt is None else POOLING[pt]
+        # the graph's facts, one attribute each (the tests change one at a time: "mutants")
+        self.qk_norm = arch in EMBED_ARCHS        # RMSNorm of every q / k head over d before RoPE
+        self.use_norm_in = True                   # apply the *_norm_in tensors the file has
+        self.post_norms = arch == "gemma3"        # post_attention_norm, post_ffw_norm
+        # gemma3: token embeddings times sqrtf((float)n_embd), in float32 as the runtime does
+        self.embd_scale = np.sqrt(np.float32(self.n_embd)) if arch == "gemma3" else None
+        # attention scale: gemma3 multiplies q by 1/sqrt(d) (before the F16 rounding of q) and uses
+        # softmax scale 1; the others scale the scores by 1/sqrt(d)
+        inv_sqrt_d = 1.0 / math.sqrt(self.d)
+        self.q_factor = inv_sqrt_d if arch == "gemma3" else None
+        self.kq_scale = 1.0 if arch == "gemma3" else inv_sqrt_d
+        # gemma3 local layers (docs/EMBEDDINGS.md section 1): none unless sliding_window > 0
+        self.n_swa, self.swa_pattern, self.base_swa = 0, 6, 10000.0
+        if arch == "gemma3":
+            self.n_swa = key("attention.sliding_window", 0)
+            self.swa_pattern = key("attention.sliding_window_pattern", 6)
+            self.base_swa = key("rope.freq_base_swa", 10000.0)
+            if self.n_swa and self.swa_pattern < 1:
+                raise GGUFError(f"{path}: gemma3.attention.sliding_window_pattern {self.swa_pattern} < 1")
+        self.embd = tensor("token_embd.weight")
         self.head_name = "output.weight" if "output.weight" in g.tensors else "token_embd.weight"
         self.head = g.matrix(self.head_name)
         self.head_type = g.tensors[self.head_name][0]
         self.n_vocab = self.head.shape[0]
-        self.output_norm = g.matrix("output_norm.weight")
+        self.output_norm = tensor("output_norm.weight")
         self.ternary = False
+        self.has_norm_in = False
         self.layers = []
         for l in range(self.n_layer):
             L = {}
             names = ["attn_norm", "ffn_norm"] + (["attn_sub_norm", "ffn_sub_norm"] if self.sub_norms else [])
+            if self.qk_norm:
+                names += ["attn_q_norm", "attn_k_norm"]
+            if self.post_norms:
+                names += ["post_attention_norm", "post_ffw_norm"]
             for nm in names:
-                L[nm] = g.matrix(f"blk.{l}.{nm}.weight")
+                L[nm] = tensor(f"blk.{l}.{nm}.weight")
             for p in PROJ:
                 name = f"blk.{l}.{p}.weight"
-                L[p] = g.matrix(name)
+                L[p] = tensor(name)
                 self.ternary = self.ternary or g.tensors[name][0] in TERNARY
                 sname = f"blk.{l}.{p}.scale"
                 L[p + ".scale"] = float(g.matrix(sname)[0]) if sname in g.tensors else 1.0
+                nname = f"blk.{l}.{p}_norm_in.weight"
+                if nname in g.tensors:  # optional, each on its own (bitnet.cpp's loader)
+                    L[p + "_norm_in"] = g.matrix(nname)
+                    if L[p + "_norm_in"].shape != (L[p].shape[1],):
+                        raise GGUFError(f"{path}: {nname} has {L[p + '_norm_in'].size} values, the input of "
+                                        f"{name} has {L[p].shape[1]}")
+                    self.has_norm_in = True
+            for nm in ("attn_q_norm", "attn_k_norm"):
+                if nm in L and L[nm].shape != (self.d,):
+                    raise GGUFError(f"{path}: blk.{l}.{nm}.weight has {L[nm].size} values, head size is {self.d}")
             self.layers.append(L)
 
     def rmsnorm(self, x, w):
         return x / math.sqrt(float(np.mean(x * x)) + self.eps) * w
 
     def linear(self, L, p, x, quant):
+        """Projection p of layer L: its input RMSNorm (*_norm_in) when present, then the int8 activation
+        quantization when quant, then the matrix product and the tensor's scale."""
+        if self.use_norm_in and p + "_norm_in" in L:
+            x = self.rmsnorm(x, L[p + "_norm_in"])
         return (L[p] @ (act_quant(x) if quant else x)) * L[p + ".scale"]
 
-    def rotate(self, v, pos):
+    def head_norm(self, v, w):
+        """RMSNorm of every head of v (n_heads * d values) over its d values."""
+        h = v.reshape(-1, self.d)
+        return (h / np.sqrt(np.mean(h * h, axis=1, keepdims=True) + self.eps) * w).reshape(-1)
+
+    def is_local(self, layer):
+        """Gemma3: layer attends within the sliding window (and rotates with freq_base_swa)."""
+        return self.n_swa > 0 and layer % self.swa_pattern != self.swa_pattern - 1
+
+    def rotate(self, v, pos, base=None, freq_scale=None):
         """RoPE on every head of v (n_heads * d values)."""
+        base = self.base if base is None else base
+        freq_scale = self.freq_scale if freq_scale is None else freq_scale
         d, half = self.d, self.d // 2
         i = np.arange(half, dtype=np.float64)
-        ang = pos * self.freq_scale * self.base ** (-2.0 * i / d)
+        ang = pos * freq_scale * base ** (-2.0 * i / d)
         c, s = np.cos(ang), np.sin(ang)
         h = v.reshape(-1, d).copy()
         if self.rope == "neox":
@@ -300,43 +435,75 @@ class Model:
             h[:, 0::2], h[:, 1::2] = x0 * c - x1 * s, x0 * s + x1 * c
         return h.reshape(-1)
 
-    def forward(self, tokens, act_quant_on=None, f16_on=True):
-        """Logits [len(tokens)][n_vocab] (float64) of every position. act_quant_on None: on exactly
-        when the projections are ternary-typed (I2_S/TL1/TL2), as the runtime does."""
+    def activation(self, x, f16_on):
+        if self.act == "relu2":
+            return np.maximum(x, 0.0) ** 2
+        if self.act == "gelu":
+            return gelu(x, rounded=f16_on)
+        return x / (1.0 + np.exp(-x))
+
+    def hidden(self, tokens, act_quant_on=None, f16_on=True):
+        """Hidden states after the last layer, [len(tokens)][n_embd] (float64), of one sequence.
+        act_quant_on None: on exactly when the projections are ternary-typed (I2_S/TL1/TL2), as the
+        runtime does."""
         quant = self.ternary if act_quant_on is None else act_quant_on
         rnd = f16 if f16_on else (lambda x: x)
         n, d = len(tokens), self.d
         group = self.n_head // self.n_head_kv
         x = [self.embd[t].copy() for t in tokens]
-        for L in self.layers:
+        if self.embd_scale is not None:
+            x = [(v.astype(np.float32) * np.float32(self.embd_scale)).astype(np.float64) for v in x]
+        for l, L in enumerate(self.layers):
+            local = self.is_local(l)
+            base, fscale = (self.base_swa, 1.0) if local else (self.base, self.freq_scale)
             ks, vs = [], []
             for t in range(n):
                 h = self.rmsnorm(x[t], L["attn_norm"])
-                q = rnd(self.rotate(self.linear(L, "attn_q", h, quant), t)).reshape(self.n_head, d)
-                ks.append(rnd(self.rotate(self.linear(L, "attn_k", h, quant), t)).reshape(self.n_head_kv, d))
+                q = self.linear(L, "attn_q", h, quant)
+                k = self.linear(L, "attn_k", h, quant)
+                if self.qk_norm:
+                    q, k = self.head_norm(q, L["attn_q_norm"]), self.head_norm(k, L["attn_k_norm"])
+                q, k = self.rotate(q, t, base, fscale), self.rotate(k, t, base, fscale)
+                if self.q_factor is not None:
+                    q = q * self.q_factor
+                q = rnd(q).reshape(self.n_head, d)
+                ks.append(rnd(k).reshape(self.n_head_kv, d))
                 vs.append(rnd(self.linear(L, "attn_v", h, quant)).reshape(self.n_head_kv, d))
-                K, V = np.stack(ks), np.stack(vs)  # [t+1][n_head_kv][d]
+                first = max(0, t - self.n_swa + 1) if local else 0  # keys p' with t - p' < n_swa
+                K, V = np.stack(ks[first:]), np.stack(vs[first:])  # [keys][n_head_kv][d]
                 att = np.empty((self.n_head, d))
                 for hh in range(self.n_head):
-                    sc = K[:, hh // group, :] @ q[hh] / math.sqrt(d)
+                    sc = K[:, hh // group, :] @ q[hh] * self.kq_scale
                     e = np.exp(sc - np.max(sc))
                     att[hh] = rnd(e / np.sum(e)) @ V[:, hh // group, :]
                 a = att.reshape(-1)
                 if self.sub_norms:
                     a = self.rmsnorm(a, L["attn_sub_norm"])
-                x[t] = x[t] + self.linear(L, "attn_output", a, quant)
+                o = self.linear(L, "attn_output", a, quant)
+                if self.post_norms:
+                    o = self.rmsnorm(o, L["post_attention_norm"])
+                x[t] = x[t] + o
                 m = self.rmsnorm(x[t], L["ffn_norm"])
                 gte, up = self.linear(L, "ffn_gate", m, quant), self.linear(L, "ffn_up", m, quant)
-                if self.act == "relu2":
-                    hid = np.maximum(gte, 0.0) ** 2 * up
-                else:
-                    hid = gte / (1.0 + np.exp(-gte)) * up
+                hid = self.activation(gte, f16_on) * up
                 if self.sub_norms:
                     hid = self.rmsnorm(hid, L["ffn_sub_norm"])
-                x[t] = x[t] + self.linear(L, "ffn_down", hid, quant)
-        out = np.empty((n, self.n_vocab))
-        for t in range(n):
-            h = self.rmsnorm(x[t], self.output_norm)
+                f = self.linear(L, "ffn_down", hid, quant)
+                if self.post_norms:
+                    f = self.rmsnorm(f, L["post_ffw_norm"])
+                x[t] = x[t] + f
+        return np.stack(x) if n else np.empty((0, self.n_embd))
+
+    def embeddings(self, tokens, act_quant_on=None, f16_on=True):
+        """e_t = RMSNorm(x_t, output_norm) of every token, [len(tokens)][n_embd] (float64): the token
+        embeddings of docs/EMBEDDINGS.md section 2 (llama.cpp's t_embd), before pooling."""
+        return np.stack([self.rmsnorm(v, self.output_norm) for v in self.hidden(tokens, act_quant_on, f16_on)])
+
+    def forward(self, tokens, act_quant_on=None, f16_on=True):
+        """Logits [len(tokens)][n_vocab] (float64) of every position. act_quant_on None: on exactly
+        when the projections are ternary-typed (I2_S/TL1/TL2), as the runtime does."""
+        out = np.empty((len(tokens), self.n_vocab))
+        for t, h in enumerate(self.embeddings(tokens, act_quant_on, f16_on)):
             if f16_on and self.head_type == T_F16:
                 h = f16(h)
             elif f16_on and self.head_type == T_Q8_0:
@@ -345,19 +512,30 @@ class Model:
         return out
 
 
-# ---- the logits file of build/bin/bitnet-logits ----------------------------------------------------
+# ---- the output files of build/bin/bitnet-logits (--out; --embd --out) ------------------------------
 
-def read_logits(path):
-    """(header dict, float64 array [n_tokens][n_vocab]) of a bitnet-logits --out file."""
+def read_output(path, fmt="bitnet-logits"):
+    """(header dict, float64 array of the header's shape [n_tokens][n]) of a bitnet-logits --out file
+    (fmt "bitnet-logits": n = n_vocab) or a bitnet-logits --embd --out file (fmt "bitnet-embd": n = n_embd)."""
     with open(path + ".json", encoding="utf-8") as f:
         hdr = json.load(f)
-    if hdr.get("format") != "bitnet-logits" or hdr.get("dtype") != "f32" or hdr.get("byte_order") != "little":
-        raise ValueError(f"{path}.json: not a little-endian f32 bitnet-logits header")
+    if hdr.get("format") != fmt or hdr.get("dtype") != "f32" or hdr.get("byte_order") != "little":
+        raise ValueError(f"{path}.json: not a little-endian f32 {fmt} header")
     t, v = hdr["shape"]
     a = np.fromfile(path, dtype="<f4")
     if a.size != t * v:
         raise ValueError(f"{path}: {a.size} floats, the header says {t} x {v}")
     return hdr, a.reshape(t, v).astype(np.float64)
+
+
+def read_logits(path):
+    """(header dict, float64 array [n_tokens][n_vocab]) of a bitnet-logits --out file."""
+    return read_output(path, "bitnet-logits")
+
+
+def read_embd(path):
+    """(header dict, float64 array [n_tokens][n_embd]) of a bitnet-logits --embd --out file."""
+    return read_output(path, "bitnet-embd")
 
 
 def main(argv=None):
@@ -366,7 +544,9 @@ def main(argv=None):
     ap.add_argument("--tokens", required=True, help="token ids, comma separated")
     ap.add_argument("--act-quant", choices=("auto", "on", "off"), default="auto")
     ap.add_argument("--no-f16", action="store_true", help="no binary16 / Q8_0 rounding emulation")
-    ap.add_argument("--out", help="write FILE (f32 little endian) + FILE.json like bitnet-logits")
+    ap.add_argument("--embd", action="store_true",
+                    help="the embeddings e_t = RMSNorm(x_t, output_norm) of every token instead of logits")
+    ap.add_argument("--out", help="write FILE (f32 little endian) + FILE.json like bitnet-logits (--embd)")
     ap.add_argument("--top-k", type=int, default=5)
     a = ap.parse_args(argv)
     try:
@@ -379,18 +559,25 @@ def main(argv=None):
         print(f"bitnet_ref: token ids must be in [0, {m.n_vocab})", file=sys.stderr)
         return 2
     aq = None if a.act_quant == "auto" else a.act_quant == "on"
-    logits = m.forward(tokens, aq, not a.no_f16)
+    if a.embd:
+        out, fmt, width = m.embeddings(tokens, aq, not a.no_f16), "bitnet-embd", ("n_embd", m.n_embd)
+    else:
+        out, fmt, width = m.forward(tokens, aq, not a.no_f16), "bitnet-logits", ("n_vocab", m.n_vocab)
     if a.out:
-        logits.astype("<f4").tofile(a.out)
-        hdr = {"format": "bitnet-logits", "version": 1, "model": a.model, "arch": m.arch, "n_vocab": m.n_vocab,
+        out.astype("<f4").tofile(a.out)
+        hdr = {"format": fmt, "version": 1, "model": a.model, "arch": m.arch, width[0]: width[1],
                "n_tokens": len(tokens), "tokens": tokens, "prompt": None, "add_bos": False,
                "kernel_path": "reference", "kernel_summary": "tests/reference/bitnet_ref.py (float64)",
                "threads": 1, "batch": len(tokens), "dtype": "f32", "byte_order": "little",
-               "shape": [len(tokens), m.n_vocab], "data_file": a.out.rsplit("/", 1)[-1]}
+               "shape": [len(tokens), width[1]], "data_file": a.out.rsplit("/", 1)[-1]}
         with open(a.out + ".json", "w", encoding="utf-8") as f:
             json.dump(hdr, f, indent=2)
+    elif a.embd:
+        for t, row in enumerate(out):
+            print(f"pos={t} token={tokens[t]} embd[0:{min(8, row.size)}]: "
+                  + " ".join(f"{v:.6f}" for v in row[:8]))
     else:
-        for t, row in enumerate(logits):
+        for t, row in enumerate(out):
             best = np.argsort(-row, kind="stable")[:a.top_k]
             print(f"pos={t} token={tokens[t]} top: " + " ".join(f"{i}={row[i]:.6f}" for i in best))
     return 0
