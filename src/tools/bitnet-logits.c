@@ -4,7 +4,7 @@
  *
  *   bitnet-logits -m MODEL (-p TEXT | --tokens 1,2,3) [--out FILE] [--top-k K] [-t N] [-b N]
  *                 [--kernel auto|i2_s|tl1|tl2] [--lut-table default|pretuned] [--head-type stored|q8_0]
- *                 [--lut-tiles FILE] [--no-bos]
+ *                 [--lut-tiles FILE] [--no-bos] [--embd]
  *
  * FILE: raw IEEE-754 binary32, little endian, row-major [n_tokens][n_vocab] (row t = the logits after
  * token t, i.e. the prediction of token t+1), nothing else. FILE.json: a header describing it —
@@ -13,6 +13,9 @@
  *    "kernel_summary": ..., "i2s_layout": "x86"|"arm64"|"rows4" (the layout its I2_S weights were read
  *    in; "auto" without I2_S weights), "threads": N, "batch": B, "dtype": "f32", "byte_order": "little",
  *    "shape": [T, V], "data_file": basename of FILE}.
+ * With --embd the rows are the token embeddings instead ([n_tokens][n_embd], model.h
+ * bitnet_get_embeddings_ith) and the header says "format": "bitnet-embd", "shape": [T, n_embd]; it also
+ * carries "n_embd" in both formats.
  * Both are written to FILE.tmp / FILE.json.tmp first and renamed when complete, so a failure never
  * leaves a truncated file under the final name.
  * stdout (when --top-k is given, or when --out is not): one line per position,
@@ -124,6 +127,7 @@ typedef struct options {
     const char *plan;  /* --plan FILE: one stage of a cluster plan under mpirun */
     bool link_emulate; /* --link-emulate */
     bool have_top_k, no_bos;
+    bool embd;     /* --embd: token embeddings instead of logits */
     int kernel;    /* bitnet_kernel_path: the index in "auto|i2_s|tl1|tl2" is the enum's value */
     int head_type; /* bitnet_model_params.head_type */
     int i2s_layout; /* bitnet_model_params.i2s_layout (--i2s-layout) */
@@ -148,6 +152,11 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--tokens", "IDS", "token ids instead of text, separated by commas or spaces (e.g. 1,450,439)",
          BITNET_ARG_STRING, &o->tokens),
         BITNET_OPT("--no-bos", NULL, "with -p: do not add BOS", BITNET_ARG_FLAG, &o->no_bos),
+        BITNET_OPT("--embd", NULL,
+         "write every position's embedding instead of its logits (with --out: FILE\n"
+         "[n_tokens][n_embd], format \"bitnet-embd\"): RMSNorm(x) * output_norm\n"
+         "after the last layer, before any head (docs/EMBEDDINGS.md)",
+         BITNET_ARG_FLAG, &o->embd),
         BITNET_OPT("--out", "FILE", "write all logits: FILE (f32 little endian [n_tokens][n_vocab]) + FILE.json",
          BITNET_ARG_CALL, &o->out, .fn = on_out),
         BITNET_OPT("--top-k", "K", "print the K best tokens of every position on stdout (default 5 without --out)",
@@ -177,6 +186,9 @@ static int parse_args(int argc, char **argv, options *o) {
     if (!o->model) return bitnet_args_fail(&args, "no model given (-m FILE)");
     if (!o->prompt == !o->tokens) return bitnet_args_fail(&args, "give exactly one of -p TEXT and --tokens IDS");
     if (o->no_bos && !o->prompt) return bitnet_args_fail(&args, "--no-bos only applies to -p");
+    if (o->embd && (!o->out || o->have_top_k))
+        return bitnet_args_fail(&args, "--embd writes embeddings to --out FILE (needed) and has no --top-k");
+    if (o->embd && o->plan) return bitnet_args_fail(&args, "--embd does not run under --plan");
     return -1;
 }
 
@@ -188,11 +200,13 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
     const bitnet_hparams *hp = bitnet_model_hparams(m);
     const char *base = strrchr(o->out, '/');
     base = base ? base + 1 : o->out;
-    fprintf(f, "{\n  \"format\": \"bitnet-logits\",\n  \"version\": 1,\n  \"model\": ");
+    const int32_t width = o->embd ? hp->n_embd : hp->n_vocab;
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"model\": ", o->embd ? "bitnet-embd" : "bitnet-logits");
     json_string(f, o->model);
     fprintf(f, ",\n  \"arch\": ");
     json_string(f, hp->arch);
-    fprintf(f, ",\n  \"n_vocab\": %d,\n  \"n_tokens\": %zu,\n  \"tokens\": [", hp->n_vocab, n);
+    fprintf(f, ",\n  \"n_vocab\": %d,\n  \"n_embd\": %d,\n  \"n_tokens\": %zu,\n  \"tokens\": [", hp->n_vocab,
+            hp->n_embd, n);
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
     fprintf(f, "],\n  \"prompt\": ");
     if (o->prompt) json_string(f, o->prompt);
@@ -205,7 +219,7 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
     json_string(f, bitnet_i2s_layout_name(bitnet_model_i2s_layout(m)));
     fprintf(f, ",\n  \"threads\": %ld,\n  \"batch\": %ld,\n  \"dtype\": \"f32\",\n  \"byte_order\": \"little\",\n"
                "  \"shape\": [%zu, %d],\n  \"data_file\": ",
-            n_threads, n_batch, n, hp->n_vocab);
+            n_threads, n_batch, n, width);
     json_string(f, base);
     fprintf(f, "\n}\n");
     bool ok = !ferror(f);
@@ -216,8 +230,8 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
 /* Evaluates ids in chunks of n_batch tokens, keeping every position's logits: each chunk's rows go to
  * `out` (when open, named tmp_data in messages) before the next, so memory stays at n_batch rows; the
  * kk best of every row are printed when kk > 0 (top: kk ids). false after a message. */
-static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_batch, int32_t n_vocab, FILE *out,
-                     const char *tmp_data, int32_t kk, int32_t *top) {
+static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_batch, int32_t n_vocab, bool embd,
+                     FILE *out, const char *tmp_data, int32_t kk, int32_t *top) {
     bitnet_error err = {{0}};
     for (size_t start = 0; start < n; start += (size_t)n_batch) {
         const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
@@ -226,9 +240,9 @@ static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_
             return false;
         }
         for (int32_t j = 0; j < cnt; j++) {
-            const float *l = bitnet_get_logits_ith(c, j);
+            const float *l = embd ? bitnet_get_embeddings_ith(c, j) : bitnet_get_logits_ith(c, j);
             if (!l) {
-                fprintf(stderr, "bitnet-logits: no logits for position %zu\n", start + (size_t)j);
+                fprintf(stderr, "bitnet-logits: no output row for position %zu\n", start + (size_t)j);
                 return false;
             }
             if (out && fwrite(l, sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
@@ -332,7 +346,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     const int32_t n_batch = (int32_t)(o.n_batch < (long)n ? o.n_batch : (long)n);
-    const bitnet_context_params cp = {(int32_t)n, n_batch, (int32_t)o.n_threads, 1, 1, false};
+    const bitnet_context_params cp = {(int32_t)n, n_batch, (int32_t)o.n_threads, 1, 1, o.embd};
     if ((rc = bitnet_tool_cluster_loaded(cluster, BITNET_OK, &err, &m, &cp)) >= 0) {
         cluster = NULL; /* a serving rank is done, or the plan was refused */
         goto done;
@@ -367,7 +381,7 @@ int main(int argc, char **argv) {
         }
     }
     const long k = o.have_top_k ? o.top_k : (o.out ? 0 : 5);
-    const int32_t kk = (int32_t)(k < hp->n_vocab ? k : hp->n_vocab);
+    const int32_t kk = o.embd ? 0 : (int32_t)(k < hp->n_vocab ? k : hp->n_vocab);
     if (kk > 0) {
         top = malloc((size_t)kk * sizeof *top);
         if (!top) {
@@ -376,7 +390,8 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (!evaluate(c, ids, n, n_batch, hp->n_vocab, out, tmp_data, kk, top)) goto done;
+    const int32_t width = o.embd ? hp->n_embd : hp->n_vocab;
+    if (!evaluate(c, ids, n, n_batch, width, o.embd, out, tmp_data, kk, top)) goto done;
     if (fflush(stdout) != 0) {
         fprintf(stderr, "bitnet-logits: writing stdout: %s\n", strerror(errno));
         goto done;
@@ -396,7 +411,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bitnet-logits: renaming to %s / %s: %s\n", o.out, json_path, strerror(errno));
             goto done;
         }
-        fprintf(stderr, "bitnet-logits: wrote %s (%zu x %d f32) and %s\n", o.out, n, hp->n_vocab, json_path);
+        fprintf(stderr, "bitnet-logits: wrote %s (%zu x %d f32) and %s\n", o.out, n, width, json_path);
     }
     rc = 0;
 
