@@ -805,3 +805,568 @@ TEST(DummyErrors, BadVocabularyAndPath) {
     EXPECT_FALSE(bitnet_dummy_outtype_parse("q4_0", &t));
     EXPECT_FALSE(bitnet_dummy_outtype_parse("i2_", &t));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The embedding models' layouts: "qwen3" and "gemma3" (docs/EMBEDDINGS.md §1)
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// A small Qwen3-like layout: head_dim 128 != n_embd / n_head (q = 512, kv = 256), GQA 4/2.
+bitnet_dummy_params qwen3_params(bitnet_dummy_outtype t, uint64_t seed) {
+    bitnet_dummy_params p;
+    bitnet_dummy_params_init(&p);
+    p.arch = BITNET_DUMMY_ARCH_QWEN3;
+    p.n_embd = 256;
+    p.n_ff = 768;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_embd_head = 128;
+    p.n_ctx = 4096;
+    p.n_vocab = 300;
+    p.rope_freq_base = 1000000.0f;
+    p.rms_eps = 1e-6f;
+    p.outtype = t;
+    p.seed = seed;
+    return p;
+}
+
+// A small Gemma3-like layout: n_embd 160 (not a multiple of 256 or 128: token_embd stays F16), head_dim
+// 64 (q = 256), one KV head.
+bitnet_dummy_params gemma3_params(bitnet_dummy_outtype t, uint64_t seed) {
+    bitnet_dummy_params p;
+    bitnet_dummy_params_init(&p);
+    p.arch = BITNET_DUMMY_ARCH_GEMMA3;
+    p.n_embd = 160;
+    p.n_ff = 384;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 1;
+    p.n_embd_head = 64;
+    p.n_vocab = 300;
+    p.rms_eps = 1e-6f;
+    p.outtype = t;
+    p.seed = seed;
+    return p;
+}
+
+std::string sig(const std::string &key, bitnet_gguf_type t, int elem = -1) {
+    std::string s = key + ":" + std::to_string((int)t);
+    if (elem >= 0) s += "[" + std::to_string(elem) + "]";
+    return s;
+}
+
+// The keys of bitnet.cpp's convert-bitnet-embedding-to-gguf.py in its order (arch keys, file type,
+// pooling), then extra (the Gemma3 SWA keys), then the built-in vocabulary's keys and add_eos_token.
+std::vector<std::string> embedding_keys(const std::string &a, const std::vector<std::string> &extra) {
+    const bitnet_gguf_type U = BITNET_GGUF_UINT32, F = BITNET_GGUF_FLOAT32, S = BITNET_GGUF_STRING;
+    std::vector<std::string> k = {
+        sig("general.architecture", S), sig("general.name", S), sig(a + ".block_count", U),
+        sig(a + ".context_length", U), sig(a + ".embedding_length", U), sig(a + ".feed_forward_length", U),
+        sig(a + ".attention.head_count", U), sig(a + ".attention.head_count_kv", U), sig(a + ".vocab_size", U),
+        sig(a + ".rope.dimension_count", U), sig(a + ".attention.key_length", U),
+        sig(a + ".attention.value_length", U), sig(a + ".rope.freq_base", F),
+        sig(a + ".attention.layer_norm_rms_epsilon", F), sig("general.file_type", U), sig(a + ".pooling_type", U)};
+    k.insert(k.end(), extra.begin(), extra.end());
+    for (const std::string &s :
+         {sig("tokenizer.ggml.model", S), sig("tokenizer.ggml.pre", S),
+          sig("tokenizer.ggml.tokens", BITNET_GGUF_ARRAY, BITNET_GGUF_STRING),
+          sig("tokenizer.ggml.scores", BITNET_GGUF_ARRAY, BITNET_GGUF_FLOAT32),
+          sig("tokenizer.ggml.token_type", BITNET_GGUF_ARRAY, BITNET_GGUF_INT32),
+          sig("tokenizer.ggml.bos_token_id", U), sig("tokenizer.ggml.eos_token_id", U),
+          sig("tokenizer.ggml.add_eos_token", BITNET_GGUF_BOOL)})
+        k.push_back(s);
+    return k;
+}
+
+float get_f32(const bitnet_gguf *g, const char *key) {
+    float v = 0;
+    bitnet_error err;
+    EXPECT_EQ(bitnet_gguf_get_f32(g, key, &v, &err), BITNET_OK) << err.msg;
+    return v;
+}
+
+// Expected tensors of an embedding-layout file, in file order: name, ne, type.
+struct TensorWant {
+    std::string name;
+    std::vector<int64_t> ne;
+    int type;
+};
+
+std::vector<TensorWant> embedding_tensors(const bitnet_dummy_params &p, bool gemma3, bool norm_in) {
+    const int64_t D = p.n_embd, F = p.n_ff, d = p.n_embd_head, Q = p.n_head * d, KV = p.n_head_kv * d;
+    const int tern = bitnet_dummy_ternary_type(p.outtype);
+    const int dense = p.outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32 : BITNET_TYPE_F16;
+    std::vector<TensorWant> t = {{"token_embd.weight", {D, p.n_vocab}, dense}};
+    for (int l = 0; l < p.n_layer; l++) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        auto norm = [&](const char *n, int64_t size) { t.push_back({b + n + ".weight", {size}, dense}); };
+        auto proj = [&](const char *n, int64_t K, int64_t M) { t.push_back({b + n + ".weight", {K, M}, tern}); };
+        norm("attn_norm", D);
+        if (norm_in) norm("ffn_down_norm_in", F);
+        proj("ffn_down", F, D);
+        if (norm_in) norm("ffn_gate_norm_in", D);
+        proj("ffn_gate", D, F);
+        if (norm_in) norm("ffn_up_norm_in", D);
+        proj("ffn_up", D, F);
+        if (gemma3) {
+            norm("post_attention_norm", D);
+            norm("post_ffw_norm", D);
+        }
+        norm("ffn_norm", D);
+        norm("attn_k_norm", d);
+        if (norm_in) norm("attn_k_norm_in", D);
+        proj("attn_k", D, KV);
+        if (norm_in) norm("attn_output_norm_in", Q);
+        proj("attn_output", Q, D);
+        norm("attn_q_norm", d);
+        if (norm_in) norm("attn_q_norm_in", D);
+        proj("attn_q", D, Q);
+        if (norm_in) norm("attn_v_norm_in", D);
+        proj("attn_v", D, KV);
+    }
+    t.push_back({"output_norm.weight", {D}, dense});
+    return t;
+}
+
+std::vector<std::string> tensor_list(const bitnet_gguf *g) {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *t = bitnet_gguf_tensor(g, i);
+        std::string s = std::string(t->name) + " ne";
+        for (int d = 0; d < t->n_dims; d++) s += " " + std::to_string(t->ne[d]);
+        out.push_back(s + " type " + std::to_string(t->type));
+    }
+    return out;
+}
+
+std::vector<std::string> tensor_list(const std::vector<TensorWant> &w) {
+    std::vector<std::string> out;
+    for (const TensorWant &t : w) {
+        std::string s = t.name + " ne";
+        for (int64_t n : t.ne) s += " " + std::to_string(n);
+        out.push_back(s + " type " + std::to_string(t.type));
+    }
+    return out;
+}
+
+// A norm tensor's values as float (F32 or F16).
+std::vector<float> norm_values(const bitnet_gguf_tensor_info *t) {
+    std::vector<float> v((size_t)t->ne[0]);
+    bitnet_error err = {{0}};
+    EXPECT_EQ(bitnet_row_to_f32(t->type, t->data, v.data(), t->ne[0], &err), BITNET_OK) << err.msg;
+    return v;
+}
+
+}  // namespace
+
+TEST(DummyEmbedding, KeysAreTheEmbeddingConvertersInItsOrder) {
+    struct Case {
+        bitnet_dummy_params p;
+        const char *arch;
+    } cases[] = {{qwen3_params(BITNET_DUMMY_I2_S, 1), "qwen3"}, {gemma3_params(BITNET_DUMMY_I2_S, 1), "gemma3"}};
+    for (Case &c : cases) {
+        Written out(std::string("emb-keys-") + c.arch + ".gguf");
+        write_ok(c.p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        // I2_S: this project's layout record after the converter's keys; no general.quantization_version
+        // (the embedding converter writes none).
+        EXPECT_EQ(key_signature(g.g), with_layout_record(embedding_keys(c.arch, {}))) << c.arch;
+        const std::string a = c.arch;
+        EXPECT_EQ(get_str(g.g, "general.architecture"), a);
+        EXPECT_EQ(get_str(g.g, "general.name"), "bitnet-dummy");
+        EXPECT_EQ(get_u32(g.g, (a + ".block_count").c_str()), 2u);
+        EXPECT_EQ(get_u32(g.g, (a + ".embedding_length").c_str()), (uint32_t)c.p.n_embd);
+        EXPECT_EQ(get_u32(g.g, (a + ".feed_forward_length").c_str()), (uint32_t)c.p.n_ff);
+        EXPECT_EQ(get_u32(g.g, (a + ".attention.head_count").c_str()), 4u);
+        EXPECT_EQ(get_u32(g.g, (a + ".attention.head_count_kv").c_str()), (uint32_t)c.p.n_head_kv);
+        EXPECT_EQ(get_u32(g.g, (a + ".vocab_size").c_str()), 300u);
+        for (const char *k : {".rope.dimension_count", ".attention.key_length", ".attention.value_length"})
+            EXPECT_EQ(get_u32(g.g, (a + k).c_str()), (uint32_t)c.p.n_embd_head) << a << k;
+        EXPECT_EQ(get_f32(g.g, (a + ".attention.layer_norm_rms_epsilon").c_str()), 1e-6f);
+        EXPECT_EQ(get_f32(g.g, (a + ".rope.freq_base").c_str()), a == "qwen3" ? 1000000.0f : 10000.0f);
+        EXPECT_EQ(get_u32(g.g, (a + ".context_length").c_str()), a == "qwen3" ? 4096u : 2048u);
+        EXPECT_EQ(get_u32(g.g, "general.file_type"), 40u);
+        EXPECT_EQ(get_u32(g.g, (a + ".pooling_type").c_str()), 3u);  // last
+        bool add_eos = false;
+        bitnet_error err;
+        ASSERT_EQ(bitnet_gguf_get_bool(g.g, "tokenizer.ggml.add_eos_token", &add_eos, &err), BITNET_OK) << err.msg;
+        EXPECT_TRUE(add_eos);
+        EXPECT_EQ(get_str(g.g, BITNET_I2S_LAYOUT_KEY), "x86");
+        EXPECT_LT(bitnet_gguf_find_kv(g.g, "general.quantization_version"), 0);
+        EXPECT_EQ(bitnet_gguf_find_tensor(g.g, "output.weight"), nullptr);
+    }
+    // F32/F16 files: the same keys without the layout record; without the record also for I2_S.
+    for (bitnet_dummy_outtype t : {BITNET_DUMMY_F32, BITNET_DUMMY_F16, BITNET_DUMMY_I2_S}) {
+        bitnet_dummy_params p = gemma3_params(t, 1);
+        p.no_layout_record = true;
+        Written out(std::string("emb-keys-g-") + bitnet_dummy_outtype_name(t) + ".gguf");
+        write_ok(p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        EXPECT_EQ(key_signature(g.g), embedding_keys("gemma3", {})) << bitnet_dummy_outtype_name(t);
+        EXPECT_EQ(get_u32(g.g, "general.file_type"), (uint32_t)bitnet_dummy_file_type(t));
+        EXPECT_EQ(get_u32(g.g, "gemma3.context_length"), 2048u);  // the default
+        EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base"), 10000.0f);
+    }
+}
+
+TEST(DummyEmbedding, TensorsShapesAndTypesPerOuttypeWithAndWithoutNormIn) {
+    // f32 → all F32; f16 → all F16; i2_s → projections I2_S, the rest F16 (bitnet.cpp's embedding converter).
+    for (bool gemma3 : {false, true}) {
+        for (bool norm_in : {true, false}) {
+            for (bitnet_dummy_outtype t : {BITNET_DUMMY_F32, BITNET_DUMMY_F16, BITNET_DUMMY_I2_S}) {
+                bitnet_dummy_params p = gemma3 ? gemma3_params(t, 2) : qwen3_params(t, 2);
+                p.no_norm_in = !norm_in;
+                const std::string what = std::string(gemma3 ? "gemma3" : "qwen3") + (norm_in ? "" : " no_norm_in") +
+                                         " " + bitnet_dummy_outtype_name(t);
+                Written out("emb-tensors.gguf");
+                write_ok(p, out.path);
+                Gguf g(out.path);
+                ASSERT_TRUE(g.g) << what;
+                const std::vector<TensorWant> want = embedding_tensors(p, gemma3, norm_in);
+                EXPECT_EQ(tensor_list(g.g), tensor_list(want)) << what;
+                // per layer: 18 / 20 tensors with the norms, 11 / 13 without
+                EXPECT_EQ(bitnet_gguf_n_tensors(g.g), 2 + 2 * ((gemma3 ? 13 : 11) + (norm_in ? 7 : 0))) << what;
+            }
+        }
+    }
+}
+
+TEST(DummyEmbedding, EveryOuttypeHoldsTheSameWeightsAndNorms) {
+    // The ternary projections are the reference values of each tensor's stream in every outtype; the
+    // norms are F16-exact values of 1 + 0.1·z, identical in the F32, F16 and I2_S files of one seed.
+    for (bool gemma3 : {false, true}) {
+        const bitnet_dummy_outtype types[] = {BITNET_DUMMY_F32, BITNET_DUMMY_F16, BITNET_DUMMY_I2_S};
+        std::vector<std::unique_ptr<Written>> files;
+        for (bitnet_dummy_outtype t : types) {
+            files.emplace_back(new Written(std::string("emb-same-") + bitnet_dummy_outtype_name(t) + ".gguf"));
+            write_ok(gemma3 ? gemma3_params(t, 9) : qwen3_params(t, 9), files.back()->path);
+        }
+        Gguf base(files[0]->path);
+        ASSERT_TRUE(base.g);
+        int ternary = 0, norms = 0;
+        for (size_t f = 1; f < files.size(); f++) {
+            Gguf other(files[f]->path);
+            ASSERT_TRUE(other.g);
+            for (int64_t i = 0; i < bitnet_gguf_n_tensors(base.g); i++) {
+                const bitnet_gguf_tensor_info *t0 = bitnet_gguf_tensor(base.g, i);
+                const bitnet_gguf_tensor_info *t1 = bitnet_gguf_find_tensor(other.g, t0->name);
+                ASSERT_TRUE(t1) << t0->name;
+                if (is_ternary_name(t0->name)) {
+                    std::vector<int8_t> w0, w1, ref((size_t)(t0->ne[0] * t0->ne[1]));
+                    float s0 = 0, s1 = 0, sref = 0;
+                    decode_ternary(base.g, t0, w0, s0);
+                    decode_ternary(other.g, t1, w1, s1);
+                    bitnet_dummy_ternary_values(9, t0->name, t0->ne[1], t0->ne[0], ref.data(), &sref);
+                    EXPECT_TRUE(w0 == ref && w1 == ref) << t0->name;
+                    EXPECT_EQ(s0, sref) << t0->name;
+                    EXPECT_EQ(s1, sref) << t0->name;
+                    ternary++;
+                } else if (t0->n_dims == 1) {
+                    const std::vector<float> v0 = norm_values(t0), v1 = norm_values(t1);
+                    EXPECT_TRUE(v0 == v1) << t0->name << " in " << bitnet_dummy_outtype_name(types[f]);
+                    double mean = 0;
+                    for (float x : v0) {
+                        EXPECT_EQ(bitnet_fp16_to_fp32(bitnet_fp32_to_fp16(x)), x) << t0->name;  // F16-exact
+                        EXPECT_GT(x, 0.4f);
+                        EXPECT_LT(x, 1.6f);
+                        mean += x / (double)v0.size();
+                    }
+                    EXPECT_NEAR(mean, 1.0, 0.06) << t0->name;
+                    norms++;
+                } else {  // token_embd: F32 z, and its F16 rounding in the other files
+                    ASSERT_STREQ(t0->name, "token_embd.weight");
+                    ASSERT_EQ(t1->type, BITNET_TYPE_F16);
+                    const int64_t n = t0->ne[0] * t0->ne[1];
+                    std::vector<float> e0((size_t)n), e1((size_t)n);
+                    bitnet_error err = {{0}};
+                    ASSERT_EQ(bitnet_row_to_f32(t0->type, t0->data, e0.data(), n, &err), BITNET_OK);
+                    ASSERT_EQ(bitnet_row_to_f32(t1->type, t1->data, e1.data(), n, &err), BITNET_OK);
+                    for (int64_t k = 0; k < n; k++)
+                        ASSERT_EQ(e1[k], bitnet_fp16_to_fp32(bitnet_fp32_to_fp16(e0[k]))) << "token_embd " << k;
+                }
+            }
+        }
+        EXPECT_EQ(ternary, 2 * 2 * 7) << gemma3;
+        EXPECT_EQ(norms, 2 * (1 + 2 * ((gemma3 ? 6 : 4) + 7))) << gemma3;
+        // The per-projection norms of the plain layout's absence leave every other tensor as it was.
+        bitnet_dummy_params p = gemma3 ? gemma3_params(BITNET_DUMMY_I2_S, 9) : qwen3_params(BITNET_DUMMY_I2_S, 9);
+        p.no_norm_in = true;
+        Written plain("emb-same-plain.gguf");
+        write_ok(p, plain.path);
+        Gguf gp(plain.path), gi(files[2]->path);
+        ASSERT_TRUE(gp.g && gi.g);
+        for (int64_t i = 0; i < bitnet_gguf_n_tensors(gp.g); i++) {
+            const bitnet_gguf_tensor_info *a = bitnet_gguf_tensor(gp.g, i);
+            const bitnet_gguf_tensor_info *b = bitnet_gguf_find_tensor(gi.g, a->name);
+            ASSERT_TRUE(b) << a->name;
+            ASSERT_EQ(a->nbytes, b->nbytes) << a->name;
+            EXPECT_EQ(std::memcmp(a->data, b->data, a->nbytes), 0) << a->name;
+        }
+    }
+}
+
+TEST(DummyEmbedding, PoolingAndGemma3SlidingWindowKeys) {
+    const struct {
+        int32_t param;
+        uint32_t written;
+    } pools[] = {{BITNET_DUMMY_POOLING_DEFAULT, 3}, {BITNET_DUMMY_POOLING_NONE, 0}, {BITNET_DUMMY_POOLING_MEAN, 1},
+                 {BITNET_DUMMY_POOLING_CLS, 2},     {BITNET_DUMMY_POOLING_LAST, 3}};
+    for (const auto &pl : pools) {
+        bitnet_dummy_params p = qwen3_params(BITNET_DUMMY_F16, 1);
+        p.pooling_type = pl.param;
+        Written out("emb-pool.gguf");
+        write_ok(p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        EXPECT_EQ(get_u32(g.g, "qwen3.pooling_type"), pl.written) << pl.param;
+    }
+    int32_t v = -1;
+    EXPECT_TRUE(bitnet_dummy_pooling_parse("none", &v));
+    EXPECT_EQ(v, BITNET_DUMMY_POOLING_NONE);
+    EXPECT_TRUE(bitnet_dummy_pooling_parse("last", &v));
+    EXPECT_EQ(v, BITNET_DUMMY_POOLING_LAST);
+    EXPECT_TRUE(bitnet_dummy_pooling_parse("cls", &v));
+    EXPECT_EQ(v, BITNET_DUMMY_POOLING_CLS);
+    EXPECT_FALSE(bitnet_dummy_pooling_parse("Mean", &v));
+    EXPECT_FALSE(bitnet_dummy_pooling_parse("rank", &v));
+
+    // Gemma3's optional SWA keys, after pooling_type, each only when asked for.
+    const bitnet_gguf_type U = BITNET_GGUF_UINT32, F = BITNET_GGUF_FLOAT32;
+    bitnet_dummy_params p = gemma3_params(BITNET_DUMMY_F32, 1);
+    p.n_swa = 512;
+    p.swa_pattern = 6;
+    p.rope_freq_base_swa = 10000.0f;
+    p.rope_freq_base = 1000000.0f;
+    p.pooling_type = BITNET_DUMMY_POOLING_MEAN;
+    Written all("emb-swa.gguf"), one("emb-swa1.gguf");
+    write_ok(p, all.path);
+    Gguf g(all.path);
+    ASSERT_TRUE(g.g);
+    EXPECT_EQ(key_signature(g.g),
+              embedding_keys("gemma3", {sig("gemma3.attention.sliding_window", U),
+                                        sig("gemma3.attention.sliding_window_pattern", U),
+                                        sig("gemma3.rope.freq_base_swa", F)}));
+    EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window"), 512u);
+    EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window_pattern"), 6u);
+    EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base_swa"), 10000.0f);
+    EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base"), 1000000.0f);
+    EXPECT_EQ(get_u32(g.g, "gemma3.pooling_type"), 1u);
+    p.swa_pattern = 0;
+    p.rope_freq_base_swa = 0.0f;
+    write_ok(p, one.path);
+    Gguf g1(one.path);
+    ASSERT_TRUE(g1.g);
+    EXPECT_EQ(key_signature(g1.g), embedding_keys("gemma3", {sig("gemma3.attention.sliding_window", U)}));
+}
+
+TEST(DummyEmbedding, TokenizerAppendsEosAndGemmaCallerVocabularyHasNoSpacePrefix) {
+    // add_eos_token = true: the runtime's tokenizer appends EOS (2 in the built-in vocabulary), which
+    // last-token pooling then reads.
+    for (bool gemma3 : {false, true}) {
+        bitnet_dummy_params p = gemma3 ? gemma3_params(BITNET_DUMMY_I2_S, 1) : qwen3_params(BITNET_DUMMY_I2_S, 1);
+        p.n_vocab = 4000;
+        Written out("emb-tok.gguf");
+        write_ok(p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        EXPECT_LT(bitnet_gguf_find_kv(g.g, "tokenizer.ggml.add_space_prefix"), 0);  // built-in vocabulary
+        bitnet_vocab *v = nullptr;
+        bitnet_error err = {{0}};
+        ASSERT_EQ(bitnet_vocab_load(g.g, &v, &err), BITNET_OK) << err.msg;
+        EXPECT_TRUE(bitnet_vocab_add_eos(v));
+        const char *text = "the quick fox";
+        int32_t *ids = nullptr;
+        size_t n = 0;
+        ASSERT_EQ(bitnet_tokenize(v, text, std::strlen(text), true, false, &ids, &n, &err), BITNET_OK) << err.msg;
+        ASSERT_GE(n, 3u);
+        EXPECT_EQ(ids[0], 1);      // BOS
+        EXPECT_EQ(ids[n - 1], 2);  // EOS appended
+        std::free(ids);
+        bitnet_vocab_free(v);
+    }
+    // A caller's vocabulary: gemma3 files say add_space_prefix = false (Gemma's tokenizer); qwen3 do not.
+    bitnet_dummy_vocab *cv = nullptr;
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_dummy_vocab_from_gguf((kCaseDir + "/ggml-model-i2_s.gguf").c_str(), &cv, &err), BITNET_OK)
+        << err.msg;
+    for (bool gemma3 : {false, true}) {
+        bitnet_dummy_params p = gemma3 ? gemma3_params(BITNET_DUMMY_F16, 1) : qwen3_params(BITNET_DUMMY_F16, 1);
+        p.vocab = cv;
+        Written out("emb-cv.gguf");
+        write_ok(p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        std::vector<std::string> keys = key_signature(g.g);
+        ASSERT_GE(keys.size(), 2u);
+        EXPECT_EQ(keys.back(), sig("tokenizer.ggml.add_eos_token", BITNET_GGUF_BOOL));
+        if (gemma3) {
+            EXPECT_EQ(keys[keys.size() - 2], sig("tokenizer.ggml.add_space_prefix", BITNET_GGUF_BOOL));
+            bool asp = true;
+            ASSERT_EQ(bitnet_gguf_get_bool(g.g, "tokenizer.ggml.add_space_prefix", &asp, &err), BITNET_OK);
+            EXPECT_FALSE(asp);
+        } else {
+            EXPECT_LT(bitnet_gguf_find_kv(g.g, "tokenizer.ggml.add_space_prefix"), 0);
+        }
+        EXPECT_EQ(get_u32(g.g, gemma3 ? "gemma3.vocab_size" : "qwen3.vocab_size"), 512u);
+    }
+    bitnet_dummy_vocab_free(cv);
+}
+
+TEST(DummyEmbedding, TlOuttypesKeepF16NormsAndRecordTiles) {
+    // TL1/TL2 (not written by bitnet.cpp's embedding converter): projections TL1/TL2 with their tiles
+    // records, everything else F16 as in the i2_s files.
+    for (bitnet_dummy_outtype t : {BITNET_DUMMY_TL1, BITNET_DUMMY_TL2}) {
+        bitnet_dummy_params p = qwen3_params(t, 4);
+        Written out("emb-tl.gguf");
+        write_ok(p, out.path);
+        Gguf g(out.path);
+        ASSERT_TRUE(g.g);
+        EXPECT_EQ(tensor_list(g.g), tensor_list(embedding_tensors(p, false, true))) << bitnet_dummy_outtype_name(t);
+        std::vector<int8_t> w, ref;
+        float s = 0, sref = 0;
+        const bitnet_gguf_tensor_info *q = bitnet_gguf_find_tensor(g.g, "blk.1.attn_q.weight");
+        ASSERT_TRUE(q);
+        decode_ternary(g.g, q, w, s);
+        ref.resize(w.size());
+        bitnet_dummy_ternary_values(4, "blk.1.attn_q.weight", q->ne[1], q->ne[0], ref.data(), &sref);
+        EXPECT_TRUE(w == ref);
+        EXPECT_EQ(s, sref);
+        EXPECT_LT(bitnet_gguf_find_kv(g.g, "general.quantization_version"), 0);
+    }
+}
+
+TEST(DummyEmbedding, GoldenBytes) {
+    // FNV-1a 64 of whole files, pinned when the embedding layouts were added (x86-64); like
+    // DummyFile.GoldenBytesOnEveryIsa, a change here changes every dummy embedding model.
+    auto fnv = [](const std::vector<unsigned char> &b) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char c : b) h = (h ^ c) * 0x100000001b3ull;
+        return h;
+    };
+    struct Case {
+        bool gemma3;
+        bitnet_dummy_outtype t;
+        bool no_norm_in;
+        size_t size;
+        uint64_t hash;
+    } cases[] = {
+        {false, BITNET_DUMMY_I2_S, false, 415456, 0x36385b65ad843225ull},
+        {false, BITNET_DUMMY_F32, true, 4251712, 0xca44e72865fb7145ull},
+        {true, BITNET_DUMMY_F16, false, 682976, 0xaca3442a6b9a8e71ull},
+        {true, BITNET_DUMMY_I2_S, true, 178176, 0x502be4c957abd515ull},
+    };
+    for (const Case &c : cases) {
+        bitnet_dummy_params p = c.gemma3 ? gemma3_params(c.t, 1234) : qwen3_params(c.t, 1234);
+        p.n_layer = 1;
+        p.no_norm_in = c.no_norm_in;
+        Written out("emb-golden.gguf");
+        write_ok(p, out.path);
+        std::vector<uint8_t> bytes = read_file(out.path);
+        EXPECT_EQ(bytes.size(), c.size) << (c.gemma3 ? "gemma3 " : "qwen3 ") << bitnet_dummy_outtype_name(c.t);
+        EXPECT_EQ(fnv(bytes), c.hash) << (c.gemma3 ? "gemma3 " : "qwen3 ") << bitnet_dummy_outtype_name(c.t);
+    }
+}
+
+TEST(DummyEmbedding, RefusalsNameTheParameter) {
+    const std::string path = tmp_path("emb-bad.gguf");
+    struct Case {
+        bitnet_dummy_params p;
+        std::vector<std::string> words;
+    };
+    std::vector<Case> cases;
+    auto add = [&](bitnet_dummy_params p, std::vector<std::string> words) { cases.push_back({p, words}); };
+    bitnet_dummy_params p = qwen3_params(BITNET_DUMMY_I2_S, 1);
+    p.output_separate = true;
+    add(p, {"output_separate", "qwen3", "output.weight"});
+    p = gemma3_params(BITNET_DUMMY_F16, 1);
+    p.output_separate = true;
+    add(p, {"output_separate", "gemma3"});
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 1);
+    p.no_norm_in = true;
+    add(p, {"no_norm_in", "\"bitnet\""});
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 1);
+    p.arch = BITNET_DUMMY_ARCH_LLAMA;
+    p.pooling_type = BITNET_DUMMY_POOLING_MEAN;
+    add(p, {"pooling_type = 2", "\"llama\""});
+    p = qwen3_params(BITNET_DUMMY_I2_S, 1);
+    p.pooling_type = 5;
+    add(p, {"pooling_type = 5"});
+    p.pooling_type = -1;
+    add(p, {"pooling_type = -1"});
+    p = qwen3_params(BITNET_DUMMY_I2_S, 1);
+    p.n_swa = 128;
+    add(p, {"n_swa = 128", "gemma3", "\"qwen3\""});
+    p = qwen3_params(BITNET_DUMMY_I2_S, 1);
+    p.swa_pattern = 6;
+    add(p, {"swa_pattern = 6", "\"qwen3\""});
+    p = tiny_layout_params(BITNET_DUMMY_I2_S, 1);
+    p.rope_freq_base_swa = 10000.0f;
+    add(p, {"rope_freq_base_swa = 10000", "\"bitnet\""});
+    p = gemma3_params(BITNET_DUMMY_I2_S, 1);
+    p.n_swa = -4;
+    add(p, {"n_swa = -4"});
+    p = gemma3_params(BITNET_DUMMY_I2_S, 1);
+    p.rope_freq_base_swa = std::nanf("");
+    add(p, {"rope_freq_base_swa = nan"});
+    for (const Case &c : cases) {
+        const std::string m = fail_msg(c.p, BITNET_ERR_INVALID_ARG, path);
+        for (const std::string &w : c.words) EXPECT_NE(m.find(w), std::string::npos) << "'" << w << "' not in: " << m;
+    }
+    bitnet_dummy_arch a;
+    ASSERT_TRUE(bitnet_dummy_arch_parse("qwen3", &a));
+    EXPECT_EQ(a, BITNET_DUMMY_ARCH_QWEN3);
+    ASSERT_TRUE(bitnet_dummy_arch_parse("gemma3", &a));
+    EXPECT_EQ(a, BITNET_DUMMY_ARCH_GEMMA3);
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_GEMMA3), "gemma3");
+}
+
+TEST(DummyEmbedding, CommandLine) {
+    // bitnet-dummy's flags for the embedding layouts, and their refusals on archs they mean nothing for
+    // (exit 2, naming the flag). Needs build/bin/bitnet-dummy (built with the tools).
+    const std::string exe = std::string(BITNET_BINARY_DIR) + "/bin/bitnet-dummy";
+    ASSERT_TRUE(file_exists(exe)) << exe << " is not built";
+    const std::string out = tmp_path("emb-cli.gguf"), base = tmp_path("emb-cli-run");
+    const std::string dims = "-q -o '" + out + "' --n-embd 160 --n-ff 384 --n-layer 1 --n-head 4 --n-head-kv 1 "
+                             "--n-embd-head 64 --vocab-size 300 ";
+    bitnet_test::RunResult r = bitnet_test::run_program(
+        "", exe,
+        dims + "--arch gemma3 --outtype f16 --no-norm-in --pooling cls --swa 512 --swa-pattern 6 "
+               "--rope-freq-base-swa 10000",
+        "", base);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    {
+        Gguf g(out);
+        ASSERT_TRUE(g.g);
+        bitnet_dummy_params p = gemma3_params(BITNET_DUMMY_F16, 0);
+        p.n_layer = 1;
+        EXPECT_EQ(tensor_list(g.g), tensor_list(embedding_tensors(p, true, false)));
+        EXPECT_EQ(get_u32(g.g, "gemma3.pooling_type"), 2u);
+        EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window"), 512u);
+        EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window_pattern"), 6u);
+        EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base_swa"), 10000.0f);
+    }
+    std::remove(out.c_str());
+    const struct {
+        std::string args, want;
+    } bad[] = {
+        {"--arch llama --no-norm-in", "--no-norm-in: architecture llama"},
+        {"--arch llama --pooling mean", "--pooling: architecture llama"},
+        {"--arch qwen3 --pooling max", "--pooling: 'max'"},
+        {"--arch qwen3 --swa 4", "--swa: architecture qwen3"},
+        {"--arch qwen3 --swa-pattern 6", "--swa-pattern: architecture qwen3"},
+        {"--arch bitnet-b1.58 --rope-freq-base-swa 1e4", "--rope-freq-base-swa: architecture bitnet-b1.58"},
+        {"--arch gemma3 --output-weight", "--output-weight: architecture gemma3"},
+        {"--arch gemma3 --swa 0", "--swa"},
+    };
+    for (const auto &b : bad) {
+        r = bitnet_test::run_program("", exe, dims + b.args, "", base);
+        EXPECT_EQ(r.rc, 2) << b.args << ": " << r.err;
+        EXPECT_NE(r.err.find(b.want), std::string::npos) << b.args << ": " << r.err;
+        EXPECT_FALSE(file_exists(out)) << b.args;
+    }
+    for (const char *ext : {".in", ".out", ".err"}) std::remove((base + ext).c_str());
+}

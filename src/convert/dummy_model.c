@@ -194,6 +194,24 @@ const char *bitnet_dummy_arch_name(bitnet_dummy_arch a) {
 /* The table row of p->arch (checked by check_params before any use). */
 static const bitnet_arch_info *arch_info(const bitnet_dummy_params *p) { return bitnet_arch_at((size_t)p->arch); }
 
+/* The embedding models' file contract (docs/EMBEDDINGS.md §1): key set, tensor set and types of
+ * bitnet.cpp's convert-bitnet-embedding-to-gguf.py. */
+static bool embedding_arch(const bitnet_dummy_params *p) {
+    const bitnet_arch graph = arch_info(p)->graph;
+    return graph == BITNET_ARCH_QWEN3 || graph == BITNET_ARCH_GEMMA3;
+}
+
+bool bitnet_dummy_pooling_parse(const char *s, int32_t *out) {
+    static const char *const names[] = {"none", "mean", "cls", "last"};
+    for (int i = 0; s && i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = BITNET_DUMMY_POOLING_NONE + i;
+            return true;
+        }
+    }
+    return false;
+}
+
 void bitnet_dummy_params_init(bitnet_dummy_params *p) {
     memset(p, 0, sizeof *p);
     p->outtype = BITNET_DUMMY_I2_S;
@@ -217,26 +235,78 @@ typedef struct tensor_desc {
 /* Per-layer tensor order: the HF tensor names sorted (see bitnet_dummy_write). The bitnet graphs
  * (tests/data/bitnetcpp-tiny, and BitNet-b1.58-2B-4T's names input_layernorm, mlp.down_proj,
  * mlp.ffn_sub_norm, mlp.gate_proj, mlp.up_proj, post_attention_layernorm, self_attn.attn_sub_norm,
- * self_attn.{k,o,q,v}_proj) and llama's (the same without the two sub-norms). */
+ * self_attn.{k,o,q,v}_proj), llama's (the same without the two sub-norms) and the embedding models'
+ * (below). */
 enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN };
-enum { N_EMBD = 0, N_FF = 1, N_Q = 2 }; /* size of a norm: n_embd, n_ff or n_head·d */
+enum { N_EMBD = 0, N_FF = 1, N_Q = 2, N_HEAD = 3 }; /* size of a norm: n_embd, n_ff, n_head·d or d */
+/* layer_tensor.only: the entry is written only when the arch has the trait (and, for L_NORM_IN, unless
+ * no_norm_in) */
+enum { L_ALWAYS = 0, L_NORM_IN = 1, L_QK_NORM = 2, L_POST_NORMS = 3 };
 typedef struct layer_tensor {
     const char *name;
     int proj; /* -1: a norm whose size `norm` gives */
     int norm;
+    int only;
 } layer_tensor;
 static const layer_tensor bitnet_layer_order[] = {
-    {"attn_norm", -1, N_EMBD},   {"ffn_down", P_DOWN, 0},   {"ffn_sub_norm", -1, N_FF}, {"ffn_gate", P_GATE, 0},
-    {"ffn_up", P_UP, 0},         {"ffn_norm", -1, N_EMBD},  {"attn_sub_norm", -1, N_Q}, {"attn_k", P_K, 0},
-    {"attn_output", P_O, 0},     {"attn_q", P_Q, 0},        {"attn_v", P_V, 0},
+    {"attn_norm", -1, N_EMBD, L_ALWAYS},    {"ffn_down", P_DOWN, 0, L_ALWAYS}, {"ffn_sub_norm", -1, N_FF, L_ALWAYS},
+    {"ffn_gate", P_GATE, 0, L_ALWAYS},      {"ffn_up", P_UP, 0, L_ALWAYS},     {"ffn_norm", -1, N_EMBD, L_ALWAYS},
+    {"attn_sub_norm", -1, N_Q, L_ALWAYS},   {"attn_k", P_K, 0, L_ALWAYS},      {"attn_output", P_O, 0, L_ALWAYS},
+    {"attn_q", P_Q, 0, L_ALWAYS},           {"attn_v", P_V, 0, L_ALWAYS},
 };
 static const layer_tensor llama_layer_order[] = {
-    {"attn_norm", -1, N_EMBD}, {"ffn_down", P_DOWN, 0}, {"ffn_gate", P_GATE, 0}, {"ffn_up", P_UP, 0},
-    {"ffn_norm", -1, N_EMBD},  {"attn_k", P_K, 0},      {"attn_output", P_O, 0}, {"attn_q", P_Q, 0},
-    {"attn_v", P_V, 0},
+    {"attn_norm", -1, N_EMBD, L_ALWAYS},    {"ffn_down", P_DOWN, 0, L_ALWAYS}, {"ffn_gate", P_GATE, 0, L_ALWAYS},
+    {"ffn_up", P_UP, 0, L_ALWAYS},          {"ffn_norm", -1, N_EMBD, L_ALWAYS}, {"attn_k", P_K, 0, L_ALWAYS},
+    {"attn_output", P_O, 0, L_ALWAYS},      {"attn_q", P_Q, 0, L_ALWAYS},      {"attn_v", P_V, 0, L_ALWAYS},
 };
 
+/* "qwen3" and "gemma3": the HF names of bitnet.cpp's embedding converter, sorted (input_layernorm,
+ * mlp.down_proj.norm, mlp.down_proj, mlp.gate_proj.norm, mlp.gate_proj, mlp.up_proj.norm, mlp.up_proj,
+ * post_attention_layernorm, post_feedforward_layernorm, pre_feedforward_layernorm, self_attn.k_norm,
+ * self_attn.k_proj.norm, self_attn.k_proj, self_attn.o_proj.norm, self_attn.o_proj, self_attn.q_norm,
+ * self_attn.q_proj.norm, self_attn.q_proj, self_attn.v_proj.norm, self_attn.v_proj). Qwen3's
+ * post_attention_layernorm is its ffn_norm, Gemma3's is post_attention_norm and its
+ * pre_feedforward_layernorm the ffn_norm: both put ffn_norm right after the post-norms. */
+static const layer_tensor embedding_layer_order[] = {
+    {"attn_norm", -1, N_EMBD, L_ALWAYS},
+    {"ffn_down_norm_in", -1, N_FF, L_NORM_IN},
+    {"ffn_down", P_DOWN, 0, L_ALWAYS},
+    {"ffn_gate_norm_in", -1, N_EMBD, L_NORM_IN},
+    {"ffn_gate", P_GATE, 0, L_ALWAYS},
+    {"ffn_up_norm_in", -1, N_EMBD, L_NORM_IN},
+    {"ffn_up", P_UP, 0, L_ALWAYS},
+    {"post_attention_norm", -1, N_EMBD, L_POST_NORMS},
+    {"post_ffw_norm", -1, N_EMBD, L_POST_NORMS},
+    {"ffn_norm", -1, N_EMBD, L_ALWAYS},
+    {"attn_k_norm", -1, N_HEAD, L_QK_NORM},
+    {"attn_k_norm_in", -1, N_EMBD, L_NORM_IN},
+    {"attn_k", P_K, 0, L_ALWAYS},
+    {"attn_output_norm_in", -1, N_Q, L_NORM_IN},
+    {"attn_output", P_O, 0, L_ALWAYS},
+    {"attn_q_norm", -1, N_HEAD, L_QK_NORM},
+    {"attn_q_norm_in", -1, N_EMBD, L_NORM_IN},
+    {"attn_q", P_Q, 0, L_ALWAYS},
+    {"attn_v_norm_in", -1, N_EMBD, L_NORM_IN},
+    {"attn_v", P_V, 0, L_ALWAYS},
+};
+
+/* Whether the file of p has the entry t (layer_tensor.only against the arch's traits). */
+static bool layer_tensor_used(const bitnet_dummy_params *p, const layer_tensor *t) {
+    const bitnet_arch_info *a = arch_info(p);
+    switch (t->only) {
+    case L_NORM_IN: return a->norm_in && !p->no_norm_in;
+    case L_QK_NORM: return a->qk_norm;
+    case L_POST_NORMS: return a->post_norms;
+    default: return true;
+    }
+}
+
+/* The order table of p's arch (entries layer_tensor_used says are left out are skipped). */
 static const layer_tensor *layer_order(const bitnet_dummy_params *p, int *n) {
+    if (embedding_arch(p)) {
+        *n = (int)(sizeof embedding_layer_order / sizeof embedding_layer_order[0]);
+        return embedding_layer_order;
+    }
     if (!arch_info(p)->sub_norms) {
         *n = (int)(sizeof llama_layer_order / sizeof llama_layer_order[0]);
         return llama_layer_order;
@@ -277,8 +347,44 @@ bitnet_status bitnet_dummy_tiles_for(const bitnet_dummy_params *p, int type, int
     return bitnet_tiles_check(type, M, K, *out, err);
 }
 
+/* The parameters added for the embedding models (dummy_model.h, issue #25): each is refused for an arch
+ * it means nothing for, naming the parameter and the arch. */
+static bitnet_status check_embedding_params(const bitnet_dummy_params *p, bitnet_error *err) {
+    const char *arch = arch_info(p)->name;
+    const bool emb = embedding_arch(p), gemma3 = arch_info(p)->graph == BITNET_ARCH_GEMMA3;
+    if (p->output_separate && emb)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "output_separate: architecture \"%s\" files have no output.weight (embedding models do not "
+                           "generate; docs/EMBEDDINGS.md §1)", arch);
+    if (p->no_norm_in && !arch_info(p)->norm_in)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "no_norm_in: architecture \"%s\" has no <proj>_norm_in tensors to leave out (only the "
+                           "embedding models' archs have them)", arch);
+    if (p->pooling_type < BITNET_DUMMY_POOLING_DEFAULT || p->pooling_type > BITNET_DUMMY_POOLING_LAST)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "pooling_type = %d: must be 0 (default, last) or 1..4 (none, mean, cls, last)",
+                           (int)p->pooling_type);
+    if (p->pooling_type != BITNET_DUMMY_POOLING_DEFAULT && !emb)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "pooling_type = %d: architecture \"%s\" files have no pooling_type key (only qwen3 and "
+                           "gemma3 embedding models)", (int)p->pooling_type, arch);
+    const struct { const char *name; double v; } swa[] = {
+        {"n_swa", p->n_swa}, {"swa_pattern", p->swa_pattern}, {"rope_freq_base_swa", p->rope_freq_base_swa}};
+    for (size_t i = 0; i < sizeof swa / sizeof swa[0]; i++) {
+        if (!(swa[i].v >= 0.0) || swa[i].v > 3.0e38)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s = %g: must be 0 (key not written) or a finite positive number",
+                               swa[i].name, swa[i].v);
+        if (swa[i].v != 0.0 && !gemma3)
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "%s = %g: only architecture \"gemma3\" has sliding-window layers (arch is \"%s\")",
+                               swa[i].name, swa[i].v, arch);
+    }
+    return BITNET_OK;
+}
+
 /* Check everything that can be checked before a byte is written. */
 static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *err) {
+    bitnet_status s;
     const struct { const char *name; int32_t v; } dims[] = {
         {"n_embd", p->n_embd}, {"n_ff", p->n_ff}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
         {"n_head_kv", p->n_head_kv}, {"n_ctx", p->n_ctx},
@@ -321,7 +427,8 @@ static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *er
         if (bitnet_dummy_embd_type_check(p->outtype, p->embd_type, p->n_embd, &e2) != BITNET_OK)
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s", e2.msg);
     }
-    if (p->outtype != BITNET_DUMMY_F32 && p->n_embd % 256 != 0 && p->n_embd % 32 != 0 &&
+    if ((s = check_embedding_params(p, err)) != BITNET_OK) return s;
+    if (!embedding_arch(p) && p->outtype != BITNET_DUMMY_F32 && p->n_embd % 256 != 0 && p->n_embd % 32 != 0 &&
         (p->embd_type == 0 || p->output_separate))
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
                            "n_embd = %d: %s would be Q8_0 (n_embd %% 256 != 0), which needs n_embd %% 32 == 0",
@@ -352,8 +459,8 @@ static bitnet_status check_params(const bitnet_dummy_params *p, bitnet_error *er
                                (long long)M, (long long)K, (long long)(M * K));
         if (p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2) {
             bitnet_tiles t;
-            bitnet_status s = bitnet_dummy_tiles_for(p, bitnet_dummy_ternary_type(p->outtype), M, K, &t, err);
-            if (s != BITNET_OK) return s;
+            if ((s = bitnet_dummy_tiles_for(p, bitnet_dummy_ternary_type(p->outtype), M, K, &t, err)) != BITNET_OK)
+                return s;
         }
     }
     if (p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2) {
@@ -423,8 +530,10 @@ static bitnet_status nomem(writer_ctx *c, const tensor_desc *t, size_t bytes) {
 }
 
 /* Dense float rows (token_embd, norms): rows × cols values of one stream, in chunks of rows,
- * converted to the tensor's type. f(r) draws one value. */
+ * converted to the tensor's type. Norms are 1 + 0.1·z, for the embedding archs rounded to F16 first
+ * (so their F32 and F16 files hold the same values). */
 static bitnet_status write_dense(writer_ctx *c, const tensor_desc *t) {
+    const bool f16_norms = embedding_arch(c->p);
     const int64_t rows = t->M, cols = t->K;
     bitnet_rng rng;
     bitnet_rng_seed(&rng, bitnet_dummy_tensor_seed(c->p->seed, t->name));
@@ -441,6 +550,7 @@ static bitnet_status write_dense(writer_ctx *c, const tensor_desc *t) {
         for (int64_t i = 0; i < n * cols; i++) {
             float z = gauss12(&rng);
             f[i] = t->kind == T_NORM ? 1.0f + 0.1f * z : z;
+            if (t->kind == T_NORM && f16_norms) f[i] = bitnet_fp16_to_fp32(bitnet_fp32_to_fp16(f[i]));
         }
         const void *out = f;
         if (t->type == BITNET_TYPE_F16) {
@@ -583,9 +693,12 @@ static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet
     const bool tl = p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2;
     int n_layer_tensors;
     const layer_tensor *order = layer_order(p, &n_layer_tensors);
-    const int embd_type = p->outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32
-                          : p->n_embd % 256 == 0        ? BITNET_TYPE_F16
-                                                        : BITNET_TYPE_Q8_0;
+    const bool emb = embedding_arch(p);
+    const int embd_type = p->outtype == BITNET_DUMMY_F32     ? BITNET_TYPE_F32
+                          : emb || p->n_embd % 256 == 0     ? BITNET_TYPE_F16
+                                                            : BITNET_TYPE_Q8_0;
+    /* norms: F32, except in the embedding archs' non-f32 files (F16, bitnet.cpp's embedding converter) */
+    const int norm_type = emb && p->outtype != BITNET_DUMMY_F32 ? BITNET_TYPE_F16 : BITNET_TYPE_F32;
     {
         int64_t k = 0;
         tensor_desc *e;
@@ -606,13 +719,17 @@ static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet
         const int64_t q_dim = head_size(p) * p->n_head;
         for (int32_t l = 0; l < p->n_layer; l++) {
             for (int j = 0; j < n_layer_tensors; j++) {
+                if (!layer_tensor_used(p, &order[j])) continue;
                 e = &td[k++];
                 snprintf(e->name, sizeof e->name, "blk.%d.%s.weight", (int)l, order[j].name);
                 if (order[j].proj < 0) {
                     e->kind = T_NORM;
-                    e->type = BITNET_TYPE_F32;
+                    e->type = norm_type;
                     e->M = 1;
-                    e->K = order[j].norm == N_FF ? p->n_ff : order[j].norm == N_Q ? q_dim : p->n_embd;
+                    e->K = order[j].norm == N_FF     ? p->n_ff
+                           : order[j].norm == N_Q    ? q_dim
+                           : order[j].norm == N_HEAD ? head_size(p)
+                                                     : p->n_embd;
                 } else {
                     e->kind = T_TERNARY;
                     e->type = ttype;
@@ -625,7 +742,7 @@ static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet
         e = &td[k++];
         snprintf(e->name, sizeof e->name, "output_norm.weight");
         e->kind = T_NORM;
-        e->type = BITNET_TYPE_F32;
+        e->type = norm_type;
         e->M = 1;
         e->K = p->n_embd;
     }
@@ -639,9 +756,57 @@ static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet
     return BITNET_OK;
 }
 
+/* The keys of "qwen3" / "gemma3" files, in the order of bitnet.cpp's convert-bitnet-embedding-to-gguf.py
+ * (bitnet_dummy_write's comment; docs/EMBEDDINGS.md §1), then the optional Gemma3 SWA keys. */
+static bitnet_status set_embedding_model_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p,
+                                              const bitnet_dummy_vocab *v, bitnet_error *err) {
+    bitnet_status s;
+    const char *arch = bitnet_dummy_arch_name(p->arch);
+    const uint32_t d = (uint32_t)head_size(p);
+    const uint32_t pooling = p->pooling_type == BITNET_DUMMY_POOLING_DEFAULT ? 3u : (uint32_t)(p->pooling_type - 1);
+    char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
+    SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
+    SETK(bitnet_gguf_set_str(w, "general.name", p->name), "general.name");
+    SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p->n_layer), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p->n_ctx), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p->n_embd), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p->n_ff), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p->n_head), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p->n_head_kv), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), d), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), d), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), d), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p->rope_freq_base), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p->rms_eps), key);
+    SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p->outtype)),
+         "general.file_type");
+    SETK(bitnet_gguf_set_u32(w, AKEY("pooling_type"), pooling), key);
+    if (p->n_swa > 0) SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window"), (uint32_t)p->n_swa), key);
+    if (p->swa_pattern > 0)
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern), key);
+    if (p->rope_freq_base_swa > 0.0f)
+        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base_swa"), p->rope_freq_base_swa), key);
+#undef AKEY
+    return BITNET_OK;
+}
+
+/* The tokenizer flags of the embedding archs, after the vocabulary's keys (bitnet_dummy_write's comment):
+ * add_space_prefix = false for gemma3 with a caller's vocabulary, add_eos_token = true. */
+static bitnet_status set_embedding_vocab_flags(bitnet_gguf_writer *w, const bitnet_dummy_params *p, bool builtin_vocab,
+                                               bitnet_error *err) {
+    bitnet_status s;
+    if (arch_info(p)->graph == BITNET_ARCH_GEMMA3 && !builtin_vocab)
+        SETK(bitnet_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", false), "tokenizer.ggml.add_space_prefix");
+    SETK(bitnet_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", true), "tokenizer.ggml.add_eos_token");
+    return BITNET_OK;
+}
+
 /* The architecture keys, in the order of bitnet.cpp's files (bitnet_dummy_write's comment). */
 static bitnet_status set_model_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p,
                                     const bitnet_dummy_vocab *v, bitnet_error *err) {
+    if (embedding_arch(p)) return set_embedding_model_keys(w, p, v, err);
     bitnet_status s;
     const char *arch = bitnet_dummy_arch_name(p->arch);
     const bool bitnet = arch_info(p)->graph == BITNET_ARCH_BITNET; /* bitnet.cpp's "bitnet" key set */
@@ -701,13 +866,14 @@ static bitnet_status set_vocab_keys(bitnet_gguf_writer *w, const bitnet_dummy_vo
     return BITNET_OK;
 }
 
-/* general.quantization_version (quantized outtypes), the I2_S layout record (BITNET_I2S_LAYOUT_KEY = "x86":
- * bitnet_pack_i2s's layout; unless no_layout_record) and the bitnet.lut.<tensor>.tiles records (TL1/TL2, unless no_tile_record). */
+/* general.quantization_version (quantized outtypes; not for the embedding archs), the I2_S layout record
+ * (BITNET_I2S_LAYOUT_KEY = "x86": bitnet_pack_i2s's layout; unless no_layout_record) and the
+ * bitnet.lut.<tensor>.tiles records (TL1/TL2, unless no_tile_record). */
 static bitnet_status set_quant_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p, const tensor_desc *td,
                                     int64_t n_tensors, bitnet_error *err) {
     bitnet_status s;
     const bool tl = p->outtype == BITNET_DUMMY_TL1 || p->outtype == BITNET_DUMMY_TL2;
-    if (p->outtype != BITNET_DUMMY_F32 && p->outtype != BITNET_DUMMY_F16)
+    if (p->outtype != BITNET_DUMMY_F32 && p->outtype != BITNET_DUMMY_F16 && !embedding_arch(p))
         SETK(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
     if (p->outtype == BITNET_DUMMY_I2_S && !p->no_layout_record)
         SETK(bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86"), BITNET_I2S_LAYOUT_KEY);
@@ -765,8 +931,9 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
         p.vocab = own_vocab;
     }
     const bitnet_dummy_vocab *v = p.vocab;
-    int n_layer_tensors;
-    (void)layer_order(&p, &n_layer_tensors); /* here only the count; describe_tensors walks the order */
+    int n_order, n_layer_tensors = 0;
+    const layer_tensor *order = layer_order(&p, &n_order); /* the count; describe_tensors fills the entries */
+    for (int j = 0; j < n_order; j++) n_layer_tensors += layer_tensor_used(&p, &order[j]);
     const int64_t n_tensors = 2 + (p.output_separate ? 1 : 0) + (int64_t)p.n_layer * n_layer_tensors;
 
     writer_ctx c = {0};
@@ -783,6 +950,7 @@ bitnet_status bitnet_dummy_write(const bitnet_dummy_params *params, const char *
     }
     if ((s = describe_tensors(&p, v, td, n_tensors, &c.bytes_total, err)) != BITNET_OK ||
         (s = set_model_keys(w, &p, v, err)) != BITNET_OK || (s = set_vocab_keys(w, v, err)) != BITNET_OK ||
+        (embedding_arch(&p) && (s = set_embedding_vocab_flags(w, &p, own_vocab != NULL, err)) != BITNET_OK) ||
         (s = set_quant_keys(w, &p, td, n_tensors, err)) != BITNET_OK) {
         goto done;
     }

@@ -1,9 +1,10 @@
 /* dummy_model.h — writes dummy BitNet models: GGUF files of architecture "bitnet" (formats.md
  * "Architecture bitnet", the key set, key order, key types and tensor names of the files bitnet.cpp
- * writes), "bitnet-b1.58" / "bitnet-25" (BitNet-b1.58-2B-4T's graph) or "llama" (ternary Llama 3 /
- * Falcon3 / Falcon-E), filled with seeded pseudo-random weights, for benchmarks and tests. The key and
- * tensor sets of each architecture are listed at bitnet_dummy_write; the graph each one means is
- * documented in model.h.
+ * writes), "bitnet-b1.58" / "bitnet-25" (BitNet-b1.58-2B-4T's graph), "llama" (ternary Llama 3 /
+ * Falcon3 / Falcon-E), or the embedding models' "qwen3" / "gemma3" (BitNet-embedding-0.6B / -270M and
+ * their plain teacher layouts; docs/EMBEDDINGS.md §1), filled with seeded pseudo-random weights, for
+ * benchmarks and tests. The key and tensor sets of each architecture are listed at bitnet_dummy_write;
+ * the graph each one means is documented in model.h.
  *
  * What the weights are (all of it reproducible from the seed, identical on every ISA):
  * - PRNG: rng.h; splitmix64 derives seeds, xoshiro256** (bitnet_rng) produces the stream. Each tensor
@@ -18,10 +19,15 @@
  *   RoPE row permutation (model.h), so an HF checkpoint holding the same model has them un-permuted.
  * - token_embd (and output.weight when written): z ~ N(0, 1) approximated by the Irwin-Hall sum of 12
  *   uniforms minus 6 (no libm, so identical bits everywhere). Stored as F32 for outtype f32; for the
- *   other outtypes F16 when n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md),
+ *   other outtypes F16 when n_embd % 256 == 0, else Q8_0 (what bitnet.cpp's quantize does, formats.md;
+ *   "qwen3"/"gemma3": F16 for every n_embd, as bitnet.cpp's embedding converter writes it),
  *   or token_embd in the type embd_type asks for (F16, Q8_0 or Q6_K by ggml's reference quantizers,
  *   quants.h; output.weight keeps the rule, as llama-quantize's --token-embedding-type leaves it).
  * - Norm weights (attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm, output_norm): 1 + 0.1·z, F32.
+ *   "qwen3" / "gemma3" (also attn_q_norm, attn_k_norm, post_attention_norm, post_ffw_norm and the
+ *   <proj>_norm_in weights): 1 + 0.1·z rounded to the nearest F16 value, stored as F32 in f32 files and
+ *   F16 in every other outtype (bitnet.cpp's embedding converter), so the f32, f16 and i2_s files of
+ *   one seed hold the same norms.
  *
  * Memory: bounded by the largest tensor. Weights are generated and written in chunks of rows
  * (8 MiB of int8 values by default); only TL2, whose three streams each run over the whole tensor,
@@ -53,7 +59,21 @@ typedef enum bitnet_dummy_arch {
     BITNET_DUMMY_ARCH_BITNET_B158 = 1, /* "bitnet-b1.58": BitNet-b1.58-2B-4T (relu² FFN, sub-norms) */
     BITNET_DUMMY_ARCH_BITNET_25 = 2,   /* "bitnet-25": bitnet.cpp's older name of the same graph */
     BITNET_DUMMY_ARCH_LLAMA = 3,       /* "llama": ternary Llama 3 / Falcon3 / Falcon-E (no sub-norms) */
+    BITNET_DUMMY_ARCH_QWEN3 = 4,       /* "qwen3": BitNet-embedding-0.6B (QK head norms, <proj>_norm_in) */
+    BITNET_DUMMY_ARCH_GEMMA3 = 5,      /* "gemma3": BitNet-embedding-270M (also post-norms; optional SWA keys) */
 } bitnet_dummy_arch;
+
+/* bitnet_dummy_params.pooling_type: the <arch>.pooling_type value to write plus one, so that the zero of a
+ * cleared struct means "the default" (3, last token: what both BitNet-embedding models use). */
+enum {
+    BITNET_DUMMY_POOLING_DEFAULT = 0, /* writes 3 (last) */
+    BITNET_DUMMY_POOLING_NONE = 1,    /* writes 0 */
+    BITNET_DUMMY_POOLING_MEAN = 2,    /* writes 1 */
+    BITNET_DUMMY_POOLING_CLS = 3,     /* writes 2 */
+    BITNET_DUMMY_POOLING_LAST = 4,    /* writes 3 */
+};
+/* "none", "mean", "cls", "last" → BITNET_DUMMY_POOLING_NONE .. _LAST (exactly, lower case). */
+bool bitnet_dummy_pooling_parse(const char *s, int32_t *out);
 
 /* A name of base/arch.c's table ("bitnet", "bitnet-b1.58", ...; exactly: GGUF names are case sensitive). */
 bool bitnet_dummy_arch_parse(const char *s, bitnet_dummy_arch *out);
@@ -140,6 +160,15 @@ typedef struct bitnet_dummy_params {
     /* Added for issue #7 (zero = the behaviour before, byte for byte): */
     int embd_type;              /* token_embd.weight type: 0 → the rule above; BITNET_TYPE_F16, _Q8_0 or
                                    _Q6_K (bitnet_dummy_embd_type_check's rules) */
+    /* Added for issue #25, the embedding models (zero = the behaviour before, byte for byte; each one
+     * is refused, naming it, for an architecture it means nothing for): */
+    bool no_norm_in;            /* "qwen3"/"gemma3" (the archs with base/arch.h's norm_in trait): the plain
+                                   teacher layout, without the 7 <proj>_norm_in tensors per layer */
+    int32_t pooling_type;       /* "qwen3"/"gemma3": BITNET_DUMMY_POOLING_* (the value written + 1;
+                                   0 → 3, last token) */
+    int32_t n_swa;              /* "gemma3": > 0 → gemma3.attention.sliding_window (uint32) */
+    int32_t swa_pattern;        /* "gemma3": > 0 → gemma3.attention.sliding_window_pattern (uint32) */
+    float rope_freq_base_swa;   /* "gemma3": > 0 → gemma3.rope.freq_base_swa (float32) */
 } bitnet_dummy_params;
 
 /* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */
@@ -159,9 +188,24 @@ void bitnet_dummy_params_init(bitnet_dummy_params *p);
  *     attn_v [n_embd, kv]}.weight;
  *   per layer N, "llama": blk.N.{attn_norm, ffn_down, ffn_gate, ffn_up, ffn_norm, attn_k, attn_output,
  *     attn_q, attn_v}.weight (same shapes; no sub-norms);
+ *   per layer N, "qwen3" / "gemma3" (docs/EMBEDDINGS.md §1; the HF names are bitnet.cpp's
+ *     convert-bitnet-embedding-to-gguf.py map, e.g. mlp.down_proj.norm → ffn_down_norm_in, Gemma3's
+ *     post_attention_layernorm → post_attention_norm, pre_feedforward_layernorm → ffn_norm,
+ *     post_feedforward_layernorm → post_ffw_norm; Qwen3's post_attention_layernorm → ffn_norm):
+ *     blk.N.{attn_norm [n_embd], ffn_down_norm_in [n_ff], ffn_down [n_ff, n_embd], ffn_gate_norm_in
+ *     [n_embd], ffn_gate [n_embd, n_ff], ffn_up_norm_in [n_embd], ffn_up [n_embd, n_ff],
+ *     post_attention_norm [n_embd] (gemma3), post_ffw_norm [n_embd] (gemma3), ffn_norm [n_embd],
+ *     attn_k_norm [d], attn_k_norm_in [n_embd], attn_k [n_embd, kv], attn_output_norm_in [q],
+ *     attn_output [q, n_embd], attn_q_norm [d], attn_q_norm_in [n_embd], attn_q [n_embd, q],
+ *     attn_v_norm_in [n_embd], attn_v [n_embd, kv]}.weight — 18 (qwen3) or 20 (gemma3) per layer;
+ *     no_norm_in leaves out the seven *_norm_in (11 or 13 per layer);
  *   output_norm.weight [n_embd].
  * output.weight has the type token_embd has by default (F32 for f32, else F16 or Q8_0 by the n_embd
- * rule), also when embd_type sets token_embd's.
+ * rule), also when embd_type sets token_embd's. "qwen3" / "gemma3" have no output.weight, and their
+ * token_embd is F32 in f32 files and F16 in all others (any n_embd; embd_type still applies) and every
+ * norm F32 in f32 files and F16 in all others (bitnet.cpp's embedding converter: f32 → all F32; f16 →
+ * projections, token_embd and norms F16; i2_s → projections I2_S, the rest F16; TL1/TL2, which that
+ * converter does not write, are this project's: projections TL1/TL2, the rest F16).
  *
  * Keys, in this order (A = the architecture name):
  *   "bitnet" — those of formats.md "Architecture bitnet" in bitnet.cpp's order: general.architecture,
@@ -177,14 +221,32 @@ void bitnet_dummy_params_init(bitnet_dummy_params *p);
  *     A.attention.layer_norm_rms_epsilon, general.file_type, A.vocab_size, A.rope.dimension_count (d),
  *     [A.attention.key_length, A.attention.value_length (d) when n_embd_head != n_embd / n_head],
  *     then the tokenizer keys;
+ *   "qwen3", "gemma3" — those of bitnet.cpp's utils/convert-bitnet-embedding-to-gguf.py in its order
+ *     (docs/EMBEDDINGS.md §1): general.architecture, general.name, A.block_count, A.context_length,
+ *     A.embedding_length, A.feed_forward_length, A.attention.head_count, A.attention.head_count_kv,
+ *     A.vocab_size, A.rope.dimension_count, A.attention.key_length, A.attention.value_length (all three
+ *     d, always), A.rope.freq_base, A.attention.layer_norm_rms_epsilon, general.file_type,
+ *     A.pooling_type (uint32, pooling_type - 1, default 3), then for gemma3 only the keys asked for
+ *     (that converter writes none of them): gemma3.attention.sliding_window (n_swa),
+ *     gemma3.attention.sliding_window_pattern (swa_pattern), gemma3.rope.freq_base_swa
+ *     (rope_freq_base_swa); then the tokenizer keys, then tokenizer.ggml.add_space_prefix = false
+ *     (gemma3 with a caller's vocabulary only: Gemma's tokenizer adds no space; the built-in
+ *     vocabulary's pieces assume the SentencePiece default, so with it the key is left out) and
+ *     tokenizer.ggml.add_eos_token = true (bool; both archs, so the runtime appends the EOS that
+ *     last-token pooling reads: bitnet.cpp's converter writes it for qwen3, and a gemma3 dummy with
+ *     the built-in vocabulary gets it too so tests read an EOS there as well);
  *   tokenizer keys: tokenizer.ggml.model, .pre (unless ""), .tokens, .scores, .token_type, .merges,
  *     .bos_token_id, .eos_token_id, .padding_token_id (each only when the vocabulary has it);
- *   general.quantization_version (2) only for I2_S/TL1/TL2 (bitnet.cpp's converter writes none into
- *     F32/F16 files, its quantizer adds it); I2_S files also get BITNET_I2S_LAYOUT_KEY = "x86" (the
- *     layout of bitnet_pack_i2s), TL1/TL2 files bitnet.lut.<tensor>.tiles = [BM, BK, bm] (uint32) per
- *     ternary tensor (LAYOUTS.md §7).
+ *   general.quantization_version (2) only for I2_S/TL1/TL2 of the other archs (bitnet.cpp's converter
+ *     writes none into F32/F16 files, its quantizer adds it; its embedding converter, which writes I2_S
+ *     itself, writes none, so "qwen3"/"gemma3" files never have it); I2_S files also get
+ *     BITNET_I2S_LAYOUT_KEY = "x86" (the layout of bitnet_pack_i2s), TL1/TL2 files
+ *     bitnet.lut.<tensor>.tiles = [BM, BK, bm] (uint32) per ternary tensor (LAYOUTS.md §7).
  * Errors: BITNET_ERR_INVALID_ARG naming the parameter, shape or tile that is wrong (n_embd % n_head
  * without n_embd_head, n_head % n_head_kv, odd head size, an unknown arch, n_embd_head on "bitnet",
+ * output_separate on "qwen3"/"gemma3", no_norm_in on an arch without the norm_in trait, pooling_type
+ * outside 0..4 or on an arch other than "qwen3"/"gemma3", negative n_swa / swa_pattern /
+ * rope_freq_base_swa or any of them on an arch other than "gemma3",
  * I2_S with M·K % 128 != 0, tiles breaking a rule or naming a shape the model does not have, Q8_0
  * token_embd (or output.weight) with n_embd % 32 != 0, an embd_type bitnet_dummy_embd_type_check
  * refuses, vocabulary too small or with ids out of range); BITNET_ERR_IO

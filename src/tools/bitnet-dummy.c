@@ -16,7 +16,11 @@
 
 static const char *k_description =
     "Writes a dummy BitNet model (GGUF) with seeded random ternary weights.\n"
-    "The same seed gives the same ternary weights in every outtype.\n";
+    "The same seed gives the same ternary weights in every outtype.\n"
+    "--arch qwen3 / gemma3 write the embedding models' layout (docs/EMBEDDINGS.md):\n"
+    "no output.weight, QK head norms, the <proj>_norm_in norms (unless --no-norm-in),\n"
+    "Gemma3's post-norms, <arch>.pooling_type, tokenizer.ggml.add_eos_token = true;\n"
+    "give them --n-embd-head (BitNet-embedding-0.6B: 128, -270M: 256).\n";
 
 static int on_arch(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
     (void)flag;
@@ -27,12 +31,60 @@ static int on_arch(const bitnet_args *args, const bitnet_arg_opt *opt, const cha
     return 0;
 }
 
-static int on_rope_theta(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
+/* --rope-theta, --rope-freq-base-swa: a positive float */
+static int on_positive_float(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
     double th;
-    (void)flag;
     if (!bitnet_args_to_double(val, 0.0, 3.0e38, &th) || !(th > 0.0))
-        return bitnet_args_fail(args, "--rope-theta: '%s' is not a positive number", val);
+        return bitnet_args_fail(args, "%s: '%s' is not a positive number", flag, val);
     *(float *)opt->dst = (float)th;
+    return 0;
+}
+
+static int on_pooling(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
+    if (!bitnet_dummy_pooling_parse(val, opt->dst))
+        return bitnet_args_fail(args, "%s: '%s' is not one of none, mean, cls, last", flag, val);
+    return 0;
+}
+
+/* The names of the table's rows for which has(row) holds, "a, b" (for the refusals below). */
+static const char *arch_names_where(char *buf, size_t n, bool (*has)(const bitnet_arch_info *)) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < bitnet_arch_count() && used < n; i++) {
+        if (!has(bitnet_arch_at(i))) continue;
+        int w = snprintf(buf + used, n - used, "%s%s", used ? ", " : "", bitnet_arch_at(i)->name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+static bool has_norm_in(const bitnet_arch_info *a) { return a->norm_in; }
+static bool is_embedding(const bitnet_arch_info *a) {
+    return a->graph == BITNET_ARCH_QWEN3 || a->graph == BITNET_ARCH_GEMMA3;
+}
+static bool is_gemma3(const bitnet_arch_info *a) { return a->graph == BITNET_ARCH_GEMMA3; }
+
+/* The embedding-model flags on an arch they mean nothing for, named by flag (the writer refuses them
+ * too, naming its parameter). */
+static int check_arch_flags(const bitnet_args *args, const bitnet_dummy_params *p, bool pooling_given) {
+    const bitnet_arch_info *a = bitnet_arch_at((size_t)p->arch);
+    char names[128];
+    if (p->no_norm_in && !a->norm_in)
+        return bitnet_args_fail(args, "--no-norm-in: architecture %s has no <proj>_norm_in tensors (only %s have "
+                                "them)", a->name, arch_names_where(names, sizeof names, has_norm_in));
+    if (pooling_given && !is_embedding(a))
+        return bitnet_args_fail(args, "--pooling: architecture %s files have no pooling_type key (only %s)", a->name,
+                                arch_names_where(names, sizeof names, is_embedding));
+    if (p->output_separate && is_embedding(a))
+        return bitnet_args_fail(args, "--output-weight: architecture %s files have no output.weight (embedding models "
+                                "do not generate)", a->name);
+    const struct { const char *flag; bool set; } swa[] = {{"--swa", p->n_swa > 0},
+                                                          {"--swa-pattern", p->swa_pattern > 0},
+                                                          {"--rope-freq-base-swa", p->rope_freq_base_swa > 0}};
+    for (size_t i = 0; i < sizeof swa / sizeof swa[0]; i++)
+        if (swa[i].set && !is_gemma3(a))
+            return bitnet_args_fail(args, "%s: architecture %s has no sliding-window layers (only %s)", swa[i].flag,
+                                    a->name, arch_names_where(names, sizeof names, is_gemma3));
     return 0;
 }
 
@@ -68,7 +120,7 @@ int main(int argc, char **argv) {
     bitnet_dummy_params p;
     bitnet_dummy_params_init(&p);
     const char *out = NULL, *vocab_from = NULL;
-    bool quiet = false, have_vocab_size = false;
+    bool quiet = false, have_vocab_size = false, pooling_given = false;
     static bitnet_tool_tile_list tiles;
     bitnet_tool_outtype_arg outtype_arg = {&p.outtype, NULL};
     char arch_names[256], arch_help[300];
@@ -87,16 +139,33 @@ int main(int argc, char **argv) {
          "head size (default n_embd / n_head; another value is written as\n"
          "<arch>.attention.key_length/value_length; not for bitnet)",
          BITNET_ARG_INT32, &p.n_embd_head, .lo = 2, .hi = INT32_MAX),
-        BITNET_OPT("--rope-theta", "F", "<arch>.rope.freq_base (default 10000)", BITNET_ARG_CALL, &p.rope_freq_base, .fn = on_rope_theta),
-        BITNET_OPT("--output-weight", NULL, "write a separate output.weight (default: tied to token_embd)", BITNET_ARG_FLAG,
-         &p.output_separate),
+        BITNET_OPT("--rope-theta", "F", "<arch>.rope.freq_base (default 10000)", BITNET_ARG_CALL, &p.rope_freq_base,
+         .fn = on_positive_float),
+        BITNET_OPT("--output-weight", NULL,
+         "write a separate output.weight (default: tied to token_embd;\n"
+         "not for qwen3/gemma3, which have none)",
+         BITNET_ARG_FLAG, &p.output_separate),
+        BITNET_OPT("--no-norm-in", NULL,
+         "qwen3/gemma3: the plain teacher layout, without the seven\n"
+         "blk.N.<proj>_norm_in tensors per layer",
+         BITNET_ARG_FLAG, &p.no_norm_in),
+        BITNET_OPT("--pooling", "P",
+         "qwen3/gemma3: <arch>.pooling_type none (0), mean (1), cls (2)\n"
+         "or last (3; the default)",
+         BITNET_ARG_CALL, &p.pooling_type, .fn = on_pooling, .given = &pooling_given),
+        BITNET_OPT("--swa", "N", "gemma3: gemma3.attention.sliding_window = N (default: no key)", BITNET_ARG_INT32,
+         &p.n_swa, .lo = 1, .hi = INT32_MAX),
+        BITNET_OPT("--swa-pattern", "P", "gemma3: gemma3.attention.sliding_window_pattern = P (default: no key)",
+         BITNET_ARG_INT32, &p.swa_pattern, .lo = 1, .hi = INT32_MAX),
+        BITNET_OPT("--rope-freq-base-swa", "F", "gemma3: gemma3.rope.freq_base_swa = F (default: no key)",
+         BITNET_ARG_CALL, &p.rope_freq_base_swa, .fn = on_positive_float),
         BITNET_OPT("--outtype", "T", "f32, f16, i2_s, tl1 or tl2 (default i2_s)", BITNET_ARG_CALL, &outtype_arg, .fn = bitnet_tool_on_outtype),
         BITNET_OPT("--quant-embd", "[T]",
          "token_embd.weight as f16 (T omitted), q8_0 or q6_k (ggml's\n"
-         "quantizers) instead of the default F16/Q8_0 rule; output.weight\n"
-         "keeps the rule. Refused when n_embd is not a multiple of the\n"
-         "type's block (q6_k 256, q8_0 32); with --outtype f32 (all F32)\n"
-         "f16 changes nothing and q8_0/q6_k are refused",
+         "quantizers) instead of the default F16/Q8_0 rule (qwen3/gemma3:\n"
+         "F16); output.weight keeps the rule. Refused when n_embd is not a\n"
+         "multiple of the type's block (q6_k 256, q8_0 32); with --outtype\n"
+         "f32 (all F32) f16 changes nothing and q8_0/q6_k are refused",
          BITNET_ARG_CALL, &p.embd_type, .fn = bitnet_tool_on_quant_embd, .takes_next = quant_embd_takes, .optional = true),
         BITNET_OPT("--seed", "N", "PRNG seed, unsigned 64-bit (default 0)", BITNET_ARG_UINT64, &p.seed, .lo = 1),
         BITNET_OPT("--vocab-size", "N", "size of the built-in vocabulary (default 32002, at least 259)", BITNET_ARG_INT32,
@@ -131,6 +200,7 @@ int main(int argc, char **argv) {
     for (size_t d = 0; d < 4; d++)
         if (*dims[d] == 0) return bitnet_args_fail(&args, "missing %s N", required[d]);
     if (vocab_from && have_vocab_size) return bitnet_args_fail(&args, "--vocab-size and --vocab-from exclude each other");
+    if (check_arch_flags(&args, &p, pooling_given) != 0) return BITNET_EXIT_USAGE;
     if (tiles.n && p.outtype != BITNET_DUMMY_TL1 && p.outtype != BITNET_DUMMY_TL2)
         return bitnet_args_fail(&args, "--tiles only applies to --outtype tl1 or tl2 (outtype is %s)",
                                 bitnet_dummy_outtype_name(p.outtype));
