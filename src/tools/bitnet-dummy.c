@@ -31,7 +31,7 @@ static int on_arch(const bitnet_args *args, const bitnet_arg_opt *opt, const cha
     return 0;
 }
 
-/* --rope-theta, --rope-freq-base-swa: a positive float */
+/* --rope-theta, --rms-eps, --rope-freq-base-swa: a positive float */
 static int on_positive_float(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *val) {
     double th;
     if (!bitnet_args_to_double(val, 0.0, 3.0e38, &th) || !(th > 0.0))
@@ -141,6 +141,8 @@ int main(int argc, char **argv) {
          BITNET_ARG_INT32, &p.n_embd_head, .lo = 2, .hi = INT32_MAX),
         BITNET_OPT("--rope-theta", "F", "<arch>.rope.freq_base (default 10000)", BITNET_ARG_CALL, &p.rope_freq_base,
          .fn = on_positive_float),
+        BITNET_OPT("--rms-eps", "F", "<arch>.attention.layer_norm_rms_epsilon (default 1e-5)", BITNET_ARG_CALL,
+         &p.rms_eps, .fn = on_positive_float),
         BITNET_OPT("--output-weight", NULL,
          "write a separate output.weight (default: tied to token_embd;\n"
          "not for qwen3/gemma3, which have none)",
