@@ -1335,7 +1335,7 @@ TEST(DummyEmbedding, CommandLine) {
     bitnet_test::RunResult r = bitnet_test::run_program(
         "", exe,
         dims + "--arch gemma3 --outtype f16 --no-norm-in --pooling cls --swa 512 --swa-pattern 6 "
-               "--rope-freq-base-swa 10000",
+               "--rope-freq-base-swa 10000 --rms-eps 1e-6 --rope-theta 1e6",
         "", base);
     ASSERT_EQ(r.rc, 0) << r.err;
     {
@@ -1348,6 +1348,8 @@ TEST(DummyEmbedding, CommandLine) {
         EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window"), 512u);
         EXPECT_EQ(get_u32(g.g, "gemma3.attention.sliding_window_pattern"), 6u);
         EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base_swa"), 10000.0f);
+        EXPECT_EQ(get_f32(g.g, "gemma3.rope.freq_base"), 1000000.0f);
+        EXPECT_EQ(get_f32(g.g, "gemma3.attention.layer_norm_rms_epsilon"), 1e-6f);
     }
     std::remove(out.c_str());
     const struct {
@@ -1361,6 +1363,7 @@ TEST(DummyEmbedding, CommandLine) {
         {"--arch bitnet-b1.58 --rope-freq-base-swa 1e4", "--rope-freq-base-swa: architecture bitnet-b1.58"},
         {"--arch gemma3 --output-weight", "--output-weight: architecture gemma3"},
         {"--arch gemma3 --swa 0", "--swa"},
+        {"--arch gemma3 --rms-eps 0", "--rms-eps: '0'"},
     };
     for (const auto &b : bad) {
         r = bitnet_test::run_program("", exe, dims + b.args, "", base);
