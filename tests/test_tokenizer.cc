@@ -1,9 +1,11 @@
 // test_tokenizer.cc — the tokenizers and detokenizers of src/text/tokenizer.c on small inputs:
 // SentencePiece-style: the bitnet.cpp case (prompt ids from expected.json), an independent naive merge
 // reference on random strings, byte fallback, special tokens, invalid UTF-8, the vocabulary keys and
-// their errors. Byte-level BPE: merges by rank on hand-made vocabularies (with an independent naive
-// reference), ignore_merges, the pre-tokenizer regexes on tricky input, special tokens on and off.
-// The UTF-8-safe streaming output and bitnet_detokenize. (The real Llama 3 / Llama 2 vocabularies are
+// their errors; Gemma 3's layout (no space prefix, added whitespace tokens). Byte-level BPE: merges by rank
+// on hand-made vocabularies (with an independent naive reference), ignore_merges, the pre-tokenizer
+// regexes on tricky input (Qwen2's single digits too), NFC before the "qwen2" regex, add_eos, special tokens
+// on and off. Unicode NFC against Python's unicodedata (tests/tokenizer-refs/nfc.json). The UTF-8-safe
+// streaming output and bitnet_detokenize. (The real Llama 3 / Llama 2 vocabularies are
 // in test_tokenizer_refs.cc, the Hugging Face file import in test_hf_tokenizer.cc.)
 #include <gtest/gtest.h>
 
@@ -14,6 +16,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <json-c/json.h>
 
 #include "base/gguf.h"
 #include "test_util.h"
@@ -444,6 +448,47 @@ TEST(TokenizerSpm, FlagsAndFallbacks) {
     EXPECT_EQ(piece(D.v, 262, true), "");  // unused
 }
 
+// Gemma 3 as bitnet.cpp converts it: "llama" with add_space_prefix = false, byte fallback, added
+// USER_DEFINED whitespace tokens ("\n\n", "▁▁") with the score -1000.
+TEST(TokenizerSpm, GemmaStyleNoSpacePrefix) {
+    VocabSpec s = base_spec({{U2581, -1}, {"hi", -2}, {U2581 + "hi", -3}});
+    for (const std::string t : {std::string("\n\n"), U2581 + U2581}) {
+        s.tokens.push_back(t);
+        s.scores.push_back(-1000);
+        s.types.push_back(BITNET_TOKEN_USER_DEFINED);
+    }
+    s.ids = {{"bos_token_id", 1}, {"eos_token_id", 2}};
+    s.flags = {{"add_space_prefix", false}};
+    Vocab V;
+    load(write_vocab(s, "gemma_style"), &V);
+    const bitnet_vocab *v = V.v;
+    EXPECT_TRUE(bitnet_vocab_add_bos(v));
+    EXPECT_FALSE(bitnet_vocab_add_eos(v));
+    // no "▁" in front of the text; each space is one
+    EXPECT_EQ(tok(v, "hi hi", true, true), std::vector<int32_t>({1, 260, 261}));
+    EXPECT_EQ(tok(v, " hi", false, true), std::vector<int32_t>({261}));
+    EXPECT_EQ(tok(v, "hi  hi", false, true), std::vector<int32_t>({260, 259, 261}));  // ▁hi (-3) beats ▁▁ (-1000)
+    EXPECT_EQ(tok(v, "  ", false, true), std::vector<int32_t>({263}));                // ... which merges at last
+    // byte fallback without a prefix: П = D0 9F
+    EXPECT_EQ(tok(v, "\xD0\x9F", false, true), std::vector<int32_t>({3 + 0xD0, 3 + 0x9F}));
+    EXPECT_EQ(tok(v, "\xD0\x9F hi", false, true), std::vector<int32_t>({3 + 0xD0, 3 + 0x9F, 261}));
+    // newlines are characters (byte fallback here), "\n\n" an added token matched in any text, and no
+    // space is put after it
+    EXPECT_EQ(tok(v, "a\n\nhi", false, false), std::vector<int32_t>({3 + 'a', 262, 260}));
+    EXPECT_EQ(tok(v, "a\nhi", false, false), std::vector<int32_t>({3 + 'a', 3 + '\n', 260}));
+    // literal "▁▁" in the input is the added token too (as Hugging Face matches unnormalized added tokens)
+    EXPECT_EQ(tok(v, U2581 + U2581, false, false), std::vector<int32_t>({263}));
+    // printing: "▁" is a space in USER_DEFINED tokens too; nothing is stripped without the prefix
+    EXPECT_EQ(piece(v, 263), "  ");
+    for (const std::string t : {"hi  hi", " hi", "  ", "a\n\nhi \xD0\x9F", "\n\n hi\n\n"}) {
+        const std::vector<int32_t> ids = tok(v, t, false, true);
+        const size_t n = bitnet_detokenize(v, ids.data(), ids.size(), false, nullptr, 0);
+        std::string back(n, '\0');
+        if (n) bitnet_detokenize(v, ids.data(), ids.size(), false, &back[0], n);
+        EXPECT_EQ(back, t);
+    }
+}
+
 TEST(TokenizerSpm, LongTextIsLinearish) {
     // 200 KB of text tokenizes (the heap keeps the merge loop O(n log n))
     VocabSpec s = base_spec({{U2581, -1}, {"ab", -2}, {"abab", -3}, {U2581 + "abab", -4}});
@@ -772,10 +817,11 @@ TEST(TokenizerBpe, EotFoundByTextAndLoadErrors) {
         load(write_vocab(s, "bpe_eot2"), &V);
         EXPECT_EQ(bitnet_vocab_eot(V.v), 270);
     }
-    s = bpe_spec("qwen2");
+    s = bpe_spec("qwen35");
     EXPECT_EQ(load_status(s, "bpe_pre", &msg), BITNET_ERR_UNSUPPORTED);
-    EXPECT_HAS(msg, "tokenizer.ggml.pre = \"qwen2\" is not a supported pre-tokenizer");
+    EXPECT_HAS(msg, "tokenizer.ggml.pre = \"qwen35\" is not a supported pre-tokenizer");
     EXPECT_HAS(msg, "llama-bpe");
+    EXPECT_HAS(msg, "qwen2");
     s = bpe_spec("");
     EXPECT_EQ(load_status(s, "bpe_nopre", &msg), BITNET_OK) << msg;  // absent: "default"
     s = bpe_spec("gpt2");
@@ -788,6 +834,146 @@ TEST(TokenizerBpe, EotFoundByTextAndLoadErrors) {
     s = bpe_spec("gpt2");
     s.merges.push_back("nosuch token"); // sides that are not tokens can never apply: ignored
     EXPECT_EQ(load_status(s, "bpe_merge3", &msg), BITNET_OK) << msg;
+}
+
+TEST(TokenizerBpe, PreTokenizerQwen2) {
+    TinyBpe T("qwen2");
+    const bitnet_vocab *v = T.V.v;
+    EXPECT_STREQ(bitnet_vocab_pre(v), "qwen2");
+    using P = std::vector<std::string>;
+    // every digit is a piece (Llama 3 groups up to three)
+    EXPECT_EQ(pieces(v, "1234567 89"), P({"1", "2", "3", "4", "5", "6", "7", " ", "8", "9"}));
+    EXPECT_EQ(pieces(v, "x1y22z333"), P({"x", "1", "y", "2", "2", "z", "3", "3", "3"}));
+    EXPECT_EQ(pieces(v, "١٢ ½"), P({"١", "٢", " ", "½"}));  // \p{N}: any script, No too
+    // the rest is Llama 3's: case-insensitive contractions, letters with one leading non-letter,
+    // punctuation runs with their newlines, whitespace runs
+    EXPECT_EQ(pieces(v, "I'm DON'T you're"), P({"I", "'m", " DON", "'T", " you", "'re"}));
+    EXPECT_EQ(pieces(v, "a\n\n b"), P({"a", "\n\n", " b"}));
+    EXPECT_EQ(pieces(v, "!\n\nx"), P({"!\n\n", "x"}));
+    EXPECT_EQ(pieces(v, "\t\tfoo"), P({"\t", "\tfoo"}));
+    EXPECT_EQ(pieces(v, "x  "), P({"x", "  "}));
+    EXPECT_EQ(pieces(v, "你好 world😀😀"), P({"你好", " world", "😀😀"}));
+    // no ignore_merges (Qwen's tokenizer.json has "ignore_merges": false) and no BOS by default
+    EXPECT_EQ(tok(v, "abc", false, false), std::vector<int32_t>({'a', 265}));
+    EXPECT_EQ(tok(v, "zz", false, false), std::vector<int32_t>({'z', 'z'}));
+    EXPECT_FALSE(bitnet_vocab_add_bos(v));
+    EXPECT_FALSE(bitnet_vocab_add_eos(v));
+}
+
+TEST(TokenizerBpe, Qwen2NormalizesToNfc) {
+    // "e" + U+0301 is "é" (C3 A9) after NFC: two byte-level tokens of é's bytes, where Llama 3's
+    // pre-tokenizer (no normalizer) keeps e, CC, 81
+    TinyBpe Q("qwen2"), L("llama-bpe");
+    const std::string decomposed = "e\xCC\x81";
+    EXPECT_EQ(tok(Q.V.v, decomposed, false, false), std::vector<int32_t>({0xC3, 0xA9}));
+    EXPECT_EQ(tok(L.V.v, decomposed, false, false), std::vector<int32_t>({'e', 0xCC, 0x81}));
+    EXPECT_EQ(tok(Q.V.v, "caf" + decomposed + " hello", false, false), tok(Q.V.v, "caf\xC3\xA9 hello", false, false));
+    // the pieces of bitnet_pretokenize are those of the text as given
+    EXPECT_EQ(pieces(Q.V.v, decomposed), std::vector<std::string>({"e", "\xCC\x81"}));
+    // each fragment around a special token is normalized on its own; special text is never normalized
+    EXPECT_EQ(tok(Q.V.v, decomposed + "<|eot|>" + decomposed, false, true),
+              std::vector<int32_t>({0xC3, 0xA9, 270, 0xC3, 0xA9}));
+    EXPECT_EQ(tok(Q.V.v, "e<|eot|>\xCC\x81", false, true), std::vector<int32_t>({'e', 270, 0xCC, 0x81}));
+    // invalid UTF-8 next to a combining mark survives the normalizer byte for byte
+    EXPECT_EQ(detok(Q.V.v, tok(Q.V.v, std::string("\xFF" "e\xCC\x81\xC3"), false, false)), "\xFF\xC3\xA9\xC3");
+}
+
+TEST(TokenizerBpe, AddEosWithAddSpecial) {
+    // tokenizer.ggml.add_eos_token = true (the Qwen3 embedding model): add_special appends EOS; BOS only
+    // when the vocabulary asks for it too
+    VocabSpec s = bpe_spec("qwen2");
+    s.flags = {{"add_eos_token", true}};
+    Vocab V;
+    load(write_vocab(s, "bpe_add_eos"), &V);
+    EXPECT_TRUE(bitnet_vocab_add_eos(V.v));
+    EXPECT_FALSE(bitnet_vocab_add_bos(V.v));
+    EXPECT_EQ(tok(V.v, "hello", true, true), std::vector<int32_t>({259, 270}));
+    EXPECT_EQ(tok(V.v, "hello", false, true), std::vector<int32_t>({259}));
+    EXPECT_EQ(tok(V.v, "", true, true), std::vector<int32_t>({270}));
+    // the EOS text in the input is one more EOS (parse_special), the appended one follows it
+    EXPECT_EQ(tok(V.v, "hello<|eot|>", true, true), std::vector<int32_t>({259, 270, 270}));
+    s.flags = {{"add_eos_token", true}, {"add_bos_token", true}};
+    s.ids.push_back({"bos_token_id", 271});
+    Vocab W;
+    load(write_vocab(s, "bpe_add_both"), &W);
+    EXPECT_EQ(tok(W.v, "hello", true, true), std::vector<int32_t>({271, 259, 270}));
+    // an add_eos_token without an EOS id adds nothing
+    s = bpe_spec("qwen2");
+    s.ids.clear();
+    s.flags = {{"add_eos_token", true}};
+    Vocab N;
+    load(write_vocab(s, "bpe_add_eos_none"), &N);
+    EXPECT_FALSE(bitnet_vocab_add_eos(N.v));
+    EXPECT_EQ(tok(N.v, "hello", true, true), std::vector<int32_t>({259}));
+}
+
+// ---- Unicode NFC ---------------------------------------------------------------------------------------
+
+namespace {
+
+std::string nfc(const std::string &s) {
+    char *o = nullptr;
+    size_t n = 99;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_utf8_nfc(s.data(), s.size(), &o, &n, &err), BITNET_OK) << err.msg;
+    EXPECT_NE(o, nullptr);
+    std::string r(o ? o : "", n);
+    std::free(o);
+    return r;
+}
+
+}  // namespace
+
+TEST(Nfc, KnownCases) {
+    EXPECT_EQ(nfc(""), "");
+    EXPECT_EQ(nfc("plain ASCII"), "plain ASCII");
+    EXPECT_EQ(nfc("e\xCC\x81"), "\xC3\xA9");                      // e + acute → é
+    EXPECT_EQ(nfc("a\xCC\x88\xCC\x84"), "\xC7\x9F");              // a + diaeresis + macron → ǟ (two steps)
+    EXPECT_EQ(nfc("A\xCC\x8A\xCC\x81"), "\xC7\xBA");              // Å + acute → Ǻ
+    EXPECT_EQ(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), "\xEA\xB0\x81");  // jamo G A K → 각 (Hangul LV + T)
+    EXPECT_EQ(nfc("\xEA\xB0\x80\xE1\x86\xA8"), "\xEA\xB0\x81");   // 가 + K → 각
+    EXPECT_EQ(nfc("q\xCC\x87\xCC\xA3"), "q\xCC\xA3\xCC\x87");     // reordered by class (220 before 230)
+    EXPECT_EQ(nfc("e\xCC\x96\xCC\x81"), "\xC3\xA9\xCC\x96");      // acute not blocked by a lower class
+    EXPECT_EQ(nfc("a\xCC\x81\xCC\x81"), "\xC3\xA1\xCC\x81");      // the second acute is blocked
+    EXPECT_EQ(nfc("\xE2\x84\xAB"), "\xC3\x85");                   // Å (U+212B, singleton) → Å
+    EXPECT_EQ(nfc("\xCD\x84"), "\xCC\x88\xCC\x81");               // U+0344: non-starter decomposition
+    EXPECT_EQ(nfc("\xE0\xA5\x98"), "\xE0\xA4\x95\xE0\xA4\xBC");   // U+0958 is a composition exclusion
+    // invalid UTF-8 is kept byte for byte and composes with nothing
+    EXPECT_EQ(nfc(std::string("\xFF" "e\xCC\x81\xC3", 5)), std::string("\xFF\xC3\xA9\xC3", 4));
+    EXPECT_EQ(nfc(std::string("e\x80\xCC\x81", 4)), std::string("e\x80\xCC\x81", 4));
+    EXPECT_EQ(nfc(std::string("nul\0e\xCC\x81", 7)), std::string("nul\0\xC3\xA9", 6));
+    char *o = nullptr;
+    size_t n = 0;
+    bitnet_error err{};
+    EXPECT_EQ(bitnet_utf8_nfc(nullptr, 0, &o, &n, &err), BITNET_OK);
+    EXPECT_EQ(n, 0u);
+    std::free(o);
+    EXPECT_EQ(bitnet_utf8_nfc(nullptr, 3, &o, &n, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_EQ(o, nullptr);
+}
+
+// Against Python's unicodedata on every code point that NFC or NFD changes, Hangul and random strings of
+// combining marks (tests/tokenizer-refs/nfc.json, make_nfc_refs.py).
+TEST(Nfc, AgreesWithPythonUnicodedata) {
+    const std::string path = std::string(BITNET_SOURCE_DIR) + "/tests/tokenizer-refs/nfc.json";
+    json_object *root = json_object_from_file(path.c_str());
+    ASSERT_NE(root, nullptr) << path;
+    json_object *cases = nullptr;
+    ASSERT_TRUE(json_object_object_get_ex(root, "cases", &cases));
+    const size_t n = json_object_array_length(cases);
+    ASSERT_GT(n, 5000u);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(cases, i);
+        json_object *a = json_object_array_get_idx(c, 0), *b = json_object_array_get_idx(c, 1);
+        const std::string in(json_object_get_string(a), (size_t)json_object_get_string_len(a));
+        const std::string want(json_object_get_string(b), (size_t)json_object_get_string_len(b));
+        const std::string got = nfc(in);
+        if (got != want && ++bad <= 10) ADD_FAILURE() << "case " << i << ": \"" << in << "\" → \"" << got << "\", want \"" << want << "\"";
+        if (nfc(want) != want && ++bad <= 10) ADD_FAILURE() << "case " << i << ": NFC is not idempotent on \"" << want << "\"";
+    }
+    EXPECT_EQ(bad, 0u);
+    json_object_put(root);
 }
 
 // ---- Streaming output ------------------------------------------------------------------------------

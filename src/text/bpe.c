@@ -8,18 +8,25 @@
 static const char k_re_gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char k_re_llama3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
                                   " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* Qwen2 / Qwen2.5 / Qwen3: Llama 3's regex with single digits (\p{N} instead of \p{N}{1,3}). */
+static const char k_re_qwen2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+                                 " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-/* tokenizer.ggml.pre names → regex; llama3-style ones also use ignore_merges and add BOS by default. */
+/* tokenizer.ggml.pre names → regex; llama3-style ones also use ignore_merges and add BOS by default; nfc:
+ * the tokenizer.json files of the name normalize to NFC ("normalizer": {"type": "NFC"}), so raw text is put
+ * in NFC before the regex. */
 typedef struct pre_kind {
     const char *name;
     const char *regex;
     bool llama3_style;
+    bool nfc;
 } pre_kind;
 
 static const pre_kind k_pre_kinds[] = {
-    {"default", k_re_gpt2, false},  {"gpt2", k_re_gpt2, false},       {"llama-bpe", k_re_llama3, true},
-    {"llama3", k_re_llama3, true},  {"llama-v3", k_re_llama3, true},  {"falcon3", k_re_llama3, true},
-    {"falcon_e", k_re_llama3, true},
+    {"default", k_re_gpt2, false, false},   {"gpt2", k_re_gpt2, false, false},
+    {"llama-bpe", k_re_llama3, true, false}, {"llama3", k_re_llama3, true, false},
+    {"llama-v3", k_re_llama3, true, false},  {"falcon3", k_re_llama3, true, false},
+    {"falcon_e", k_re_llama3, true, false},  {"qwen2", k_re_qwen2, false, true},
 };
 
 
@@ -65,11 +72,12 @@ bitnet_status bitnet_bpe_load(const bitnet_gguf *g, bitnet_vocab *v, bitnet_erro
     if (!pk) {
         return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
                            "%s: tokenizer.ggml.pre = \"%.*s\" is not a supported pre-tokenizer (supported: default, "
-                           "gpt2, llama-bpe, llama3, llama-v3, falcon3, falcon_e)",
+                           "gpt2, llama-bpe, llama3, llama-v3, falcon3, falcon_e, qwen2)",
                            path, (int)(pre_len > 64 ? 64 : pre_len), pre);
     }
     if (!(v->pre_name = bitnet_strndup(pk->name, strlen(pk->name)))) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory");
     v->ignore_merges = pk->llama3_style;
+    v->nfc = pk->nfc;
     int ecode;
     PCRE2_SIZE eoff;
     v->re = pcre2_compile((PCRE2_SPTR)pk->regex, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
@@ -300,11 +308,18 @@ static bitnet_status bpe_piece_cb(void *ctx, const char *text, size_t off, size_
     return bpe_piece(c->v, text + off, n, c->sc, c->out, err);
 }
 
-/* Pre-tokenize one raw fragment and tokenize each piece. */
+/* Pre-tokenize one raw fragment (in NFC first when v->nfc) and tokenize each piece. */
 bitnet_status bitnet_bpe_raw(const bitnet_vocab *v, const char *text, size_t len, bpe_scratch *sc, ids *out,
                              bitnet_error *err) {
     bpe_ctx c = {v, sc, out};
-    return pretokenize(v, text, len, bpe_piece_cb, &c, err);
+    if (!v->nfc || bitnet_utf8_is_nfc_fast(text, len)) return pretokenize(v, text, len, bpe_piece_cb, &c, err);
+    char *norm;
+    size_t norm_len;
+    bitnet_status st = bitnet_utf8_nfc(text, len, &norm, &norm_len, err);
+    if (st != BITNET_OK) return st;
+    st = pretokenize(v, norm, norm_len, bpe_piece_cb, &c, err);
+    free(norm);
+    return st;
 }
 
 typedef struct ends_ctx {

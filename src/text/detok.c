@@ -21,6 +21,21 @@ static uint32_t utf8_cp(const unsigned char *s, size_t cl) {
     return cp;
 }
 
+/* The n bytes at s with each "▁" (U+2581) printed as a space; returns the full length. */
+static size_t put_unescaped(char *buf, size_t buf_size, const char *s, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+            o = put(buf, buf_size, o, " ", 1);
+            i += 3;
+        } else {
+            o = put(buf, buf_size, o, s + i, 1);
+            i++;
+        }
+    }
+    return o;
+}
+
 size_t bitnet_token_to_piece(const bitnet_vocab *v, int32_t token, bool special, char *buf, size_t buf_size) {
     if (!v || token < 0 || token >= v->n) return 0;
     const char *s = tok_text(v, token);
@@ -43,23 +58,16 @@ size_t bitnet_token_to_piece(const bitnet_vocab *v, int32_t token, bool special,
             }
             return o;
         }
-        for (size_t i = 0; i < n;) {
-            if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
-                o = put(buf, buf_size, o, " ", 1);
-                i += 3;
-            } else {
-                o = put(buf, buf_size, o, s + i, 1);
-                i++;
-            }
-        }
-        return o;
+        return put_unescaped(buf, buf_size, s, n);
     }
     case BITNET_TOKEN_BYTE: {
         const char b = (char)byte_of_text(s, n); /* validated at load */
         return put(buf, buf_size, 0, &b, 1);
     }
     case BITNET_TOKEN_USER_DEFINED:
-        return put(buf, buf_size, 0, s, n);
+        /* "llama": "▁" is a space here too (Gemma's added "▁▁"... tokens; Hugging Face's decoder replaces
+         * it in every token) */
+        return v->kind == VOCAB_SPM ? put_unescaped(buf, buf_size, s, n) : put(buf, buf_size, 0, s, n);
     case BITNET_TOKEN_CONTROL:
     case BITNET_TOKEN_UNKNOWN:
         return special ? put(buf, buf_size, 0, s, n) : 0;

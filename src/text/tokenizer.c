@@ -5,6 +5,7 @@
  *   bpe.c     the byte-level BPE tokenizer ("gpt2"): its loading, PCRE2 pre-tokenizers, merges,
  *   heap.c    the binary heap both merge with,
  *   detok.c   the detokenizer (token → printed bytes) and the UTF-8-safe streaming output,
+ *   nfc.c     Unicode NFC (the "qwen2" normalizer; tables in unicode_nfc_data.c, gen_unicode_nfc.py),
  * sharing tokenizer_internal.h.
  *
  * Both tokenizers follow llama.cpp, which is what bitnet.cpp runs (facts about the format and the
@@ -36,6 +37,11 @@
  *         llama.cpp also runs "falcon3" and bitnet.cpp "falcon_e" with it):
  *         (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
  *         \s*[\r\n]+|\s+(?!\S)|\s+
+ *       Qwen2 ("qwen2"; the Split pattern of Qwen2/2.5/3's tokenizer.json, as llama.cpp's "qwen2"): Llama 3's
+ *         with \p{N} in place of \p{N}{1,3} (each digit is a piece). These tokenizer.json files also
+ *         have an NFC normalizer: each raw fragment (after the special-token partition, whose added tokens
+ *         are not normalized) is put in Unicode NFC (nfc.c) before the regex runs — Hugging Face's order;
+ *         llama.cpp skips this step, so it differs on text that is not NFC (e.g. "e" + U+0301);
  *     PCRE2 runs them in UTF mode with Unicode properties (PCRE2_UCP: \s, \p{L}, \p{N} are Unicode
  *     classes, as in the Rust regex crate tokenizers uses) and PCRE2_MATCH_INVALID_UTF (invalid bytes are
  *     never inside a match, so they end up in pieces of their own);
@@ -121,7 +127,7 @@ static bool partition(const bitnet_vocab *v, const char *text, size_t len, bool 
     return true;
 }
 
-bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                               int32_t **tokens, size_t *n_tokens, bitnet_error *err) {
     *tokens = NULL;
     *n_tokens = 0;
@@ -133,7 +139,7 @@ bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t le
         st = bitnet_fail(err, BITNET_ERR_NOMEM, "tokenize: out of memory");
         goto done;
     }
-    if (add_bos && v->add_bos && v->bos >= 0) ids_push(&out, v->bos);
+    if (add_special && v->add_bos && v->bos >= 0) ids_push(&out, v->bos);
     switch (v->kind) {
     case VOCAB_SPM: {
         bool prev_special = true; /* the first fragment gets the space prefix */
@@ -160,7 +166,7 @@ bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t le
         break;
     }
     }
-    if (st == BITNET_OK && add_bos && v->add_eos && v->eos >= 0) ids_push(&out, v->eos);
+    if (st == BITNET_OK && add_special && v->add_eos && v->eos >= 0) ids_push(&out, v->eos);
     if (st == BITNET_OK && out.oom) st = bitnet_fail(err, BITNET_ERR_NOMEM, "tokenize: out of memory");
 done:
     free(f.a);

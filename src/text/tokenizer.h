@@ -3,12 +3,14 @@
  * across two writes.
  * Two tokenizer models (tokenizer.ggml.model):
  *   "llama"  SentencePiece-style: score-driven bigram merges over UTF-8 characters with a "▁" space
- *            marker and a leading space, byte fallback to <0xXX> tokens (Llama 2, bitnet_b1_58-*).
+ *            marker and a leading space (none with tokenizer.ggml.add_space_prefix = false: Gemma 3), byte
+ *            fallback to <0xXX> tokens (Llama 2, bitnet_b1_58-*, Gemma 3 / BitNet-embedding-270M).
  *   "gpt2"   byte-level BPE: a pre-tokenizer regex (PCRE2, Unicode classes) splits the text, each piece's
  *            bytes are mapped to GPT-2's printable alphabet and merged by rank (tokenizer.ggml.merges);
  *            pre-tokenizers by tokenizer.ggml.pre: "llama-bpe" (Llama 3, BitNet-b1.58-2B-4T), "falcon3"
- *            (Falcon3, Falcon-E), "default"/"gpt2" (GPT-2's regex). The algorithms and their sources are
- *            described at the top of tokenizer.c.
+ *            (Falcon3, Falcon-E), "qwen2" (Qwen2/2.5/3, BitNet-embedding-0.6B: Llama 3's regex with single
+ *            digits, text put in Unicode NFC first), "default"/"gpt2" (GPT-2's regex). The algorithms and
+ *            their sources are described at the top of tokenizer.c.
  * Special / control tokens (CONTROL, USER_DEFINED) are matched in the text before either model runs
  * (longest text first) and are never produced by merges. */
 #ifndef BITNET_TOKENIZER_H
@@ -68,26 +70,39 @@ int32_t bitnet_vocab_find(const bitnet_vocab *v, const char *text, size_t len); 
 
 /* Tokenize len bytes of UTF-8 text (llama.cpp's SPM and BPE behaviour; the algorithms are described at
  * the top of tokenizer.c). *tokens is malloc'ed (caller frees; non-NULL even for 0 tokens), *n_tokens its length.
- * add_bos ("add special tokens") prepends BOS when bitnet_vocab_add_bos() and appends EOS when the
- * vocabulary sets tokenizer.ggml.add_eos_token. parse_special: texts of CONTROL/UNKNOWN tokens in the
+ * add_special ("add special tokens", llama.cpp's add_special): add what the vocabulary asks for — BOS
+ * first when bitnet_vocab_add_bos() (tokenizer.ggml.add_bos_token, default per model/pre, see
+ * bitnet_vocab_load) and EOS last when bitnet_vocab_add_eos() (tokenizer.ggml.add_eos_token = true, e.g.
+ * the Qwen3 embedding model's <|endoftext|>, which last-token pooling reads); false adds neither.
+ * parse_special: texts of CONTROL/UNKNOWN tokens in the
  * input become those tokens; USER_DEFINED token texts are always matched. Invalid UTF-8 is accepted:
  * SPM: each bad byte is a one-byte character (byte fallback); BPE: bad bytes are never inside a regex
  * match, each run of them is a piece of its own (byte-level tokens). Errors: BITNET_ERR_NOMEM;
  * BITNET_ERR_UNSUPPORTED when a byte has no token and there is no unknown token; BITNET_ERR_FORMAT when
  * the regex engine fails (PCRE2 error text in the message). Thread-safe for one vocabulary. */
-bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_bos,
+bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_special,
                               bool parse_special, int32_t **tokens, size_t *n_tokens, bitnet_error *err);
 
-/* The pre-tokenizer pieces of len bytes of raw text (no special-token partition): *ends (malloc'ed, caller
+/* The pre-tokenizer pieces of len bytes of raw text (no special-token partition, no NFC step: offsets are
+ * those of the text as given): *ends (malloc'ed, caller
  * frees; non-NULL even for 0 pieces) receives the end offset of each piece, *n_pieces their count; piece i
  * is [ends[i-1], ends[i]). "gpt2": the regex of tokenizer.ggml.pre (see the top of this file); "llama":
  * the whole text is one piece. Errors: BITNET_ERR_NOMEM, BITNET_ERR_FORMAT (regex engine failure). */
 bitnet_status bitnet_pretokenize(const bitnet_vocab *v, const char *text, size_t len, size_t **ends, size_t *n_pieces,
                                  bitnet_error *err);
 
+/* Unicode Normalization Form C (UAX #15) of len bytes of UTF-8 text: *out (malloc'ed, caller frees;
+ * non-NULL even when empty) receives *out_len bytes. Bytes that are not valid UTF-8 are copied as they
+ * are. Tables: Unicode version bitnet_unicode_nfc_version (src/text/gen_unicode_nfc.py). This is the
+ * normalizer the "qwen2" pre-tokenizer applies to each raw fragment. Errors: BITNET_ERR_NOMEM,
+ * BITNET_ERR_INVALID_ARG (NULL text with len > 0). */
+bitnet_status bitnet_utf8_nfc(const char *text, size_t len, char **out, size_t *out_len, bitnet_error *err);
+
 /* Bytes of one token as printed text, as llama.cpp prints tokens: NORMAL → its text with "▁" → space
  * ("llama") or its byte-level characters mapped back to bytes ("gpt2"; a character outside GPT-2's
- * alphabet is printed as its UTF-8); BYTE (<0xXX>) → that byte; USER_DEFINED → its text; CONTROL and
+ * alphabet is printed as its UTF-8); BYTE (<0xXX>) → that byte; USER_DEFINED → its text ("llama": with
+ * "▁" → space, as Hugging Face's decoders print Gemma's added "▁▁"... tokens; llama.cpp keeps the "▁");
+ * CONTROL and
  * UNKNOWN → nothing unless `special` (then the raw text, e.g. "<unk>"); UNUSED/undefined or an id out of
  * range → nothing.
  * Byte tokens print their raw byte even when three of them spell "▁" (a vocabulary without a "▁"

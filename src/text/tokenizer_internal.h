@@ -3,7 +3,7 @@
  * GPT-2's byte alphabet, and the entry points each tokenizer file offers bitnet_tokenize (tokenizer.c).
  * Who does what: vocab.c loads the vocabulary, spm.c is the SentencePiece-style tokenizer, bpe.c the
  * byte-level BPE one with its PCRE2 pre-tokenizers, detok.c turns tokens back into bytes, heap.c is the
- * binary heap both tokenizers merge with. The algorithms are described at the top of tokenizer.c. */
+ * binary heap both tokenizers merge with, nfc.c the Unicode NFC normalizer (tables in unicode_nfc_data.c). The algorithms are described at the top of tokenizer.c. */
 #ifndef BITNET_TOKENIZER_INTERNAL_H
 #define BITNET_TOKENIZER_INTERNAL_H
 
@@ -52,6 +52,7 @@ struct bitnet_vocab {
     /* BPE only */
     pcre2_code *re;       /* pre-tokenizer */
     bool ignore_merges;
+    bool nfc;             /* raw fragments are put in Unicode NFC first ("qwen2") */
     merge_slot *merges;   /* open addressing, merge_cap slots */
     size_t merge_cap;
 };
@@ -201,7 +202,11 @@ typedef struct bpe_scratch {
     bitnet_heap heap; /* of bpe_pair (bpe.c) */
 } bpe_scratch;
 
-/* Pre-tokenize one raw fragment and tokenize each piece, appending to out (bpe.c). */
+/* True when text is NFC because no code point in it is >= U+0300 (nfc.c's fast path). */
+bool bitnet_utf8_is_nfc_fast(const char *text, size_t len);
+
+/* Pre-tokenize one raw fragment and tokenize each piece, appending to out (bpe.c); the fragment is put in
+ * NFC first when v->nfc. */
 bitnet_status bitnet_bpe_raw(const bitnet_vocab *v, const char *text, size_t len, bpe_scratch *sc, ids *out,
                              bitnet_error *err);
 
