@@ -2076,13 +2076,16 @@ TEST(Archs, DummyKeysAndTensorsPerArchitecture) {
     EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET), "bitnet");
     EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_BITNET_B158), "bitnet-b1.58");
     EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_LLAMA), "llama");
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_QWEN3), "qwen3");
+    EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_GEMMA3), "gemma3");
+    EXPECT_EQ(bitnet_arch_at(BITNET_DUMMY_ARCH_GEMMA3)->graph, BITNET_ARCH_GEMMA3);
     EXPECT_EQ(bitnet_arch_at(BITNET_DUMMY_ARCH_LLAMA)->graph, BITNET_ARCH_LLAMA);
     EXPECT_TRUE(bitnet_arch_at(BITNET_DUMMY_ARCH_LLAMA)->permuted_qk);
     EXPECT_EQ(bitnet_arch_find("bitnet-25", 9)->graph, BITNET_ARCH_BITNET_B158);
     EXPECT_EQ(bitnet_arch_find("bitnet-2", 8), nullptr);
     char names[128];
     EXPECT_STREQ(bitnet_arch_list(names, sizeof names, "'", ", ", " and "),
-                 "'bitnet', 'bitnet-b1.58', 'bitnet-25' and 'llama'");
+                 "'bitnet', 'bitnet-b1.58', 'bitnet-25', 'llama', 'qwen3' and 'gemma3'");
     EXPECT_STREQ(bitnet_arch_list(names, 10, "", ", ", " or "), "bitnet, b");   // truncated, terminated
 }
 
