@@ -396,8 +396,20 @@ TEST(HfTokenizer, PadToModelVocabSize) {
     bitnet_error err{};
     EXPECT_EQ(bitnet_hf_vocab_pad(H.v, 8, &err), BITNET_OK);
     EXPECT_EQ(H.v->n_tokens, 8);
-    EXPECT_EQ(bitnet_hf_vocab_pad(H.v, 7, &err), BITNET_ERR_FORMAT);
-    EXPECT_HAS(std::string(err.msg), "the tokenizer (tokenizer.json) has 8 tokens but the model's vocab_size is 7");
+    // fewer rows than tokens: trailing added tokens (5 <|end|>, 6 <x>, 7 <|look|>; the hole 4 is UNUSED)
+    // are dropped, a model token is not, nor a special id
+    EXPECT_EQ(bitnet_hf_vocab_pad(H.v, 3, &err), BITNET_ERR_FORMAT);
+    EXPECT_HAS(std::string(err.msg), "the tokenizer (tokenizer.json) has 8 tokens but the model's vocab_size is 3");
+    EXPECT_HAS(std::string(err.msg), "token 3 \"\xC4\xA0\" is not an added token");
+    EXPECT_EQ(H.v->n_tokens, 8);
+    H.v->eos_id = 6;
+    EXPECT_EQ(bitnet_hf_vocab_pad(H.v, 6, &err), BITNET_ERR_FORMAT);
+    EXPECT_HAS(std::string(err.msg), "the EOS token 6 \"<x>\" has no embedding row");
+    H.v->eos_id = 5;
+    ASSERT_EQ(bitnet_hf_vocab_pad(H.v, 6, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(H.v->n_tokens, 6);
+    EXPECT_STREQ(H.v->tokens[5], "<|end|>");
+    EXPECT_EQ(bitnet_hf_vocab_pad(H.v, 0, &err), BITNET_ERR_FORMAT);
     ASSERT_EQ(bitnet_hf_vocab_pad(H.v, 12, &err), BITNET_OK) << err.msg;
     EXPECT_EQ(H.v->n_tokens, 12);
     EXPECT_STREQ(H.v->tokens[11], "[PAD11]");
@@ -459,4 +471,217 @@ TEST(HfTokenizer, Errors) {
         EXPECT_EQ(load(dir, &H, &msg), c.want) << c.name << ": " << msg;
         for (const std::string &s : c.subs) EXPECT_HAS(msg, s) << " (" << c.name << ")";
     }
+}
+
+namespace {
+
+const char kQwen2Regex[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+)";
+
+std::string qwen2_pre() {
+    return std::string(R"({"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":")") + kQwen2Regex +
+           R"("},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}]})";
+}
+
+// Qwen's layout: the Qwen2 Split regex, the NFC normalizer, <|endoftext|> as an added token.
+std::string qwen_json(const std::string &normalizer = R"({"type":"NFC"})", const std::string &post = R"({"type":"ByteLevel"})") {
+    std::string j = bytelevel_json(qwen2_pre());
+    j = subst(j, R"("normalizer":null)", "\"normalizer\":" + normalizer);
+    j = subst(j, R"("post_processor":{"type":"ByteLevel"})", "\"post_processor\":" + post);
+    j = subst(j, R"({"id":6,"content":"<x>","special":false})", R"({"id":6,"content":"<|endoftext|>","special":true})");
+    return j;
+}
+
+// Gemma 3's layout: "▁" replacement without a prepend, Split on " ", byte fallback, added whitespace
+// tokens (not special), <bos> first by the post-processor, an added token past the model's rows.
+const char kGemmaJson[] = R"({"version":"1.0",
+  "added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"<eos>","special":true},
+                  {"id":2,"content":"<bos>","special":true},{"id":3,"content":"<unk>","special":true},
+                  {"id":10,"content":"\n\n","special":false,"normalized":false},
+                  {"id":11,"content":"▁▁","special":false,"normalized":false},
+                  {"id":12,"content":"<image_soft_token>","special":true}],
+  "normalizer":{"type":"Replace","pattern":{"String":" "},"content":"▁"},
+  "pre_tokenizer":{"type":"Split","pattern":{"String":" "},"behavior":"MergedWithPrevious","invert":false},
+  "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<bos>","type_id":0}},
+                    {"Sequence":{"id":"A","type_id":0}}]},
+  "decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},
+             {"type":"ByteFallback"},{"type":"Fuse"}]},
+  "model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,
+           "vocab":{"<pad>":0,"<eos>":1,"<bos>":2,"<unk>":3,"<0x41>":4,"▁":5,"h":6,"i":7,"hi":8,"▁hi":9,
+                    "\n\n":10,"▁▁":11},
+           "merges":[["▁","▁"],["h","i"],["▁","hi"]]}})";
+
+}  // namespace
+
+TEST(HfTokenizer, Qwen2PreTokenizerAndNfc) {
+    const std::string dir = folder("qwen", {{"tokenizer.json", qwen_json()},
+                                            {"tokenizer_config.json", R"({"eos_token":"<|end|>","add_bos_token":false,"bos_token":null})"}});
+    HfVocab H;
+    std::string msg;
+    ASSERT_EQ(load(dir, &H, &msg), BITNET_OK) << msg;
+    EXPECT_STREQ(H.v->model, "gpt2");
+    EXPECT_STREQ(H.v->pre, "qwen2");
+    EXPECT_EQ(H.v->eos_id, 5);
+    EXPECT_EQ(H.v->add_eos, -1);  // the ByteLevel post-processor adds nothing
+    // the runtime reads "qwen2" with its single digits
+    const std::string out = g_dir + "/qwen.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_hf_vocab_write_vocab_only(H.v, "qwen3", nullptr, out.c_str(), &err), BITNET_OK) << err.msg;
+    Gguf G;
+    ASSERT_EQ(bitnet_gguf_open(out.c_str(), &G.g, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(gguf_str(G.g, "tokenizer.ggml.pre"), "qwen2");
+    // refused: the Qwen2 regex without NFC, NFC with another pre-tokenizer, another normalizer
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {subst(qwen_json(), R"("normalizer":{"type":"NFC"})", R"("normalizer":null)"), "the Qwen2 Split regex without the NFC normalizer"},
+        {subst(bytelevel_json(llama3_pre()), R"("normalizer":null)", R"("normalizer":{"type":"NFC"})"),
+         "normalizer {\"type\":\"NFC\"} is not supported with the llama-bpe pre-tokenizer"},
+        {qwen_json(R"({"type":"NFKC"})"), "normalizer {\"type\":\"NFKC\"} is not supported with the qwen2 pre-tokenizer"},
+    };
+    int i = 0;
+    for (const auto &b : bad) {
+        const std::string d = folder("qwenbad" + std::to_string(i++), {{"tokenizer.json", b.first}});
+        HfVocab B;
+        EXPECT_EQ(load(d, &B, &msg), BITNET_ERR_UNSUPPORTED) << b.second;
+        EXPECT_HAS(msg, b.second);
+        EXPECT_HAS(msg, "tokenizer.json");
+    }
+}
+
+TEST(HfTokenizer, AppendedTokenIsTheEos) {
+    // a template "A <|endoftext|>" (Qwen3-Embedding's tokenizer.json): the appended token is the EOS and
+    // add_eos is on; the config's eos_token <|end|> becomes the end of turn
+    const std::string post = R"({"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}},
+        {"SpecialToken":{"id":"<|endoftext|>","type_id":0}}]})";
+    const std::string dir = folder("appended", {{"tokenizer.json", qwen_json(R"({"type":"NFC"})", post)},
+                                                {"tokenizer_config.json", R"({"eos_token":"<|end|>"})"}});
+    HfVocab H;
+    std::string msg;
+    ASSERT_EQ(load(dir, &H, &msg), BITNET_OK) << msg;
+    EXPECT_EQ(H.v->eos_id, 6);
+    EXPECT_EQ(H.v->eot_id, 5);
+    EXPECT_EQ(H.v->add_eos, 1);
+    EXPECT_EQ(H.v->add_bos, 0);
+    // an explicit add_eos_token = false in the config wins over the template (the EOS id stays the appended one)
+    const std::string d2 = folder("appended_off", {{"tokenizer.json", qwen_json(R"({"type":"NFC"})", post)},
+                                                   {"tokenizer_config.json", R"({"eos_token":"<|end|>","add_eos_token":false})"}});
+    HfVocab H2;
+    ASSERT_EQ(load(d2, &H2, &msg), BITNET_OK) << msg;
+    EXPECT_EQ(H2.v->add_eos, 0);
+    EXPECT_EQ(H2.v->eos_id, 6);
+    // the runtime appends it with add_special
+    const std::string out = g_dir + "/appended.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_hf_vocab_write_vocab_only(H.v, "qwen3", nullptr, out.c_str(), &err), BITNET_OK) << err.msg;
+    Gguf G;
+    ASSERT_EQ(bitnet_gguf_open(out.c_str(), &G.g, &err), BITNET_OK) << err.msg;
+    bitnet_vocab *rv = nullptr;
+    ASSERT_EQ(bitnet_vocab_load(G.g, &rv, &err), BITNET_OK) << err.msg;
+    int32_t *ids = nullptr;
+    size_t nid = 0;
+    ASSERT_EQ(bitnet_tokenize(rv, "ab", 2, true, true, &ids, &nid, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + nid), std::vector<int32_t>({2, 6}));
+    std::free(ids);
+    EXPECT_EQ(bitnet_vocab_eot(rv), 5);
+    bitnet_vocab_free(rv);
+}
+
+TEST(HfTokenizer, ApplyArchQwen3) {
+    const std::string dir = folder("archqwen", {{"tokenizer.json", qwen_json()},
+                                                {"tokenizer_config.json", R"({"eos_token":"<|end|>","add_bos_token":false})"}});
+    HfVocab H;
+    std::string msg;
+    ASSERT_EQ(load(dir, &H, &msg), BITNET_OK) << msg;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_hf_vocab_apply_arch(H.v, "llama", &err), BITNET_OK);  // other architectures: no change
+    EXPECT_EQ(H.v->eos_id, 5);
+    EXPECT_EQ(H.v->add_eos, -1);
+    ASSERT_EQ(bitnet_hf_vocab_apply_arch(H.v, "qwen3", &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(H.v->eos_id, 6);  // <|endoftext|>
+    EXPECT_EQ(H.v->eot_id, 5);  // the config's <|im_end|>-like EOS is the end of turn
+    EXPECT_EQ(H.v->add_eos, 1);
+    EXPECT_EQ(H.v->add_bos, 0);
+    const std::string out = g_dir + "/archqwen.gguf";
+    ASSERT_EQ(bitnet_hf_vocab_write_vocab_only(H.v, "qwen3", nullptr, out.c_str(), &err), BITNET_OK) << err.msg;
+    Gguf G;
+    ASSERT_EQ(bitnet_gguf_open(out.c_str(), &G.g, &err), BITNET_OK) << err.msg;
+    bool add_eos = false;
+    uint32_t eos = 0;
+    EXPECT_EQ(bitnet_gguf_get_bool(G.g, "tokenizer.ggml.add_eos_token", &add_eos, &err), BITNET_OK);
+    EXPECT_TRUE(add_eos);
+    EXPECT_EQ(bitnet_gguf_get_u32(G.g, "tokenizer.ggml.eos_token_id", &eos, &err), BITNET_OK);
+    EXPECT_EQ(eos, 6u);
+    // a qwen3 vocabulary without <|endoftext|>
+    const std::string d2 = folder("archqwen_noeot", {{"tokenizer.json", bytelevel_json(llama3_pre())}});
+    HfVocab N;
+    ASSERT_EQ(load(d2, &N, &msg), BITNET_OK) << msg;
+    EXPECT_EQ(bitnet_hf_vocab_apply_arch(N.v, "qwen3", &err), BITNET_ERR_FORMAT);
+    EXPECT_HAS(std::string(err.msg), "a qwen3 tokenizer without the token <|endoftext|>");
+}
+
+TEST(HfTokenizer, GemmaStyleTokenizerJson) {
+    const std::string dir = folder("gemma", {{"tokenizer.json", kGemmaJson},
+                                             {"tokenizer_config.json", R"({"bos_token":"<bos>","eos_token":"<eos>",
+        "unk_token":"<unk>","pad_token":"<pad>","add_bos_token":true,"add_eos_token":false})"}});
+    HfVocab H;
+    std::string msg;
+    ASSERT_EQ(load(dir, &H, &msg), BITNET_OK) << msg;
+    bitnet_hf_vocab *v = H.v;
+    EXPECT_STREQ(v->model, "llama");
+    EXPECT_STREQ(v->pre, "default");
+    EXPECT_EQ(v->add_space_prefix, 0);  // no Prepend
+    ASSERT_EQ(v->n_tokens, 13);
+    EXPECT_EQ(v->token_types[10], BITNET_TOKEN_USER_DEFINED);
+    EXPECT_EQ(v->token_types[11], BITNET_TOKEN_USER_DEFINED);
+    EXPECT_EQ(v->token_types[3], BITNET_TOKEN_UNKNOWN);
+    EXPECT_EQ(v->token_types[4], BITNET_TOKEN_BYTE);
+    EXPECT_EQ(v->bos_id, 2);
+    EXPECT_EQ(v->eos_id, 1);
+    EXPECT_EQ(v->unk_id, 3);
+    EXPECT_EQ(v->add_bos, 1);
+    EXPECT_EQ(v->add_eos, 0);
+    EXPECT_EQ(v->scores[11], -0.0f);  // ▁▁: merge 0
+    EXPECT_EQ(v->scores[8], -1.0f);   // hi
+    EXPECT_EQ(v->scores[9], -2.0f);   // ▁hi
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_hf_vocab_apply_arch(v, "gemma3", &err), BITNET_OK) << err.msg;
+    // bitnet.cpp's scores: added tokens -1000, merge products -(rank), single characters and bytes 0
+    EXPECT_EQ(v->scores[11], -1000.0f);
+    EXPECT_EQ(v->scores[10], -1000.0f);
+    EXPECT_EQ(v->scores[2], -1000.0f);
+    EXPECT_EQ(v->scores[3], -1000.0f);
+    EXPECT_EQ(v->scores[8], -1.0f);
+    EXPECT_EQ(v->scores[5], 0.0f);
+    EXPECT_EQ(v->scores[4], 0.0f);
+    EXPECT_EQ(v->add_space_prefix, 0);
+    ASSERT_EQ(bitnet_hf_vocab_pad(v, 12, &err), BITNET_OK) << err.msg;  // <image_soft_token> has no row
+    const std::string out = g_dir + "/gemma.gguf";
+    ASSERT_EQ(bitnet_hf_vocab_write_vocab_only(v, "gemma3", nullptr, out.c_str(), &err), BITNET_OK) << err.msg;
+    Gguf G;
+    ASSERT_EQ(bitnet_gguf_open(out.c_str(), &G.g, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(gguf_str(G.g, "tokenizer.ggml.model"), "llama");
+    EXPECT_EQ(gguf_str(G.g, "tokenizer.ggml.pre"), "default");
+    bool prefix = true;
+    EXPECT_EQ(bitnet_gguf_get_bool(G.g, "tokenizer.ggml.add_space_prefix", &prefix, &err), BITNET_OK);
+    EXPECT_FALSE(prefix);
+    bitnet_vocab *rv = nullptr;
+    ASSERT_EQ(bitnet_vocab_load(G.g, &rv, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(bitnet_vocab_n_tokens(rv), 12);
+    int32_t *ids = nullptr;
+    size_t nid = 0;
+    // <bos>, "hi", "▁hi", "\n\n" (added token), "A" by byte fallback, "▁▁" last of the merges
+    const std::string text = "hi hi\n\nA  ";
+    ASSERT_EQ(bitnet_tokenize(rv, text.data(), text.size(), true, true, &ids, &nid, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + nid), std::vector<int32_t>({2, 8, 9, 10, 4, 11}));
+    const size_t n = bitnet_detokenize(rv, ids, nid, false, nullptr, 0);
+    std::string back(n, '\0');
+    bitnet_detokenize(rv, ids, nid, false, &back[0], n);
+    EXPECT_EQ(back, text);
+    std::free(ids);
+    bitnet_vocab_free(rv);
+    // a pre-tokenizer step that would split differently is refused
+    const std::string d2 = folder("gemmabad", {{"tokenizer.json", subst(kGemmaJson, R"("pattern":{"String":" "},"behavior")",
+                                                                         R"("pattern":{"String":"x"},"behavior")")}});
+    HfVocab B;
+    EXPECT_EQ(load(d2, &B, &msg), BITNET_ERR_UNSUPPORTED);
+    EXPECT_HAS(msg, "pre_tokenizer step {\"type\":\"Split\"");
 }

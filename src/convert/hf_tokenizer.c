@@ -218,10 +218,32 @@ static int32_t find_token(const bitnet_hf_vocab *v, const char *text) {
 bitnet_status bitnet_hf_vocab_pad(bitnet_hf_vocab *v, int64_t n_vocab, bitnet_error *err) {
     if (n_vocab == v->n_tokens) return BITNET_OK;
     if (n_vocab < v->n_tokens) {
-        return bitnet_fail(err, BITNET_ERR_FORMAT,
-                           "the tokenizer (%s) has %d tokens but the model's vocab_size is %lld: the embedding has no "
-                           "row for the last %lld tokens",
-                           v->source, (int)v->n_tokens, (long long)n_vocab, (long long)(v->n_tokens - n_vocab));
+        /* added tokens past the embedding (Gemma 3's <image_soft_token>) are dropped, as bitnet.cpp's
+         * converters do (they write ids 0 .. vocab_size - 1); a model token past it is an error */
+        for (int64_t i = n_vocab < 0 ? 0 : n_vocab; i < v->n_tokens; i++) {
+            const int32_t t = v->token_types[i];
+            if (n_vocab <= 0 || (t != BITNET_TOKEN_CONTROL && t != BITNET_TOKEN_USER_DEFINED && t != BITNET_TOKEN_UNUSED)) {
+                return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                   "the tokenizer (%s) has %d tokens but the model's vocab_size is %lld: the embedding has "
+                                   "no row for the last %lld tokens (token %lld \"%.40s\" is not an added token)",
+                                   v->source, (int)v->n_tokens, (long long)n_vocab, (long long)(v->n_tokens - n_vocab),
+                                   (long long)i, v->tokens[i] ? v->tokens[i] : "");
+            }
+        }
+        const int32_t ids[6] = {v->bos_id, v->eos_id, v->unk_id, v->pad_id, v->eot_id, v->eom_id};
+        static const char *const names[6] = {"BOS", "EOS", "unknown", "padding", "EOT", "EOM"};
+        for (int k = 0; k < 6; k++) {
+            if (ids[k] >= n_vocab) {
+                return bitnet_fail(err, BITNET_ERR_FORMAT,
+                                   "the tokenizer (%s) has %d tokens but the model's vocab_size is %lld: the %s token %d "
+                                   "\"%.40s\" has no embedding row",
+                                   v->source, (int)v->n_tokens, (long long)n_vocab, names[k], (int)ids[k],
+                                   v->tokens[ids[k]]);
+            }
+        }
+        for (int64_t i = n_vocab; i < v->n_tokens; i++) free(v->tokens[i]);
+        v->n_tokens = (int32_t)n_vocab; /* the arrays keep their (larger) allocation */
+        return BITNET_OK;
     }
     if (n_vocab > BITNET_HF_MAX_VOCAB) {
         return bitnet_fail(err, BITNET_ERR_FORMAT, "vocab_size %lld is too large (at most %lld)", (long long)n_vocab,
@@ -331,11 +353,16 @@ static const char k_llama3_split[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
+/* The Qwen2 / Qwen2.5 / Qwen3 Split regex (Llama 3's with single digits), as in their tokenizer.json. */
+static const char k_qwen2_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+
 /* tokenizer.ggml.pre of a byte-level pre_tokenizer (see hf_tokenizer.h), or NULL. */
 static const char *identify_pre(json_object *pre, bitnet_status *st, const char *path, bitnet_error *err) {
     json_object **steps;
     const size_t n = steps_of(pre, "pretokenizers", &steps);
-    size_t n_bytelevel = 0, n_split_llama3 = 0, n_punct = 0, n_digits_single = 0, n_other = 0;
+    size_t n_bytelevel = 0, n_split_llama3 = 0, n_split_qwen2 = 0, n_punct = 0, n_digits_single = 0, n_other = 0;
     int bl_use_regex = -1, bl_prefix = -1;
     for (size_t i = 0; i < n; i++) {
         json_object *s = steps[i];
@@ -348,8 +375,11 @@ static const char *identify_pre(json_object *pre, bitnet_status *st, const char 
             bl_prefix = get_bool(s, "add_prefix_space");
         } else if (strcmp(type, "Split") == 0) {
             const char *re = get_str(get(s, "pattern"), "Regex");
-            if (re && strcmp(re, k_llama3_split) == 0 && str_is(s, "behavior", "Isolated") && get_bool(s, "invert") != 1) {
+            const bool isolated = str_is(s, "behavior", "Isolated") && get_bool(s, "invert") != 1;
+            if (re && isolated && strcmp(re, k_llama3_split) == 0) {
                 n_split_llama3++;
+            } else if (re && isolated && strcmp(re, k_qwen2_split) == 0) {
+                n_split_qwen2++;
             } else {
                 n_other++;
             }
@@ -364,21 +394,27 @@ static const char *identify_pre(json_object *pre, bitnet_status *st, const char 
     free(steps);
     const char *name = NULL;
     if (n_bytelevel == 1 && bl_prefix != 1 && n_other == 0) {
-        if (n_split_llama3 == 1 && bl_use_regex == 0 && n_punct == 0 && n_digits_single == 0) name = "llama-bpe";
-        else if (n_split_llama3 == 0 && n_punct == 1 && n_digits_single == 1) name = "falcon3";
+        const size_t n_split = n_split_llama3 + n_split_qwen2;
+        if (n_split_llama3 == 1 && n_split == 1 && bl_use_regex == 0 && n_punct == 0 && n_digits_single == 0) {
+            name = "llama-bpe";
+        } else if (n_split_qwen2 == 1 && n_split == 1 && bl_use_regex == 0 && n_punct == 0 && n_digits_single == 0) {
+            name = "qwen2";
+        } else if (n_split == 0 && n_punct == 1 && n_digits_single == 1) {
+            name = "falcon3";
+        }
         else if (n == 1 && bl_use_regex == 1) name = "gpt2";
     }
     if (!name) {
         *st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                          "%s: unsupported pre_tokenizer (known: the Llama 3 Split regex + ByteLevel, Falcon3's "
-                          "Punctuation/Digits + ByteLevel, GPT-2's ByteLevel): %.600s",
+                          "%s: unsupported pre_tokenizer (known: the Llama 3 or Qwen2 Split regex + ByteLevel, "
+                          "Falcon3's Punctuation/Digits + ByteLevel, GPT-2's ByteLevel): %.600s",
                           path, json_brief(pre));
     }
     return name;
 }
 
 /* Is this a SentencePiece-style tokenizer.json: "▁" normalizer or Metaspace pre-tokenizer? Sets
- * *prefix (1/0/-1 unknown) and fails on normalizer steps we do not reproduce. */
+ * *prefix (1/0/-1 unknown) and fails on normalizer and pre-tokenizer steps we do not reproduce. */
 static bool spm_style(json_object *root, int *prefix, bitnet_status *st, const char *path, bitnet_error *err) {
     *prefix = -1;
     bool replace_space = false, metaspace = false;
@@ -408,6 +444,18 @@ static bool spm_style(json_object *root, int *prefix, bitnet_status *st, const c
             const int aps = get_bool(steps[i], "add_prefix_space");
             *prefix = (scheme && strcmp(scheme, "never") == 0) || aps == 0 ? 0 : 1;
         }
+    }
+    for (size_t i = 0; i < n && (replace_space || metaspace); i++) {
+        if (str_is(steps[i], "type", "Metaspace")) continue;
+        if (replace_space && str_is(steps[i], "type", "Split") && str_is(get(steps[i], "pattern"), "String", " ")) {
+            continue; /* Gemma's Split on " ": the normalizer already replaced every space, so it never splits */
+        }
+        *st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                          "%s: pre_tokenizer step %s is not supported in a SentencePiece-style file (supported: "
+                          "Metaspace; Split on \" \" after the normalizer replaced the spaces)",
+                          path, json_brief(steps[i]));
+        free(steps);
+        return false;
     }
     free(steps);
     if ((replace_space || metaspace) && *prefix < 0) *prefix = 0;
@@ -553,6 +601,22 @@ static bitnet_status detect_kind(json_object *root, bool have_model_file, bitnet
     if (byte_level) {
         const char *name = identify_pre(pre, &st, path, err);
         if (!name) return st;
+        /* the runtime normalizes only for "qwen2" (NFC, as Qwen's files ask); any other normalizer of a
+         * byte-level file would be silently skipped, so it is refused */
+        json_object *norm = get(root, "normalizer");
+        const bool nfc = norm && str_is(norm, "type", "NFC");
+        if (norm && !json_object_is_type(norm, json_type_null) && !(nfc && strcmp(name, "qwen2") == 0)) {
+            return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                               "%s: normalizer %.200s is not supported with the %s pre-tokenizer (supported: none; NFC "
+                               "with the Qwen2 Split regex)",
+                               path, json_brief(norm), name);
+        }
+        if (!nfc && strcmp(name, "qwen2") == 0) {
+            return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                               "%s: the Qwen2 Split regex without the NFC normalizer is not supported (the runtime's "
+                               "\"qwen2\" always normalizes to NFC): normalizer %.200s",
+                               path, json_brief(norm));
+        }
         strcpy(v->model, "gpt2");
         snprintf(v->pre, sizeof v->pre, "%s", name);
     } else {
@@ -699,8 +763,11 @@ done:
 }
 
 /* add_bos / add_eos (and the BOS id when none is known) from a TemplateProcessing post-processor
- * (tokenizer_config.json's add_bos_token overrides it later). */
-static void bos_from_post_processor(json_object *root, bitnet_hf_vocab *v) {
+ * (tokenizer_config.json's add_bos_token / add_eos_token override them later). *appended: the id of the
+ * special token a single-sequence template of more than one item ends with (what "add EOS" must append;
+ * bitnet_hf_vocab_load makes it the EOS), else -1. */
+static void bos_from_post_processor(json_object *root, bitnet_hf_vocab *v, int32_t *appended) {
+    *appended = -1;
     json_object **steps;
     const size_t n = steps_of(get(root, "post_processor"), "processors", &steps);
     for (size_t i = 0; i < n; i++) {
@@ -714,13 +781,15 @@ static void bos_from_post_processor(json_object *root, bitnet_hf_vocab *v) {
         v->add_bos = ft != NULL;
         v->add_eos = lt != NULL && json_object_array_length(single) > 1;
         if (ft && v->bos_id < 0) v->bos_id = find_token(v, ft);
+        if (v->add_eos) *appended = find_token(v, lt);
     }
     free(steps);
 }
 
 static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool have_model_file, bitnet_hf_vocab *v,
-                                         bool *use_model_file, bitnet_error *err) {
+                                         bool *use_model_file, int32_t *appended, bitnet_error *err) {
     *use_model_file = false;
+    *appended = -1;
     json_object *root = NULL;
     bitnet_status st = parse_json(path, &root, err);
     if (st != BITNET_OK) return st;
@@ -743,7 +812,7 @@ static bitnet_status load_tokenizer_json(const char *dir, const char *path, bool
     if ((st = bitnet_hf_vocab_alloc(v, (int32_t)(max_id + 1), spm, err)) != BITNET_OK) goto done;
     if ((st = fill_tokens(v, model, vocab, added, n_added, spm, path, err)) != BITNET_OK) goto done;
     if ((st = read_merges(v, merges, spm, path, err)) != BITNET_OK) goto done;
-    bos_from_post_processor(root, v);
+    bos_from_post_processor(root, v, appended);
     (void)dir;
 
 done:
@@ -772,7 +841,8 @@ bitnet_status bitnet_hf_vocab_load(const char *dir, bitnet_hf_vocab **out, bitne
     json_object *config = NULL, *special_map = NULL;
     bitnet_status st = BITNET_OK;
     bool use_model = !have_json;
-    if (have_json) st = load_tokenizer_json(dir, json_path, have_model, v, &use_model, err);
+    int32_t appended = -1;
+    if (have_json) st = load_tokenizer_json(dir, json_path, have_model, v, &use_model, &appended, err);
     if (st == BITNET_OK && use_model) {
         bitnet_hf_vocab_free(v);
         if (!(v = vocab_new())) return oom(err);
@@ -781,6 +851,13 @@ bitnet_status bitnet_hf_vocab_load(const char *dir, bitnet_hf_vocab **out, bitne
     if (st == BITNET_OK) st = read_config(dir, &config, &special_map, err);
     if (st == BITNET_OK && use_model) st = bitnet_hf_apply_added_decoder(v, dir, config, err);
     if (st == BITNET_OK) st = apply_config(v, dir, config, special_map, err);
+    if (st == BITNET_OK && !use_model && appended >= 0 && appended != v->eos_id) {
+        /* the post-processor appends another token than tokenizer_config.json's eos_token: that token is
+         * the EOS (what add_eos_token appends), the config's becomes the end of turn (gguf-py's
+         * SpecialVocab does the same) */
+        if (v->eot_id < 0) v->eot_id = v->eos_id;
+        v->eos_id = appended;
+    }
     json_object_put(config);
     json_object_put(special_map);
     if (st != BITNET_OK) {
@@ -788,6 +865,28 @@ bitnet_status bitnet_hf_vocab_load(const char *dir, bitnet_hf_vocab **out, bitne
         return st;
     }
     *out = v;
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_hf_vocab_apply_arch(bitnet_hf_vocab *v, const char *arch, bitnet_error *err) {
+    if (!arch) return BITNET_OK;
+    if (strcmp(arch, "qwen3") == 0 && strcmp(v->model, "gpt2") == 0) {
+        const int32_t id = find_token(v, "<|endoftext|>");
+        if (id < 0) {
+            return bitnet_fail(err, BITNET_ERR_FORMAT,
+                               "%s: a qwen3 tokenizer without the token <|endoftext|> (its EOS for last-token pooling)",
+                               v->source);
+        }
+        if (v->eos_id != id && v->eot_id < 0) v->eot_id = v->eos_id; /* <|im_end|> stays the end of turn */
+        v->eos_id = id;
+        v->add_eos = 1;
+    } else if (strcmp(arch, "gemma3") == 0 && strcmp(v->model, "llama") == 0) {
+        v->add_space_prefix = 0;
+        for (int32_t i = 0; i < v->n_tokens && v->scores; i++) {
+            const int32_t t = v->token_types[i];
+            if (t == BITNET_TOKEN_CONTROL || t == BITNET_TOKEN_USER_DEFINED || t == BITNET_TOKEN_UNKNOWN) v->scores[i] = -1000.0f;
+        }
+    }
     return BITNET_OK;
 }
 
