@@ -36,7 +36,7 @@ enum {
     CB_X, CB_XB, CB_Q, CB_K, CB_V, CB_ATT, CB_PROJ, CB_HB, CB_HB2, CB_KCACHE, CB_VCACHE, CB_ROPE_COS,
     CB_ROPE_SIN, CB_ATT_SCORES, CB_ATT_P, CB_ATT_Q, CB_HEAD_ACT, CB_HEAD_ROW, CB_LOGITS, CB_WDATA0, CB_WDATA1,
     /* only for the models that need them (0 bytes, not allocated, otherwise) */
-    CB_XN0, CB_XN1, CB_XN2, CB_ROPE_COS_SWA, CB_ROPE_SIN_SWA,
+    CB_XN0, CB_XN1, CB_XN2, CB_ROPE_COS_SWA, CB_ROPE_SIN_SWA, CB_ACT16,
     CB_COUNT
 };
 
@@ -105,6 +105,7 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         {CB_XN0, m->has_norm_in ? B : 0, D, f}, {CB_XN1, m->has_norm_in ? B : 0, D, f},
         {CB_XN2, m->has_norm_in ? B : 0, D, f}, {CB_ROPE_COS_SWA, swa_tables(hp) ? C : 0, hd / 2, f},
         {CB_ROPE_SIN_SWA, swa_tables(hp) ? C : 0, hd / 2, f},
+        {CB_ACT16, m->has_dense_f16 ? B : 0, (size_t)m->max_k, f},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (!mul3(dims[i].a, dims[i].b, dims[i].c, &bytes[dims[i].buf]) || bytes[dims[i].buf] > SIZE_MAX / 2) {
@@ -179,6 +180,7 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
         [CB_LOGITS] = &out->logits,     [CB_WDATA0] = &out->lut_workspace, [CB_WDATA1] = &out->lut_workspace,
         [CB_XN0] = &out->activations,   [CB_XN1] = &out->activations,     [CB_XN2] = &out->activations,
         [CB_ROPE_COS_SWA] = &out->rope_tables, [CB_ROPE_SIN_SWA] = &out->rope_tables,
+        [CB_ACT16] = &out->activations,
     };
     size_t at = used + bitnet_arena_cost(used, sizeof(bitnet_context), 8);
     out->other = at - used;
@@ -230,7 +232,7 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
         (void **)&c->rope_cos, (void **)&c->rope_sin, (void **)&c->att_scores, (void **)&c->att_p,
         (void **)&c->att_q, (void **)&c->head_act, (void **)&c->head_row, (void **)&c->logits, &c->wdata[0],
         &c->wdata[1], (void **)&c->xn[0], (void **)&c->xn[1], (void **)&c->xn[2], (void **)&c->rope_cos_swa,
-        (void **)&c->rope_sin_swa,
+        (void **)&c->rope_sin_swa, (void **)&c->act16,
     };
     for (int i = 0; i < CB_COUNT; i++) {
         if (b[i] == 0) continue; /* not needed by this model: stays NULL */
@@ -279,7 +281,7 @@ void bitnet_context_free(bitnet_context *c) {
                             c->hb,    c->hb2,      c->kcache, c->vcache, c->rope_cos, c->rope_sin, c->att_scores,
                             c->att_p, c->att_q,    c->head_act, c->head_row, c->logits, c->wdata[0], c->wdata[1],
                             c->xn[0], c->xn[1],    c->xn[2], own_swa ? c->rope_cos_swa : NULL,
-                            own_swa ? c->rope_sin_swa : NULL};
+                            own_swa ? c->rope_sin_swa : NULL, c->act16};
     bitnet_free(c->out_row);
     bitnet_free(c->seq_len);
     for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);

@@ -43,6 +43,17 @@ static void matmul(bitnet_context *c, const weight *w, float *x, float *y, int64
     if (w->lut) {
         bitnet_tensor src1 = bitnet_act_tensor(x, w->K, n), dst = bitnet_act_tensor(y, w->M, n);
         bitnet_mul_mat(&w->t, &src1, &dst, c->wdata[ws], c->wsize, ith, nth, c->tp);
+    } else if (w->dense_f16) {
+        /* F16 rows as stored times the inputs rounded to binary16 (ggml's F16 product converts its float
+         * operand to F16 first): each thread rounds its tokens, then multiplies its rows by every token
+         * (kernels/dense bitnet_dense_mul_f16: each weight row read once per call) */
+        int64_t t0, t1, r0, r1;
+        bitnet_split_range(n, ith, nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; t++) bitnet_dense_round_f16_row(x + t * w->K, 1.0f, c->act16 + t * w->K, w->K);
+        sync_threads(c);
+        bitnet_split_range(w->M, ith, nth, &r0, &r1);
+        bitnet_dense_mul_f16(w->dense_f16 + r0 * w->K, (size_t)w->K, r1 - r0, c->act16, (size_t)w->K, n, w->K,
+                             y + r0, (size_t)w->M);
     } else {
         int64_t r0, r1;
         bitnet_split_range(w->M, ith, nth, &r0, &r1);

@@ -122,11 +122,16 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
                                "bare-metal build) does not make; use the model's F32, I2_S, TL1 or TL2 file",
                                ld->path, name, (long long)M, (long long)K);
         }
-        w->dense_owned = bitnet_malloc((size_t)M * (size_t)K * sizeof(float));
-        if (!w->dense_owned) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for '%s'", ld->path, name);
-        st = bitnet_row_to_f32(BITNET_TYPE_F16, ti->data, w->dense_owned, M * K, ld->err);
-        if (st != BITNET_OK) return st;
-        w->dense = w->dense_owned;
+        if ((uintptr_t)ti->data % _Alignof(uint16_t) != 0) { /* GGUF aligns data to 32 bytes; a file can say less */
+            w->dense_owned = bitnet_malloc((size_t)M * (size_t)K * sizeof(float));
+            if (!w->dense_owned)
+                return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for '%s'", ld->path, name);
+            st = bitnet_row_to_f32(BITNET_TYPE_F16, ti->data, w->dense_owned, M * K, ld->err);
+            if (st != BITNET_OK) return st;
+            w->dense = w->dense_owned;
+        } else {
+            w->dense_f16 = (const uint16_t *)ti->data; /* multiplied as stored (forward.c matmul) */
+        }
         w->t.nb[0] = 2;
         w->t.nb[1] = (size_t)K * 2;
         break;
@@ -502,6 +507,11 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         if ((st = load_weight(&ld, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &L->w_up)) != BITNET_OK) goto fail;
         if ((st = load_weight(&ld, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down)) != BITNET_OK)
             goto fail;
+        for (int i = 0; i < N_PROJ; i++) {
+            const weight *w = layer_proj(L, i);
+            if (w->dense_f16) m->has_dense_f16 = true;
+            if (w->K > m->max_k) m->max_k = w->K;
+        }
         /* qwen3 / gemma3 (docs/EMBEDDINGS.md §1): QK head norms, post-norms, optional per-projection norms */
         if (hp->qk_norm &&
             ((st = load_vector(&ld, m, NAME("attn_q_norm.weight"), hp->n_embd_head, &L->attn_q_norm)) != BITNET_OK ||

@@ -62,7 +62,9 @@
  * Ternary weights (I2_S, TL1, TL2) are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the
  * I2_S reference path. F32/F16 projection weights (ternary-valued, e.g. bitnet.cpp's
  * ggml-model-f32.gguf) use a dense float product without activation quantization, so "F32 vs I2_S"
- * comparisons measure the quantization. Float math in the forward pass is written so that results do
+ * comparisons measure the quantization; F16 weights are multiplied as stored, by the input rounded to
+ * binary16 (as ggml's F16 product converts its float operand), several tokens per pass over the weights
+ * (bitnet_dense_mul_f16). Float math in the forward pass is written so that results do
  * not depend on the thread count or the batch split and match between x86 and ARM builds (fixed
  * summation order, no FMA contraction: the build uses -ffp-contract=off; the F16 dots fuse only exact
  * products of binary16 values). The attention and the F16

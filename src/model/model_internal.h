@@ -33,7 +33,8 @@
 typedef struct weight {
     bitnet_tensor t;       /* name, type, shape; for the LUT path the host's extra is attached here */
     bool lut;              /* true: bitnet_mul_mat; false: dense float */
-    const float *dense;    /* dense: [M][K] row-major (file mapping or dense_owned) */
+    const float *dense;    /* dense F32: [M][K] row-major (file mapping or dense_owned), or NULL */
+    const uint16_t *dense_f16; /* dense F16: [M][K] binary16 rows in the file mapping, or NULL */
     float *dense_owned;
     uint8_t *i2s_owned;    /* I2_S bytes rewritten into the X86 layout at load (t.data points here), or NULL */
     int64_t M, K;
@@ -83,6 +84,8 @@ struct bitnet_model {
     bool io;                                /* token_embd, output_norm and the head are used (stage 0) */
     float *gelu_f16;                        /* [65536] GELU of every binary16 code, rounded to binary16 (GELU
                                                models only, else NULL; load.c gelu_table) */
+    bool has_dense_f16;                     /* a layer this model runs has an F16 projection weight */
+    int64_t max_k;                          /* the largest projection input width (n_embd, q_dim, n_ff) */
     bool has_norm_in;                       /* a layer this model runs has a <proj>_norm_in tensor */
     uint64_t stage_bytes;                   /* bytes of the file's tensors this model uses */
     float **vec_owned;                      /* [VEC_PER_LAYER·n_layer + 1]: the float copies of F16 norm weights */
@@ -168,6 +171,7 @@ struct bitnet_context {
     float *att;      /* (n_batch, q_dim) attention output, heads concatenated */
     float *proj;     /* (n_batch, n_embd) output of attn_output / ffn_down */
     float *hb, *hb2; /* (n_batch, n_ff) gate and up */
+    float *act16;    /* (n_batch, max_k) a dense F16 product's input rounded to binary16 (F16 models only) */
     float *xn[3];    /* (n_batch, n_embd) each: the inputs of q, k, v (gate, up) after their norm_in
                         (allocated only for models with norm_in tensors; else NULL) */
 
