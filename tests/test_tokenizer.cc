@@ -489,6 +489,30 @@ TEST(TokenizerSpm, GemmaStyleNoSpacePrefix) {
     }
 }
 
+// Thousands of added tokens (Gemma 3 has 6415): the ones whose first bytes are not in the text are skipped,
+// the others are still found — one-byte ones, ones sharing their first bytes, at the ends of the text.
+TEST(TokenizerSpm, ManyAddedTokens) {
+    VocabSpec s = base_spec({{"hi", -1}});
+    const int32_t first = (int32_t)s.tokens.size();
+    for (int i = 0; i < 3000; i++) {
+        s.tokens.push_back("<unused" + std::to_string(i) + ">");
+        s.scores.push_back(-1000);
+        s.types.push_back(BITNET_TOKEN_USER_DEFINED);
+    }
+    s.tokens.push_back("\n");
+    s.scores.push_back(-1000);
+    s.types.push_back(BITNET_TOKEN_USER_DEFINED);
+    s.flags = {{"add_space_prefix", false}};
+    Vocab V;
+    load(write_vocab(s, "many_added"), &V);
+    const int32_t nl = first + 3000;
+    EXPECT_EQ(tok(V.v, "<unused2999>hi\n<unused7><unused70>", false, false),
+              std::vector<int32_t>({first + 2999, 259, nl, first + 7, first + 70}));
+    EXPECT_EQ(tok(V.v, "\n", false, false), std::vector<int32_t>({nl}));
+    EXPECT_EQ(tok(V.v, "hi<unused", false, false), std::vector<int32_t>({259, 3 + '<', 3 + 'u', 3 + 'n', 3 + 'u', 3 + 's', 3 + 'e', 3 + 'd'}));
+    EXPECT_EQ(tok(V.v, "hi", false, false), std::vector<int32_t>({259}));
+}
+
 TEST(TokenizerSpm, LongTextIsLinearish) {
     // 200 KB of text tokenizes (the heap keeps the merge loop O(n log n))
     VocabSpec s = base_spec({{U2581, -1}, {"ab", -2}, {"abab", -3}, {U2581 + "abab", -4}});

@@ -89,21 +89,57 @@ static bool frags_insert(frags *f, size_t at, frag x) {
 
 static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn) {
     if (nn == 0 || nn > hn) return NULL;
-    const char first = nd[0];
-    for (size_t i = 0; i + nn <= hn; i++) {
-        if (h[i] == first && memcmp(h + i, nd, nn) == 0) return h + i;
+    const char *end = h + (hn - nn) + 1; /* the last possible start + 1 */
+    for (const char *p = h; p < end;) {
+        p = (const char *)memchr(p, nd[0], (size_t)(end - p));
+        if (!p) return NULL;
+        if (memcmp(p, nd, nn) == 0) return p;
+        p++;
     }
     return NULL;
+}
+
+/* Which byte pairs (and single bytes) occur in the text: bit b0 << 8 | b1 of pairs, bit b of singles. A
+ * special token whose first one or two bytes do not occur cannot be in the text; this skips most of the
+ * thousands of added tokens of vocabularies like Gemma 3's (<unused0>... <unused6241>) at once. */
+typedef struct text_bytes {
+    uint64_t pair[65536 / 64];
+    uint64_t single[256 / 64];
+} text_bytes;
+
+static void text_bytes_init(text_bytes *tb, const char *text, size_t len) {
+    memset(tb, 0, sizeof *tb);
+    for (size_t i = 0; i < len; i++) {
+        const unsigned b = (unsigned char)text[i];
+        tb->single[b >> 6] |= 1ull << (b & 63);
+        if (i + 1 < len) {
+            const unsigned p = b << 8 | (unsigned char)text[i + 1];
+            tb->pair[p >> 6] |= 1ull << (p & 63);
+        }
+    }
+}
+
+static bool text_may_contain(const text_bytes *tb, const char *s, size_t n) {
+    const unsigned b = (unsigned char)s[0];
+    if (!(tb->single[b >> 6] >> (b & 63) & 1)) return false;
+    if (n < 2) return true;
+    const unsigned p = b << 8 | (unsigned char)s[1];
+    return tb->pair[p >> 6] >> (p & 63) & 1;
 }
 
 static bool partition(const bitnet_vocab *v, const char *text, size_t len, bool parse_special, frags *f) {
     f->n = 0;
     if (len > 0 && !frags_insert(f, 0, (frag){0, len, -1})) return false;
+    if (len == 0 || v->n_special == 0) return true;
+    text_bytes *tb = (text_bytes *)malloc(sizeof *tb);
+    if (!tb) return false;
+    text_bytes_init(tb, text, len);
     for (int32_t k = 0; k < v->n_special; k++) {
         const int32_t id = v->special[k];
         if (!parse_special && v->type[id] != BITNET_TOKEN_USER_DEFINED) continue;
         const char *st = tok_text(v, id);
         const size_t sl = v->len[id];
+        if (sl > len || !text_may_contain(tb, st, sl)) continue;
         for (size_t i = 0; i < f->n; i++) {
             if (f->a[i].token >= 0) continue;
             const frag r = f->a[i];
@@ -116,15 +152,19 @@ static bool partition(const bitnet_vocab *v, const char *text, size_t len, bool 
             if (pre > 0) {
                 f->a[at] = (frag){r.off, pre, -1};
                 at++;
-                if (!frags_insert(f, at, (frag){0, 0, id})) return false;
+                if (!frags_insert(f, at, (frag){0, 0, id})) goto oom;
             } else {
                 f->a[at] = (frag){0, 0, id};
             }
-            if (post > 0 && !frags_insert(f, at + 1, (frag){r.off + pre + sl, post, -1})) return false;
+            if (post > 0 && !frags_insert(f, at + 1, (frag){r.off + pre + sl, post, -1})) goto oom;
             i = at; /* the loop's i++ moves to the post fragment */
         }
     }
+    free(tb);
     return true;
+oom:
+    free(tb);
+    return false;
 }
 
 bitnet_status bitnet_tokenize(const bitnet_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
