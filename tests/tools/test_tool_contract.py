@@ -30,10 +30,14 @@ OPTIONS = {
     "llama-perplexity": "-m --model -f --file -c --ctx-size -b --batch-size -t --threads --chunks --kernel "
                         "--lut-table --lut-tiles --i2s-layout --head-type --print-token-ids -ngl --n-gpu-layers -h --help",
     "bitnet-logits": "-m --model -p --prompt --tokens --no-bos --out --top-k -t --threads -b --batch-size --kernel "
-                     "--lut-table --lut-tiles --i2s-layout --head-type -h --help",
+                     "--lut-table --lut-tiles --i2s-layout --head-type --embd -h --help",
+    "llama-embedding": "-m --model -p --prompt -f --file --embd-separator --pooling --embd-normalize "
+                       "--embd-output-format -b --batch-size -c --ctx-size -t --threads --kernel --lut-table "
+                       "--lut-tiles --i2s-layout --verbose-prompt -h --help",
     "bitnet-dummy": "-o --outfile --n-embd --n-ff --n-layer --n-head --n-head-kv --ctx --arch --n-embd-head "
                     "--rope-theta --output-weight --outtype --quant-embd --seed --vocab-size --vocab-from --tiles "
-                    "--no-tile-record --no-layout-record --name -q --quiet -h --help",
+                    "--no-tile-record --no-layout-record --name --no-norm-in --pooling --swa --swa-pattern "
+                    "--rope-freq-base-swa --rms-eps -q --quiet -h --help",
     "bitnet-convert": "-o --outfile --outtype --quant-embd --force --name --tiles --lut-table --relayout -q --quiet -h "
                       "--help",
     "bitnet-vocab": "-o --out --arch --n-vocab --name -q --quiet -h --help",
@@ -84,6 +88,7 @@ class ToolContract(unittest.TestCase):
             "llama-cli": ["-m", TINY, "-n", "x"], "llama-bench": ["-m", TINY, "-t", "0"],
             "llama-perplexity": ["-m", TINY, "-f", self.text, "--chunks", "0"],
             "bitnet-logits": ["-m", TINY, "-p", "a", "--top-k", "-3"],
+            "llama-embedding": ["-m", TINY, "-p", "a", "-b", "0"],
             "bitnet-dummy": ["-o", self.path("x.gguf"), "--n-embd", "abc"],
             "bitnet-convert": [self.dir, "-o", self.path("x.gguf"), "--outtype", "q4"],
             "bitnet-vocab": [self.dir, "--out", self.path("v.gguf"), "--n-vocab", "0"],
@@ -110,6 +115,7 @@ class ToolContract(unittest.TestCase):
             "llama-bench": (["-m", missing, "-p", "8", "-n", "0", "-r", "1"], missing),
             "llama-perplexity": (["-m", TINY, "-f", self.path("missing.txt")], self.path("missing.txt")),
             "bitnet-logits": (["-m", missing, "-p", "hi"], missing),
+            "llama-embedding": (["-m", missing, "-p", "hi"], missing),
             "bitnet-dummy": (["-q", "-o", self.path("d.gguf"), "--n-embd", "256", "--n-ff", "512", "--n-layer", "1",
                               "--n-head", "4", "--vocab-from", missing], missing),
             "bitnet-convert": ([missing_dir, "-o", self.path("c.gguf"), "-q"], missing_dir),
