@@ -6,11 +6,13 @@
 // GQA, per-projection norms, and for gemma3 local layers with their own RoPE base.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/gguf.h"
 #include "convert/dummy_model.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -226,6 +228,111 @@ INSTANTIATE_TEST_SUITE_P(Archs, EmbedArch,
                          testing::Values(ArchCase{BITNET_DUMMY_ARCH_QWEN3, "qwen3", 0x57cef9c86a3dc897ull},
                                          ArchCase{BITNET_DUMMY_ARCH_GEMMA3, "gemma3", 0x2bb5389c5f1e5f5full}),
                          [](const testing::TestParamInfo<ArchCase> &i) { return std::string(i.param.name); });
+
+// A copy of src without tensor `drop` (none when empty), with an extra F32 key (none when key is empty).
+std::string EditedCopy(const std::string &src, const std::string &dst, const std::string &drop, const std::string &key,
+                       float value) {
+    bitnet_error err{};
+    bitnet_gguf *g = nullptr;
+    EXPECT_EQ(bitnet_gguf_open(src.c_str(), &g, &err), BITNET_OK) << err.msg;
+    if (!g) return dst;
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    for (int64_t i = 0; i < bitnet_gguf_n_kv(g); i++) {
+        if (std::string(bitnet_gguf_kv_key(g, i)) != "general.alignment") bitnet_gguf_copy_kv(w, g, i);
+    }
+    if (!key.empty()) bitnet_gguf_set_f32(w, key.c_str(), value);
+    std::vector<const bitnet_gguf_tensor_info *> kept;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_tensor(g, i);
+        if (drop == ti->name) continue;
+        kept.push_back(ti);
+        EXPECT_EQ(bitnet_gguf_add_tensor(w, ti->name, ti->type, ti->n_dims, ti->ne, &err), BITNET_OK) << err.msg;
+    }
+    EXPECT_EQ(bitnet_gguf_write_begin(w, dst.c_str(), &err), BITNET_OK) << err.msg;
+    for (const bitnet_gguf_tensor_info *ti : kept)
+        EXPECT_EQ(bitnet_gguf_write_data(w, ti->data, ti->nbytes, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer_free(w);
+    bitnet_gguf_close(g);
+    return dst;
+}
+
+// gemma3.final_logit_softcapping c turns every logit l of the tied head into c · tanh(l / c).
+TEST(EmbedGemma3, LogitSoftCappingAppliesToTheHead) {
+    const std::string plain = WriteModel(BITNET_DUMMY_ARCH_GEMMA3, BITNET_DUMMY_F32, true, "cap0.gguf");
+    const std::string capped = EditedCopy(plain, TmpPath("cap1.gguf"), "", "gemma3.final_logit_softcapping", 3.0f);
+    std::vector<float> l[2];
+    const std::string paths[2] = {plain, capped};
+    for (int i = 0; i < 2; i++) {
+        bitnet_error err{};
+        bitnet_model *m = nullptr;
+        bitnet_context *c = nullptr;
+        ASSERT_EQ(bitnet_model_load(paths[i].c_str(), nullptr, &m, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(bitnet_model_hparams(m)->logit_softcap, i ? 3.0f : 0.0f);
+        ASSERT_EQ(bitnet_context_create(m, 16, 16, 2, &c, &err), BITNET_OK) << err.msg;
+        ASSERT_EQ(bitnet_decode(c, kTexts[0].data(), (int32_t)kTexts[0].size(), 0, false, &err), BITNET_OK) << err.msg;
+        l[i].assign(bitnet_get_logits(c), bitnet_get_logits(c) + 600);
+        bitnet_context_free(c);
+        bitnet_model_free(m);
+    }
+    double amax = 0;
+    for (int r = 0; r < 600; r++) {
+        amax = std::max(amax, (double)std::fabs(l[0][r]));
+        EXPECT_NEAR(l[1][r], 3.0 * std::tanh(l[0][r] / 3.0), 1e-6) << "row " << r;
+        EXPECT_LE(std::fabs(l[1][r]), 3.0f);
+    }
+    EXPECT_GT(amax, 3.0); // the cap changes something
+}
+
+// A required tensor of the graph missing, or one of another graph present, is refused by name.
+TEST(EmbedErrors, MissingAndForeignTensorsAreNamed) {
+    const std::string q = WriteModel(BITNET_DUMMY_ARCH_QWEN3, BITNET_DUMMY_F32, true, "names.gguf");
+    const std::string g = WriteModel(BITNET_DUMMY_ARCH_GEMMA3, BITNET_DUMMY_F32, true, "names-g.gguf");
+    struct Case {
+        std::string src, drop, want;
+    } cases[] = {
+        {q, "blk.1.attn_k_norm.weight", "missing required tensor 'blk.1.attn_k_norm.weight'"},
+        {g, "blk.2.post_ffw_norm.weight", "missing required tensor 'blk.2.post_ffw_norm.weight'"},
+    };
+    int k = 0;
+    for (const Case &c : cases) {
+        const std::string path = EditedCopy(c.src, TmpPath("drop" + std::to_string(k++) + ".gguf"), c.drop, "", 0);
+        bitnet_error err{};
+        bitnet_model *m = nullptr;
+        EXPECT_EQ(bitnet_model_load(path.c_str(), nullptr, &m, &err), BITNET_ERR_FORMAT);
+        EXPECT_NE(std::string(err.msg).find(c.want), std::string::npos) << err.msg;
+        bitnet_model_free(m);
+    }
+    // a gemma3 post-norm in a qwen3 file: not part of the graph
+    bitnet_error err{};
+    bitnet_gguf *qg = nullptr, *gg = nullptr;
+    ASSERT_EQ(bitnet_gguf_open(q.c_str(), &qg, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_gguf_open(g.c_str(), &gg, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer *w = bitnet_gguf_writer_new();
+    for (int64_t i = 0; i < bitnet_gguf_n_kv(qg); i++) {
+        if (std::string(bitnet_gguf_kv_key(qg, i)) != "general.alignment") bitnet_gguf_copy_kv(w, qg, i);
+    }
+    std::vector<const bitnet_gguf_tensor_info *> all;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(qg); i++) all.push_back(bitnet_gguf_tensor(qg, i));
+    all.push_back(bitnet_gguf_find_tensor(gg, "blk.0.post_attention_norm.weight"));
+    ASSERT_NE(all.back(), nullptr);
+    for (const bitnet_gguf_tensor_info *ti : all)
+        ASSERT_EQ(bitnet_gguf_add_tensor(w, ti->name, ti->type, ti->n_dims, ti->ne, &err), BITNET_OK) << err.msg;
+    const std::string mixed = TmpPath("mixed.gguf");
+    ASSERT_EQ(bitnet_gguf_write_begin(w, mixed.c_str(), &err), BITNET_OK) << err.msg;
+    for (const bitnet_gguf_tensor_info *ti : all)
+        ASSERT_EQ(bitnet_gguf_write_data(w, ti->data, ti->nbytes, &err), BITNET_OK) << err.msg;
+    ASSERT_EQ(bitnet_gguf_write_end(w, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_writer_free(w);
+    bitnet_gguf_close(gg);
+    bitnet_gguf_close(qg);
+    bitnet_model *m = nullptr;
+    EXPECT_EQ(bitnet_model_load(mixed.c_str(), nullptr, &m, &err), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("post_attention_norm.weight' is not part of architecture 'qwen3'"),
+              std::string::npos)
+        << err.msg;
+    bitnet_model_free(m);
+}
 
 TEST(EmbedNormalize, FollowsLlamaCppsDefinitions) {
     const float in[4] = {3.0f, -4.0f, 0.0f, 1.0f};

@@ -180,6 +180,14 @@ bitnet_status bitnet_model_load_hparams(loader *ld, bitnet_hparams *hp) {
             return st;
         if ((st = get_pos_float_key(ld, "rope.freq_base_swa", false, 10000.0f, &hp->rope_freq_base_swa)) != BITNET_OK)
             return st;
+        char key[128];
+        snprintf(key, sizeof key, "%s.final_logit_softcapping", ld->arch);
+        if (bitnet_gguf_find_kv(ld->g, key) >= 0 && (st = bitnet_gguf_get_f32(ld->g, key, &hp->logit_softcap, ld->err)) != BITNET_OK)
+            return st;
+        if (!(hp->logit_softcap >= 0.0f) || isinf(hp->logit_softcap)) {
+            return bitnet_fail(ld->err, BITNET_ERR_FORMAT, "%s: key '%s' = %g must be a finite number >= 0 (0: none)",
+                               ld->path, key, (double)hp->logit_softcap);
+        }
     }
     /* pooling of embeddings: llama.cpp's LLAMA_POOLING_TYPE values 0 none .. 4 rank */
     if ((st = bitnet_model_int_key(ld, "pooling_type", false, BITNET_POOLING_UNSPECIFIED, BITNET_POOLING_UNSPECIFIED, 4,

@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include "base/detmath.h"
 #include "kernels/act/act.h"
 
 /* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
@@ -195,13 +196,25 @@ static void head_logits(bitnet_context *c, const fwd_job *J, int ith, int nth) {
     if (!m->head_decode) {
         m->head_kernel->mul(m->head_data + (size_t)r0 * m->head_row_bytes, m->head_row_bytes, r1 - r0, c->head_act,
                             c->head_act_bytes, J->n_out, D, J->logits + r0, (size_t)hp->n_vocab);
-        return;
+    } else {
+        float *row_f32 = c->head_row + (size_t)ith * D; /* the row as float */
+        for (int64_t r = r0; r < r1; r++) {
+            bitnet_row_to_f32(m->head_type, m->head_data + (size_t)r * m->head_row_bytes, row_f32, D, NULL);
+            m->head_kernel->mul(row_f32, 0, 1, c->head_act, c->head_act_bytes, J->n_out, D, J->logits + r,
+                                (size_t)hp->n_vocab);
+        }
     }
-    float *row_f32 = c->head_row + (size_t)ith * D; /* the row as float */
-    for (int64_t r = r0; r < r1; r++) {
-        bitnet_row_to_f32(m->head_type, m->head_data + (size_t)r * m->head_row_bytes, row_f32, D, NULL);
-        m->head_kernel->mul(row_f32, 0, 1, c->head_act, c->head_act_bytes, J->n_out, D, J->logits + r,
-                            (size_t)hp->n_vocab);
+    /* Gemma's final logit soft-capping: l = c · tanh(l / c), tanh in double through detmath's exp */
+    if (hp->logit_softcap > 0.0f) {
+        const double cap = (double)hp->logit_softcap;
+        for (int64_t j = 0; j < J->n_out; j++) {
+            float *l = J->logits + (size_t)j * (size_t)hp->n_vocab;
+            for (int64_t r = r0; r < r1; r++) {
+                const double y = (double)l[r] / cap, e = bitnet_exp_d(2.0 * fabs(y));
+                const double th = isinf(e) ? 1.0 : 1.0 - 2.0 / (e + 1.0);
+                l[r] = (float)(cap * (y < 0 ? -th : th));
+            }
+        }
     }
 }
 

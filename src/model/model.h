@@ -125,6 +125,7 @@ typedef struct bitnet_hparams {
     int32_t swa_period;   /* layer l is local when n_swa > 0 and l % swa_period != swa_period - 1 */
     float rope_freq_base_swa; /* the RoPE base of local layers */
     int32_t pooling;      /* <arch>.pooling_type (bitnet_pooling), BITNET_POOLING_UNSPECIFIED when absent */
+    float logit_softcap;  /* gemma3.final_logit_softcapping: logits = c · tanh(logits / c); 0: none */
 } bitnet_hparams;
 
 /* How a sequence's token embeddings become one vector (llama.cpp's pooling types and their GGUF values,
