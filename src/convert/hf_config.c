@@ -1,6 +1,8 @@
 /* hf_config.c — config.json of a Hugging Face checkpoint → bitnet_hf_config (hf_convert.h): the
  * architecture, sizes, rope and norm parameters, and the quantization_config that says which of the four
- * weight kinds the checkpoint stores. The tensors and the writing are hf_convert.c. */
+ * weight kinds the checkpoint stores; for the embedding models (qwen3, gemma3_text) also the
+ * sentence-transformers pooling (modules.json) and Gemma 3's sliding-window fields. The tensors and the
+ * writing are hf_convert.c. */
 #include "convert/hf_convert.h"
 
 #include "convert/safetensors.h"
@@ -156,6 +158,230 @@ static bitnet_status cfg_rope_scaling(json_object *root, const char *path, bitne
     return cfg_pos_float(rs, path, "factor", 1.0f, &c->rope_scale, err);
 }
 
+/* =============================================================================================
+ * The embedding models: sentence-transformers pooling and the qwen3 / gemma3_text fields
+ * =========================================================================================== */
+
+/* One JSON file into *root; *present = false (and BITNET_OK) when the file does not exist. */
+static bitnet_status read_optional_json(const char *path, json_object **root, bool *present, bitnet_error *err) {
+    struct stat sb;
+    *root = NULL;
+    *present = stat(path, &sb) == 0;
+    if (!*present) return BITNET_OK;
+    return bitnet_json_read_file(path, root, err);
+}
+
+/* 1_Pooling/config.json (or the folder modules.json names) → pooling type. */
+static bitnet_status pooling_config(const char *path, int32_t *out, bitnet_error *err) {
+    json_object *root = NULL;
+    bool present = false;
+    bitnet_status st = read_optional_json(path, &root, &present, err);
+    if (st != BITNET_OK || !present) return st; /* absent: mean (the caller's default) */
+    static const struct { const char *key; int32_t type; } known[] = {
+        {"pooling_mode_mean_tokens", 1}, {"pooling_mode_cls_token", 2}, {"pooling_mode_lasttoken", 3}};
+    static const char *const other[] = {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                                        "pooling_mode_weightedmean_tokens"};
+    const char *first = NULL;
+    if (!json_object_is_type(root, json_type_object)) {
+        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: not a JSON object", path);
+        goto done;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0] + sizeof other / sizeof other[0]; i++) {
+        const bool is_known = i < sizeof known / sizeof known[0];
+        const char *key = is_known ? known[i].key : other[i - sizeof known / sizeof known[0]];
+        int on = -1;
+        if ((st = cfg_bool(root, path, key, &on, err)) != BITNET_OK) goto done;
+        if (on != 1) continue;
+        if (!is_known) {
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: %s = true: the runtime pools by mean, cls or last token "
+                             "only (pooling_mode_mean_tokens, pooling_mode_cls_token, pooling_mode_lasttoken)", path, key);
+            goto done;
+        }
+        if (first) {
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: both %s and %s are true: sentence-transformers would "
+                             "concatenate the two vectors, which a GGUF pooling_type cannot say", path, first, key);
+            goto done;
+        }
+        first = key;
+        *out = known[i].type;
+    }
+done:
+    json_object_put(root);
+    return st;
+}
+
+bitnet_status bitnet_hf_pooling_load(const char *dir, int32_t *pooling_type, bitnet_error *err) {
+    char path[4096], sub[4096];
+    *pooling_type = 1; /* mean, bitnet.cpp's default */
+    if (snprintf(path, sizeof path, "%s/modules.json", dir) >= (int)sizeof path)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: path too long", dir);
+    json_object *root = NULL;
+    bool present = false;
+    bitnet_status st = read_optional_json(path, &root, &present, err);
+    if (st != BITNET_OK || !present) return st;
+    if (!json_object_is_type(root, json_type_array)) {
+        st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: not a JSON array of modules", path);
+        goto done;
+    }
+    for (size_t i = 0; i < json_object_array_length(root); i++) {
+        json_object *m = json_object_array_get_idx(root, i), *type = NULL, *mpath = NULL;
+        if (!json_object_is_type(m, json_type_object) || !json_object_object_get_ex(m, "type", &type) ||
+            !json_object_is_type(type, json_type_string)) {
+            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: module %zu has no string \"type\"", path, i);
+            goto done;
+        }
+        const char *t = json_object_get_string(type);
+        const size_t tl = strlen(t);
+        if (tl < 7 || strcmp(t + tl - 7, "Pooling") != 0) continue;
+        if (!json_object_object_get_ex(m, "path", &mpath) || !json_object_is_type(mpath, json_type_string)) {
+            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: module %zu (%s) has no string \"path\"", path, i, t);
+            goto done;
+        }
+        const char *mp = json_object_get_string(mpath);
+        if (strstr(mp, "..")) {
+            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: module %zu path \"%s\" leaves the model folder", path, i, mp);
+            goto done;
+        }
+        if (snprintf(sub, sizeof sub, "%s/%s%sconfig.json", dir, mp, mp[0] && mp[strlen(mp) - 1] != '/' ? "/" : "") >=
+            (int)sizeof sub) {
+            st = bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: module path \"%s\" too long", path, mp);
+            goto done;
+        }
+        st = pooling_config(sub, pooling_type, err);
+        break; /* the first Pooling module decides (bitnet.cpp) */
+    }
+done:
+    json_object_put(root);
+    return st;
+}
+
+/* Whether layer_types (an array of n_layer strings, checked) has exactly the layers l % p == p - 1 global. */
+static bool layer_types_period(json_object *lt, int32_t n_layer, int32_t p) {
+    for (int32_t l = 0; l < n_layer; l++) {
+        const char *s = json_object_get_string(json_object_array_get_idx(lt, (size_t)l));
+        if ((strcmp(s, "full_attention") == 0) != (l % p == p - 1)) return false;
+    }
+    return true;
+}
+
+/* Gemma 3's local/global layers → the period p of the runtime's rule (layer l global iff l % p == p - 1,
+ * docs/EMBEDDINGS.md §1): sliding_window_pattern (or transformers' later _sliding_window_pattern) when
+ * given, else 6 (Gemma3TextConfig's default); with layer_types (transformers >= 4.53) the first of that
+ * value, the first global layer + 1, 6 and n_layer + 1 (no global layer) that layer_types follows, or -1
+ * when it follows none. */
+static bitnet_status cfg_swa_pattern(json_object *root, const char *path, int32_t n_layer, int32_t *pattern,
+                                     bitnet_error *err) {
+    json_object *pv = NULL, *lt = NULL;
+    const char *pk = json_object_object_get_ex(root, "sliding_window_pattern", &pv) && pv != NULL
+                         ? "sliding_window_pattern" : "_sliding_window_pattern";
+    int32_t given = 0;
+    bitnet_status st = cfg_int(root, path, pk, false, 0, 1, 1 << 20, &given, err);
+    if (st != BITNET_OK) return st;
+    *pattern = given ? given : 6;
+    if (!json_object_object_get_ex(root, "layer_types", &lt) || lt == NULL) return BITNET_OK;
+    if (!json_object_is_type(lt, json_type_array) || (int64_t)json_object_array_length(lt) != n_layer)
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: \"layer_types\" must be an array of num_hidden_layers = %d "
+                           "strings", path, (int)n_layer);
+    int32_t first_global = 0;
+    for (int32_t l = 0; l < n_layer; l++) {
+        json_object *v = json_object_array_get_idx(lt, (size_t)l);
+        const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+        const bool global = strcmp(s, "full_attention") == 0;
+        if (!global && strcmp(s, "sliding_attention") != 0)
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: layer_types[%d] = %s: expected \"sliding_attention\" or "
+                               "\"full_attention\"", path, (int)l, json_object_to_json_string(v));
+        if (global && first_global == 0) first_global = l + 1;
+    }
+    const int32_t cand[4] = {given, first_global, 6, n_layer + 1};
+    for (int i = 0; i < 4; i++) {
+        if (cand[i] > 0 && layer_types_period(lt, n_layer, cand[i])) {
+            *pattern = cand[i];
+            return BITNET_OK;
+        }
+    }
+    *pattern = -1;
+    return BITNET_OK;
+}
+
+/* The fields of model_type "qwen3" / "gemma3_text" (bitnet_hf_config_load's comment). */
+static bitnet_status cfg_embedding(json_object *root, const char *path, const char *dir, const char *model_type,
+                                   bitnet_hf_config *c, bitnet_error *err) {
+    const bool gemma = strcmp(model_type, "gemma3_text") == 0;
+    json_object *archs = NULL, *v = NULL;
+    bitnet_status st;
+    c->embedding = true;
+    c->weights = BITNET_HF_LATENT;
+    snprintf(c->arch, sizeof c->arch, "%s", gemma ? "gemma3" : "qwen3");
+    if (json_object_object_get_ex(root, "architectures", &archs) && json_object_is_type(archs, json_type_array) &&
+        json_object_array_length(archs) >= 1 && json_object_is_type(json_object_array_get_idx(archs, 0), json_type_string))
+        snprintf(c->hf_arch, sizeof c->hf_arch, "%s", json_object_get_string(json_object_array_get_idx(archs, 0)));
+    else
+        snprintf(c->hf_arch, sizeof c->hf_arch, "%s", model_type);
+    const char *act = NULL;
+    const char *act_key = gemma ? "hidden_activation" : "hidden_act", *act_want = gemma ? "gelu_pytorch_tanh" : "silu";
+    if ((st = cfg_str(root, path, act_key, &act, err)) != BITNET_OK) return st;
+    if (act && strcmp(act, act_want) != 0)
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: %s = \"%s\": the %s graph has %s only", path, act_key, act,
+                           c->arch, act_want);
+    const int64_t BIG = (int64_t)1 << 30;
+    if ((st = cfg_int(root, path, "hidden_size", true, 0, 1, BIG, &c->n_embd, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "intermediate_size", true, 0, 1, BIG, &c->n_ff, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "num_hidden_layers", true, 0, 1, 100000, &c->n_layer, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "num_attention_heads", true, 0, 1, 1 << 16, &c->n_head, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "num_key_value_heads", false, c->n_head, 1, 1 << 16, &c->n_head_kv, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "head_dim", false, 0, 2, 1 << 16, &c->n_embd_head, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "max_position_embeddings", false, 32768, 1, 1 << 24, &c->n_ctx, err)) != BITNET_OK ||
+        (st = cfg_int(root, path, "vocab_size", true, 0, 1, BIG, &c->n_vocab, err)) != BITNET_OK ||
+        (st = cfg_pos_float(root, path, "rope_theta", gemma ? 1000000.0f : 10000.0f, &c->rope_theta, err)) != BITNET_OK ||
+        (st = cfg_pos_float(root, path, "rms_norm_eps", 1e-6f, &c->rms_eps, err)) != BITNET_OK ||
+        (st = cfg_bool(root, path, "tie_word_embeddings", &c->tie_embeddings, err)) != BITNET_OK)
+        return st;
+    c->rope_scale = 1.0f;
+    if (json_object_object_get_ex(root, "rope_scaling", &v) && v != NULL)
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: rope_scaling = %s: the %s files carry no RoPE scaling "
+                           "(bitnet.cpp's embedding converter writes none)", path, json_object_to_json_string(v), c->arch);
+    int flag = -1;
+    if ((st = cfg_bool(root, path, "attention_bias", &flag, err)) != BITNET_OK) return st;
+    if (flag == 1)
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: attention_bias = true: the %s graph has no q/k/v/o biases",
+                           path, c->arch);
+    if (!gemma) {
+        if ((st = cfg_bool(root, path, "use_sliding_window", &flag, err)) != BITNET_OK) return st;
+        if (flag == 1)
+            return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: use_sliding_window = true: the qwen3 graph attends to "
+                               "every earlier position (only gemma3 has sliding-window layers)", path);
+    }
+    if (c->n_embd_head == 0) {
+        if (c->n_embd % c->n_head != 0)
+            return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: no head_dim, and hidden_size %d is not a multiple of "
+                               "num_attention_heads %d", path, (int)c->n_embd, (int)c->n_head);
+        c->n_embd_head = c->n_embd / c->n_head;
+    }
+    if (c->n_embd_head % 2 != 0)
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: head size %d is odd: RoPE rotates pairs of dimensions", path,
+                           (int)c->n_embd_head);
+    if (c->n_head % c->n_head_kv != 0)
+        return bitnet_fail(err, BITNET_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                           path, (int)c->n_head, (int)c->n_head_kv);
+    if (gemma) {
+        float qpas = 0.0f;
+        if ((st = cfg_pos_float(root, path, "query_pre_attn_scalar", (float)c->n_embd_head, &qpas, err)) != BITNET_OK)
+            return st;
+        if (qpas != (float)c->n_embd_head)
+            return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: query_pre_attn_scalar = %g differs from head_dim %d: "
+                               "the runtime scales q by 1/sqrt(head_dim) (llama.cpp's Gemma 3 rule, no GGUF key says "
+                               "otherwise)", path, (double)qpas, (int)c->n_embd_head);
+        json_object *sw = NULL;
+        if (json_object_object_get_ex(root, "sliding_window", &sw) && sw != NULL &&
+            (st = cfg_int(root, path, "sliding_window", false, 0, 0, INT32_MAX, &c->n_swa, err)) != BITNET_OK)
+            return st;
+        if ((st = cfg_swa_pattern(root, path, c->n_layer, &c->swa_pattern, err)) != BITNET_OK) return st;
+        if ((st = cfg_pos_float(root, path, "rope_local_base_freq", 10000.0f, &c->rope_freq_base_swa, err)) != BITNET_OK)
+            return st;
+    }
+    return bitnet_hf_pooling_load(dir, &c->pooling_type, err);
+}
+
 bitnet_status bitnet_hf_config_load(const char *dir, bitnet_hf_config *out, bitnet_error *err) {
     memset(out, 0, sizeof *out);
     char path[4096];
@@ -174,6 +400,21 @@ bitnet_status bitnet_hf_config_load(const char *dir, bitnet_hf_config *out, bitn
     json_object *archs = NULL;
     if (!json_object_is_type(root, json_type_object)) {
         st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s: not a JSON object", path);
+        goto done;
+    }
+    const char *model_type = NULL;
+    if ((st = cfg_str(root, path, "model_type", &model_type, err)) != BITNET_OK) goto done;
+    if (model_type && (strcmp(model_type, "qwen3") == 0 || strcmp(model_type, "gemma3_text") == 0)) {
+        st = cfg_embedding(root, path, dir, model_type, c, err);
+        goto done;
+    }
+    if (model_type && (strncmp(model_type, "qwen3", 5) == 0 || strncmp(model_type, "gemma", 5) == 0)) {
+        st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                         "%s: model_type \"%s\" is not supported; of the Qwen 3 and Gemma families only \"qwen3\" "
+                         "(GGUF \"qwen3\", BitNet-embedding-0.6B) and \"gemma3_text\" (GGUF \"gemma3\", "
+                         "BitNet-embedding-270M) are%s", path, model_type,
+                         strcmp(model_type, "gemma3") == 0 ? " (\"gemma3\" is the multimodal model; its text_config "
+                                                             "is a gemma3_text model)" : "");
         goto done;
     }
     if (!json_object_object_get_ex(root, "architectures", &archs) || !json_object_is_type(archs, json_type_array) ||
@@ -207,7 +448,8 @@ bitnet_status bitnet_hf_config_load(const char *dir, bitnet_hf_config *out, bitn
         st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
                          "%s: architectures[0] = \"%s\" is not supported; known (any letter case): BitnetForCausalLM / "
                          "BitNetForCausalLM (GGUF \"bitnet\" or \"bitnet-b1.58\" by hidden_act), LlamaForCausalLM "
-                         "(GGUF \"llama\")", path, c->hf_arch);
+                         "(GGUF \"llama\"); and by model_type: qwen3, gemma3_text (GGUF \"qwen3\", \"gemma3\")",
+                         path, c->hf_arch);
         goto done;
     }
     const int64_t BIG = (int64_t)1 << 30;

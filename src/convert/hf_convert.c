@@ -123,8 +123,9 @@ void bitnet_hf_rope_permute(const int8_t *src, int64_t M, int64_t K, int32_t n_h
  * The plan: every output tensor, where it comes from, its type and shape
  * =========================================================================================== */
 
-enum { K_EMBD, K_OUTPUT, K_NORM, K_PROJ };
-enum { S_EMBD, S_FF, S_QDIM };
+/* K_RAW: a 2-D float tensor written as stored in F32/F16 (the f32/f16 projections of qwen3/gemma3) */
+enum { K_EMBD, K_OUTPUT, K_NORM, K_PROJ, K_RAW };
+enum { S_EMBD, S_FF, S_QDIM, S_HEAD };
 
 typedef struct plan_tensor {
     char name[64];                  /* GGUF */
@@ -135,6 +136,7 @@ typedef struct plan_tensor {
     bitnet_tiles tiles;
     const bitnet_st_tensor *src;
     const bitnet_st_tensor *scale;  /* PACKED_*: the weight_scale tensor */
+    bool plus_one;                  /* gemma3's own norms: w + 1 is written (hf_convert.h) */
     size_t nbytes;
 } plan_tensor;
 
@@ -411,9 +413,134 @@ static bitnet_status plan_tiles(conv *c) {
     return BITNET_OK;
 }
 
+/* ---- qwen3 / gemma3 (hf_convert.h: the embedding models) ---------------------------------------- */
+
+enum { E_ALL, E_QWEN3, E_GEMMA3 };
+typedef struct emb_entry {
+    const char *hf;     /* after "[model.]layers.N.", without ".weight" */
+    const char *gguf;   /* after "blk.N." , without ".weight" */
+    int kind;           /* K_NORM or K_PROJ */
+    int size;           /* norms: S_* */
+    char proj;          /* projections: 'q','k','v','o','g','u','d' */
+    int only;           /* E_* */
+    bool optional;      /* the <proj>_norm_in weights */
+    bool gemma_norm;    /* a Gemma3RMSNorm weight (stored + 1 for gemma3) */
+} emb_entry;
+
+/* bitnet.cpp's build_tensor_name_map, in the order of the sorted HF names (bitnet_dummy_write's order). */
+static const emb_entry EMB_LAYER[] = {
+    {"input_layernorm", "attn_norm", K_NORM, S_EMBD, 0, E_ALL, false, true},
+    {"mlp.down_proj.norm", "ffn_down_norm_in", K_NORM, S_FF, 0, E_ALL, true, false},
+    {"mlp.down_proj", "ffn_down", K_PROJ, 0, 'd', E_ALL, false, false},
+    {"mlp.gate_proj.norm", "ffn_gate_norm_in", K_NORM, S_EMBD, 0, E_ALL, true, false},
+    {"mlp.gate_proj", "ffn_gate", K_PROJ, 0, 'g', E_ALL, false, false},
+    {"mlp.up_proj.norm", "ffn_up_norm_in", K_NORM, S_EMBD, 0, E_ALL, true, false},
+    {"mlp.up_proj", "ffn_up", K_PROJ, 0, 'u', E_ALL, false, false},
+    {"post_attention_layernorm", "post_attention_norm", K_NORM, S_EMBD, 0, E_GEMMA3, false, true},
+    {"post_feedforward_layernorm", "post_ffw_norm", K_NORM, S_EMBD, 0, E_GEMMA3, false, true},
+    {"post_attention_layernorm", "ffn_norm", K_NORM, S_EMBD, 0, E_QWEN3, false, false},
+    {"pre_feedforward_layernorm", "ffn_norm", K_NORM, S_EMBD, 0, E_GEMMA3, false, true},
+    {"self_attn.k_norm", "attn_k_norm", K_NORM, S_HEAD, 0, E_ALL, false, true},
+    {"self_attn.k_proj.norm", "attn_k_norm_in", K_NORM, S_EMBD, 0, E_ALL, true, false},
+    {"self_attn.k_proj", "attn_k", K_PROJ, 0, 'k', E_ALL, false, false},
+    {"self_attn.o_proj.norm", "attn_output_norm_in", K_NORM, S_QDIM, 0, E_ALL, true, false},
+    {"self_attn.o_proj", "attn_output", K_PROJ, 0, 'o', E_ALL, false, false},
+    {"self_attn.q_norm", "attn_q_norm", K_NORM, S_HEAD, 0, E_ALL, false, true},
+    {"self_attn.q_proj.norm", "attn_q_norm_in", K_NORM, S_EMBD, 0, E_ALL, true, false},
+    {"self_attn.q_proj", "attn_q", K_PROJ, 0, 'q', E_ALL, false, false},
+    {"self_attn.v_proj.norm", "attn_v_norm_in", K_NORM, S_EMBD, 0, E_ALL, true, false},
+    {"self_attn.v_proj", "attn_v", K_PROJ, 0, 'v', E_ALL, false, false},
+};
+
+static void proj_shape(const bitnet_hf_config *g, char proj, int64_t *M, int64_t *K) {
+    const int64_t qd = (int64_t)g->n_head * g->n_embd_head, kvd = (int64_t)g->n_head_kv * g->n_embd_head;
+    switch (proj) {
+    case 'q': *M = qd; *K = g->n_embd; break;
+    case 'k': case 'v': *M = kvd; *K = g->n_embd; break;
+    case 'o': *M = g->n_embd; *K = qd; break;
+    case 'g': case 'u': *M = g->n_ff; *K = g->n_embd; break;
+    default: *M = g->n_embd; *K = g->n_ff; break;
+    }
+}
+
+/* Norms and token_embd of the embedding archs: F32 in f32 files, else F16 (bitnet.cpp's converter). */
+static int emb_float_type(const conv *c) {
+    return c->p->outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32 : BITNET_TYPE_F16;
+}
+
+static bitnet_status build_plan_embedding(conv *c) {
+    const bitnet_hf_config *g = &c->cfg;
+    const bool gemma = strcmp(g->arch, "gemma3") == 0;
+    const int ttype = bitnet_dummy_ternary_type(c->p->outtype);
+    const bool ternary = bitnet_type_is_ternary(ttype);
+    const int ftype = emb_float_type(c);
+    bitnet_status st;
+    c->tied = true;
+    const bitnet_st_tensor *lm = bitnet_st_find(c->st, "lm_head.weight");
+    if (lm) mark_used(c, lm); /* no output.weight: these files do not generate (bitnet.cpp skips it too) */
+    const bitnet_st_tensor *emb = bitnet_st_find(c->st, "model.embed_tokens.weight");
+    if (!emb) emb = bitnet_st_find(c->st, "embed_tokens.weight");
+    if (!emb) return missing(c, "model.embed_tokens.weight", "embed_tokens.weight", "token_embd.weight");
+    if (emb->n_dims == 2 && emb->shape[0] != g->n_vocab)
+        return bitnet_fail(c->err, BITNET_ERR_FORMAT, "%s: %s has %lld rows but config.json vocab_size is %d", emb->path,
+                           emb->name, (long long)emb->shape[0], (int)g->n_vocab);
+    if ((st = bitnet_dummy_embd_type_check(c->p->outtype, c->p->embd_type, g->n_embd, c->err)) != BITNET_OK) {
+        char msg[sizeof c->err->msg];
+        snprintf(msg, sizeof msg, "%s", c->err->msg);
+        return bitnet_fail(c->err, st, "%s: %s", c->p->model_dir, msg);
+    }
+    const int etype = c->p->outtype == BITNET_DUMMY_F32 ? BITNET_TYPE_F32 : c->p->embd_type ? c->p->embd_type : ftype;
+    if ((st = plan_dense(c, K_EMBD, "token_embd.weight", "model.embed_tokens.weight", "embed_tokens.weight", etype,
+                         g->n_vocab, g->n_embd)) != BITNET_OK)
+        return st;
+    const int64_t qd = (int64_t)g->n_head * g->n_embd_head;
+    int64_t n_norm_in = 0;
+    for (int l = 0; l < g->n_layer; l++) {
+        for (size_t j = 0; j < sizeof EMB_LAYER / sizeof EMB_LAYER[0]; j++) {
+            const emb_entry *e = &EMB_LAYER[j];
+            if ((e->only == E_QWEN3 && gemma) || (e->only == E_GEMMA3 && !gemma)) continue;
+            char hf[160], hf2[160], gguf[64];
+            snprintf(hf, sizeof hf, "model.layers.%d.%s.weight", l, e->hf);
+            snprintf(hf2, sizeof hf2, "layers.%d.%s.weight", l, e->hf);
+            snprintf(gguf, sizeof gguf, "blk.%d.%s.weight", l, e->gguf);
+            if (e->optional) {
+                const char *names[2] = {hf, hf2};
+                if (!find_one(c, names, 2)) continue;
+                n_norm_in++;
+            }
+            if (e->kind == K_NORM) {
+                const int64_t n = e->size == S_FF ? g->n_ff : e->size == S_QDIM ? qd
+                                  : e->size == S_HEAD ? g->n_embd_head : g->n_embd;
+                if ((st = plan_dense(c, K_NORM, gguf, hf, hf2, ftype, n, 0)) != BITNET_OK) return st;
+                c->t[c->n - 1].plus_one = gemma && e->gemma_norm;
+                continue;
+            }
+            int64_t M, K;
+            proj_shape(g, e->proj, &M, &K);
+            if ((st = plan_dense(c, ternary ? K_PROJ : K_RAW, gguf, hf, hf2, ternary ? ttype : ftype, M, K)) != BITNET_OK)
+                return st;
+        }
+    }
+    if ((st = plan_dense(c, K_NORM, "output_norm.weight", "model.norm.weight", "norm.weight", ftype, g->n_embd, 0)) !=
+        BITNET_OK)
+        return st;
+    c->t[c->n - 1].plus_one = gemma;
+    if (ternary && n_norm_in == 0 && !c->p->force)
+        return bitnet_fail(c->err, BITNET_ERR_FORMAT,
+                           "%s: no <proj>.norm weight (e.g. layers.0.self_attn.q_proj.norm.weight) in the checkpoint: "
+                           "this is a plain %s model, not a BitNet one, and --outtype %s would ternarize its "
+                           "full-precision weights (a different model). Convert it to f32 or f16, or pass --force",
+                           c->p->model_dir, g->arch, bitnet_dummy_outtype_name(c->p->outtype));
+    return BITNET_OK;
+}
+
 static bitnet_status build_plan(conv *c) {
     const bitnet_hf_config *g = &c->cfg;
     bitnet_status st;
+    if (g->embedding) {
+        if ((st = build_plan_embedding(c)) != BITNET_OK) return st;
+        goto checks;
+    }
     /* The head: tied unless config.json says otherwise or (not saying) the checkpoint has lm_head. */
     const bitnet_st_tensor *lm = bitnet_st_find(c->st, "lm_head.weight");
     c->tied = g->tie_embeddings == 1 || (g->tie_embeddings == -1 && lm == NULL);
@@ -467,6 +594,7 @@ static bitnet_status build_plan(conv *c) {
         BITNET_OK)
         return st;
 
+checks:
     /* Everything in the checkpoint must have found its place (rotary inv_freq buffers are derived data). */
     for (int64_t i = 0; i < bitnet_st_n_tensors(c->st); i++) {
         const bitnet_st_tensor *t = bitnet_st_tensor_at(c->st, i);
@@ -563,6 +691,8 @@ static bitnet_status write_dense(writer *wr, const plan_tensor *e) {
     for (int64_t r = 0; r < e->M && st == BITNET_OK; r += step) {
         const int64_t rows = e->M - r < step ? e->M - r : step;
         st = bitnet_st_read_f32(e->src, (uint64_t)(r * e->K), (uint64_t)(rows * e->K), wr->fbuf, wr->c->err);
+        if (st == BITNET_OK && e->plus_one)
+            for (int64_t i = 0; i < rows * e->K; i++) wr->fbuf[i] += 1.0f; /* in float32, before any F16 rounding */
         if (st == BITNET_OK) st = emit_rows(wr, e, wr->fbuf, rows);
     }
     bitnet_st_release(e->src);
@@ -711,29 +841,89 @@ done:
     return st;
 }
 
+#define TRY(call, what)                                                                                              \
+    do {                                                                                                             \
+        if ((st = (call)) != BITNET_OK) return bitnet_fail(c->err, st, "cannot set key %s", (what));                 \
+    } while (0)
+
+/* general.name: the parameter, else the folder's base name. */
+static void file_name(const conv *c, char *name, size_t n) {
+    if (c->p->name) {
+        snprintf(name, n, "%s", c->p->name);
+        return;
+    }
+    const char *d = c->p->model_dir;
+    size_t len = strlen(d);
+    while (len > 1 && d[len - 1] == '/') len--;
+    size_t b = len;
+    while (b > 0 && d[b - 1] != '/') b--;
+    snprintf(name, n, "%.*s", (int)(len - b), d + b);
+}
+
+/* The I2_S layout record and TL1/TL2 tiles of the file (every arch). */
+static bitnet_status write_layout_keys(conv *c, bitnet_gguf_writer *w) {
+    const int ttype = bitnet_dummy_ternary_type(c->p->outtype);
+    char key[128];
+    bitnet_status st = BITNET_OK;
+    if (ttype == BITNET_TYPE_I2_S) TRY(bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86"), BITNET_I2S_LAYOUT_KEY);
+    if (ttype == BITNET_TYPE_TL1 || ttype == BITNET_TYPE_TL2) {
+        for (int64_t j = 0; j < c->n; j++) {
+            const plan_tensor *e = &c->t[j];
+            if (e->kind != K_PROJ) continue;
+            uint32_t v3[3] = {(uint32_t)e->tiles.BM, (uint32_t)e->tiles.BK, (uint32_t)e->tiles.bm};
+            snprintf(key, sizeof key, "bitnet.lut.%s.tiles", e->name);
+            TRY(bitnet_gguf_set_arr(w, key, BITNET_GGUF_UINT32, v3, 3), key);
+        }
+    }
+    return BITNET_OK;
+}
+
+/* qwen3 / gemma3: bitnet.cpp's embedding converter's keys in its order (hf_convert.h). */
+static bitnet_status write_keys_embedding(conv *c, bitnet_gguf_writer *w, const bitnet_hf_vocab *v) {
+    const bitnet_hf_config *g = &c->cfg;
+    const char *A = g->arch;
+    char key[128], name[256];
+    bitnet_status st = BITNET_OK;
+#define AK(s) (snprintf(key, sizeof key, "%s.%s", A, (s)), key)
+    file_name(c, name, sizeof name);
+    TRY(bitnet_gguf_set_str(w, "general.architecture", A), "general.architecture");
+    TRY(bitnet_gguf_set_str(w, "general.name", name), "general.name");
+    TRY(bitnet_gguf_set_u32(w, AK("block_count"), (uint32_t)g->n_layer), key);
+    TRY(bitnet_gguf_set_u32(w, AK("context_length"), (uint32_t)g->n_ctx), key);
+    TRY(bitnet_gguf_set_u32(w, AK("embedding_length"), (uint32_t)g->n_embd), key);
+    TRY(bitnet_gguf_set_u32(w, AK("feed_forward_length"), (uint32_t)g->n_ff), key);
+    TRY(bitnet_gguf_set_u32(w, AK("attention.head_count"), (uint32_t)g->n_head), key);
+    TRY(bitnet_gguf_set_u32(w, AK("attention.head_count_kv"), (uint32_t)g->n_head_kv), key);
+    TRY(bitnet_gguf_set_u32(w, AK("vocab_size"), (uint32_t)g->n_vocab), key);
+    TRY(bitnet_gguf_set_u32(w, AK("rope.dimension_count"), (uint32_t)g->n_embd_head), key);
+    TRY(bitnet_gguf_set_u32(w, AK("attention.key_length"), (uint32_t)g->n_embd_head), key);
+    TRY(bitnet_gguf_set_u32(w, AK("attention.value_length"), (uint32_t)g->n_embd_head), key);
+    TRY(bitnet_gguf_set_f32(w, AK("rope.freq_base"), g->rope_theta), key);
+    TRY(bitnet_gguf_set_f32(w, AK("attention.layer_norm_rms_epsilon"), g->rms_eps), key);
+    TRY(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(c->p->outtype)),
+        "general.file_type");
+    TRY(bitnet_gguf_set_u32(w, AK("pooling_type"), (uint32_t)g->pooling_type), key);
+    if (c->p->gemma3_swa) { /* checked by bitnet_convert_hf: gemma3 with a sliding_window and a period */
+        TRY(bitnet_gguf_set_u32(w, AK("attention.sliding_window"), (uint32_t)g->n_swa), key);
+        TRY(bitnet_gguf_set_u32(w, AK("attention.sliding_window_pattern"), (uint32_t)g->swa_pattern), key);
+        TRY(bitnet_gguf_set_f32(w, AK("rope.freq_base_swa"), g->rope_freq_base_swa), key);
+    }
+#undef AK
+    if ((st = bitnet_hf_vocab_write_gguf(v, w, c->err)) != BITNET_OK) return st;
+    return write_layout_keys(c, w);
+}
+
 /* Keys in bitnet_dummy_write's order for the architecture (dummy_model.h). */
 static bitnet_status write_keys(conv *c, bitnet_gguf_writer *w, const bitnet_hf_vocab *v) {
+    if (c->cfg.embedding) return write_keys_embedding(c, w, v);
     const bitnet_hf_config *g = &c->cfg;
     const char *A = g->arch;
     const bool bitnet = strcmp(A, "bitnet") == 0;
     char key[128];
     bitnet_status st = BITNET_OK;
 #define AK(s) (snprintf(key, sizeof key, "%s.%s", A, (s)), key)
-#define TRY(call, what)                                                                                              \
-    do {                                                                                                             \
-        if ((st = (call)) != BITNET_OK) return bitnet_fail(c->err, st, "cannot set key %s", (what));                 \
-    } while (0)
     char name[256];
-    if (c->p->name) {
-        snprintf(name, sizeof name, "%s", c->p->name);
-    } else {
-        const char *d = c->p->model_dir;
-        size_t len = strlen(d);
-        while (len > 1 && d[len - 1] == '/') len--;
-        size_t b = len;
-        while (b > 0 && d[b - 1] != '/') b--;
-        snprintf(name, sizeof name, "%.*s", (int)(len - b), d + b);
-    }
+    file_name(c, name, sizeof name);
     TRY(bitnet_gguf_set_str(w, "general.architecture", A), "general.architecture");
     TRY(bitnet_gguf_set_str(w, "general.name", name), "general.name");
     TRY(bitnet_gguf_set_u32(w, AK("block_count"), (uint32_t)g->n_layer), key);
@@ -764,20 +954,10 @@ static bitnet_status write_keys(conv *c, bitnet_gguf_writer *w, const bitnet_hf_
     if ((st = bitnet_hf_vocab_write_gguf(v, w, c->err)) != BITNET_OK) return st;
     const int ttype = bitnet_dummy_ternary_type(c->p->outtype);
     if (bitnet_type_is_ternary(ttype)) TRY(bitnet_gguf_set_u32(w, "general.quantization_version", 2), "general.quantization_version");
-    if (ttype == BITNET_TYPE_I2_S) TRY(bitnet_gguf_set_str(w, BITNET_I2S_LAYOUT_KEY, "x86"), BITNET_I2S_LAYOUT_KEY);
-    if (ttype == BITNET_TYPE_TL1 || ttype == BITNET_TYPE_TL2) {
-        for (int64_t j = 0; j < c->n; j++) {
-            const plan_tensor *e = &c->t[j];
-            if (e->kind != K_PROJ) continue;
-            uint32_t v3[3] = {(uint32_t)e->tiles.BM, (uint32_t)e->tiles.BK, (uint32_t)e->tiles.bm};
-            snprintf(key, sizeof key, "bitnet.lut.%s.tiles", e->name);
-            TRY(bitnet_gguf_set_arr(w, key, BITNET_GGUF_UINT32, v3, 3), key);
-        }
-    }
 #undef AK
-#undef TRY
-    return BITNET_OK;
+    return write_layout_keys(c, w);
 }
+#undef TRY
 
 void bitnet_convert_params_init(bitnet_convert_params *p) {
     memset(p, 0, sizeof *p);
@@ -803,6 +983,24 @@ bitnet_status bitnet_convert_hf(const bitnet_convert_params *p, char **summary, 
     memset(&wr, 0, sizeof wr);
     bitnet_status st = bitnet_hf_config_load(p->model_dir, &c.cfg, err);
     if (st != BITNET_OK) goto done;
+    if (p->gemma3_swa) {
+        if (strcmp(c.cfg.arch, "gemma3") != 0) {
+            st = bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: gemma3_swa (--gemma3-swa): architecture \"%s\" has no "
+                             "sliding-window layers (only gemma3)", p->model_dir, c.cfg.arch);
+            goto done;
+        }
+        if (c.cfg.n_swa <= 0) {
+            st = bitnet_fail(err, BITNET_ERR_FORMAT, "%s/config.json: gemma3_swa (--gemma3-swa) needs \"sliding_window\" "
+                             "(the window of the local layers, in positions); the file has none", p->model_dir);
+            goto done;
+        }
+        if (c.cfg.swa_pattern < 0) {
+            st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s/config.json: gemma3_swa (--gemma3-swa): \"layer_types\" has "
+                             "no period p with exactly the layers l %% p == p - 1 global, which is all "
+                             "gemma3.attention.sliding_window_pattern can say", p->model_dir);
+            goto done;
+        }
+    }
     if ((st = bitnet_st_open(p->model_dir, &c.st, err)) != BITNET_OK) goto done;
     c.used = (bool *)calloc((size_t)(bitnet_st_n_tensors(c.st) + 1), sizeof *c.used);
     if (!c.used) {
@@ -811,6 +1009,7 @@ bitnet_status bitnet_convert_hf(const bitnet_convert_params *p, char **summary, 
     }
     if ((st = build_plan(&c)) != BITNET_OK) goto done;
     if ((st = bitnet_hf_vocab_load(p->model_dir, &vocab, err)) != BITNET_OK) goto done;
+    if ((st = bitnet_hf_vocab_apply_arch(vocab, c.cfg.arch, err)) != BITNET_OK) goto done;
     if ((st = bitnet_hf_vocab_pad(vocab, c.cfg.n_vocab, err)) != BITNET_OK) goto done;
 
     gw = bitnet_gguf_writer_new();
@@ -843,7 +1042,21 @@ bitnet_status bitnet_convert_hf(const bitnet_convert_params *p, char **summary, 
         st = c.t[j].kind == K_PROJ ? write_proj(&wr, &c.t[j]) : write_dense(&wr, &c.t[j]);
     }
     if (st == BITNET_OK) st = bitnet_gguf_write_end(gw, err);
-    if (st == BITNET_OK && summary) {
+    if (st == BITNET_OK && summary && c.cfg.embedding) {
+        static const char *const pool[4] = {"none", "mean", "cls", "last"};
+        char buf[640];
+        snprintf(buf, sizeof buf,
+                 "%s (%s) -> GGUF \"%s\", %d layers, %lld tensors, projections %s%s, token_embd %s, pooling %s, "
+                 "%s", c.cfg.hf_arch, p->model_dir, c.cfg.arch, (int)c.cfg.n_layer, (long long)c.n,
+                 bitnet_type_name(bitnet_dummy_ternary_type(p->outtype)),
+                 bitnet_type_is_ternary(bitnet_dummy_ternary_type(p->outtype)) ? " (absmean-ternarized)" : " (as stored)",
+                 bitnet_type_name(c.t[0].type), pool[c.cfg.pooling_type & 3],
+                 strcmp(c.cfg.arch, "gemma3") != 0 ? "global attention"
+                 : p->gemma3_swa ? "sliding-window layers as config.json says"
+                                 : "global attention in every layer (as bitnet.cpp's files; --gemma3-swa for the local layers)");
+        if (c.tile_note[0]) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "; %s", c.tile_note);
+        *summary = strdup(buf);
+    } else if (st == BITNET_OK && summary) {
         char buf[640];
         snprintf(buf, sizeof buf,
                  "%s (%s) -> GGUF \"%s\", %d layers, %lld tensors, projections %s from %s weights, token_embd %s%s%s%s",

@@ -49,6 +49,45 @@
  *   For "llama" the q/k rows are permuted for RoPE NORM as llama.cpp's converters do
  *   (bitnet_hf_rope_permute). TL1/TL2 files record bitnet.lut.<tensor>.tiles, I2_S files their layout
  *   (BITNET_I2S_LAYOUT_KEY = "x86"; LAYOUTS.md §7).
+ *
+ * The embedding models (config.json model_type "qwen3" → GGUF "qwen3", "gemma3_text" → "gemma3":
+ * BitNet-embedding-0.6B / -270M and their plain Qwen3 / Gemma 3 teachers) follow the file contract of
+ * bitnet.cpp's utils/convert-bitnet-embedding-to-gguf.py (docs/EMBEDDINGS.md §1), so its files and these
+ * are interchangeable:
+ *   - names: model.embed_tokens → token_embd, model.norm → output_norm, per layer input_layernorm →
+ *     attn_norm, self_attn.{q,k,v,o}_proj → attn_{q,k,v,output}, self_attn.{q,k}_norm → attn_{q,k}_norm,
+ *     mlp.{gate,up,down}_proj → ffn_{gate,up,down}, every <proj>.norm (the BitLinear input RMSNorm) →
+ *     <gguf proj>_norm_in (optional, each on its own, as bitnet.cpp's loader has them); Qwen3's
+ *     post_attention_layernorm → ffn_norm; Gemma 3's post_attention_layernorm → post_attention_norm,
+ *     pre_feedforward_layernorm → ffn_norm, post_feedforward_layernorm → post_ffw_norm. The "model."
+ *     prefix is optional (sentence-transformers folders save the bare Qwen3Model / Gemma3TextModel).
+ *     lm_head.weight is skipped (no output.weight: these files do not generate); no Q/K row permutation
+ *     (RoPE NEOX). Any other tensor is refused by name.
+ *   - values: Gemma 3's own norms (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm, output_norm,
+ *     attn_q_norm, attn_k_norm) are stored as w + 1 (HF's Gemma3RMSNorm multiplies by 1 + w; added in
+ *     float32 before any F16 rounding); the *_norm_in weights are plain RMSNorm weights, stored as they are.
+ *     f32 / f16 projections hold the checkpoint's float weights as they are (bitnet.cpp's F32/F16 files:
+ *     the latent weights, multiplied in float — not ternarized); i2_s / tl1 / tl2 ternarize them by
+ *     absmean (LATENT above: scale = max(mean|W|, 1e-5), w = clamp(round(W / scale), -1, 1)).
+ *     quantization_config is not read for these (neither does bitnet.cpp's converter): the weights must be
+ *     float. A ternary outtype of a checkpoint without any <proj>.norm weight (a plain, full-precision
+ *     Qwen3 / Gemma 3) is refused unless `force`.
+ *   - types: f32 every tensor F32; f16 every tensor F16; i2_s (tl1, tl2: this project's) projections
+ *     I2_S (TL1, TL2) and every other tensor F16; embd_type sets token_embd's type as for the other archs.
+ *   - keys, in bitnet.cpp's order: general.architecture, general.name, A.block_count, A.context_length
+ *     (max_position_embeddings, 32768 when absent), A.embedding_length, A.feed_forward_length,
+ *     A.attention.head_count, A.attention.head_count_kv, A.vocab_size, A.rope.dimension_count,
+ *     A.attention.key_length, A.attention.value_length (all three head_dim), A.rope.freq_base,
+ *     A.attention.layer_norm_rms_epsilon, general.file_type, A.pooling_type (bitnet_hf_pooling_load),
+ *     [gemma3 with gemma3_swa: gemma3.attention.sliding_window, gemma3.attention.sliding_window_pattern,
+ *     gemma3.rope.freq_base_swa], the tokenizer keys (with bitnet_hf_vocab_apply_arch's adjustments:
+ *     Qwen3's EOS <|endoftext|> and add_eos_token, Gemma 3's add_space_prefix false), then the I2_S layout
+ *     record / TL tiles as above; no general.quantization_version (bitnet.cpp's embedding converter
+ *     writes none). Tensor order, key set and types are bitnet_dummy_write's for "qwen3" / "gemma3".
+ *   - Gemma 3's sliding-window layers: bitnet.cpp's converter writes no SWA key, so its 270M files attend
+ *     globally in every layer with one RoPE base; that is the default here too (interchangeable files).
+ *     gemma3_swa writes the three keys from config.json (sliding_window; the period from layer_types or
+ *     sliding_window_pattern; rope_local_base_freq), so the runtime runs the local layers as HF does.
  */
 #ifndef BITNET_HF_CONVERT_H
 #define BITNET_HF_CONVERT_H
@@ -86,10 +125,31 @@ typedef struct bitnet_hf_config {
     float rope_scale;        /* rope_scaling.factor of a "linear" rope_scaling; 1 without one */
     int tie_embeddings;      /* tie_word_embeddings: 1 / 0; -1 = not stated (decided by lm_head.weight) */
     bitnet_hf_weights weights;
+    /* The embedding models (model_type "qwen3" / "gemma3_text"; zero for the other archs): */
+    bool embedding;          /* arch is "qwen3" or "gemma3" */
+    int32_t pooling_type;    /* <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last (bitnet_hf_pooling_load) */
+    int32_t n_swa;           /* gemma3: sliding_window; 0 = none or null */
+    int32_t swa_pattern;     /* gemma3: the period p of local/global layers (layer l global iff l % p == p - 1):
+                                sliding_window_pattern / _sliding_window_pattern, else 6 (Gemma3TextConfig's
+                                default); with layer_types the first of that, its first global layer + 1, 6,
+                                n_layer + 1 that it follows; -1 = layer_types follows no such period */
+    float rope_freq_base_swa; /* gemma3: rope_local_base_freq (default 10000) */
 } bitnet_hf_config;
 
 /* Read and check `dir`/config.json. Sources of the mapping (cited, not copied):
- *  - architectures[0], compared without regard to case (bitnet.cpp rejects "BitNetForCausalLM"):
+ *  - model_type first (bitnet.cpp's embedding converter decides by it alone): "qwen3" → GGUF "qwen3",
+ *    "gemma3_text" → "gemma3" (architectures may then be absent; hf_arch is its first entry or the
+ *    model_type). Fields and defaults of transformers' Qwen3Config / Gemma3TextConfig: hidden_act (qwen3)
+ *    must be "silu" and hidden_activation (gemma3) "gelu_pytorch_tanh" when given; head_dim defaults to
+ *    hidden_size / num_attention_heads (bitnet.cpp's rule; a checkpoint of other shapes is then refused
+ *    tensor by tensor); max_position_embeddings 32768 (bitnet.cpp's); rope_theta 10000 (qwen3) / 1e6
+ *    (gemma3); rms_norm_eps 1e-6; pooling from modules.json (bitnet_hf_pooling_load); gemma3's SWA fields
+ *    (struct above). Refused (BITNET_ERR_UNSUPPORTED, naming the field): another Gemma 3 / Qwen 3
+ *    model_type ("gemma3" is the multimodal model with a text_config, "qwen3_moe", ...), rope_scaling,
+ *    attention_bias true, qwen3 use_sliding_window true, gemma3 query_pre_attn_scalar != head_dim (the
+ *    runtime scales q by 1/sqrt(head_dim), llama.cpp's Gemma 3 rule), a malformed layer_types;
+ *  - otherwise architectures[0]:
+ *    compared without regard to case (bitnet.cpp rejects "BitNetForCausalLM"):
  *    "BitnetForCausalLM"/"BitNetForCausalLM" → hidden_act "relu2" (transformers BitNetConfig,
  *    BitNet-b1.58-2B-4T: relu²(gate)·up, sub-norms) gives "bitnet-b1.58"; hidden_act "silu" or absent
  *    (1bitLLM bitnet_b1_58-large/3B) gives "bitnet"; "LlamaForCausalLM" (HF1BitLLM Llama3-8B-1.58,
@@ -107,6 +167,15 @@ typedef struct bitnet_hf_config {
  * BitLinear that no GGUF key can express). */
 bitnet_status bitnet_hf_config_load(const char *dir, bitnet_hf_config *out, bitnet_error *err);
 
+/* The pooling of a sentence-transformers folder, as bitnet.cpp's converter reads it: the first entry of
+ * `dir`/modules.json whose "type" ends in "Pooling" names a folder ("path") whose config.json says
+ * pooling_mode_mean_tokens (→ 1), pooling_mode_cls_token (→ 2) or pooling_mode_lasttoken (→ 3). 1 (mean)
+ * when there is no modules.json, no Pooling entry or no such config.json (bitnet.cpp's default).
+ * Errors (the message names the file and the key): BITNET_ERR_FORMAT malformed JSON or ill-typed entries;
+ * BITNET_ERR_UNSUPPORTED a pooling the runtime does not have (max, weightedmean, mean_sqrt_len_tokens, or
+ * several modes at once: sentence-transformers concatenates them) — bitnet.cpp writes mean for those. */
+bitnet_status bitnet_hf_pooling_load(const char *dir, int32_t *pooling_type, bitnet_error *err);
+
 /* Progress of bitnet_convert_hf, after every chunk: tensor_index from 0; bytes are output tensor bytes. */
 typedef void (*bitnet_convert_progress_fn)(void *user, int64_t tensor_index, int64_t n_tensors,
                                            const char *tensor_name, uint64_t bytes_done, uint64_t bytes_total);
@@ -117,7 +186,10 @@ typedef struct bitnet_convert_params {
     bitnet_dummy_outtype outtype;
     int embd_type;              /* token_embd.weight type: 0 → the outtype's default (above);
                                    BITNET_TYPE_F16 (bitnet.cpp's --quant-embd), _Q8_0 or _Q6_K */
-    bool force;                 /* ternarize AS_STORED weights that are not ternary (see above) */
+    bool force;                 /* ternarize AS_STORED weights that are not ternary; qwen3/gemma3: a ternary
+                                   outtype of a checkpoint without <proj>.norm weights (see above) */
+    bool gemma3_swa;            /* gemma3: write the sliding-window keys from config.json (see above); refused
+                                   for another arch or a config.json without sliding_window */
     const char *name;           /* general.name; NULL → the folder's base name */
     /* TL1/TL2 tiles per shape; shapes not listed take the tiles of the built-in table that covers the
      * model (preferring table `lut_table`), else bitnet_lut_tiles_for's rules — i.e. the tiles the

@@ -1,5 +1,5 @@
 /* bitnet-convert — command-line front end of the HF → GGUF converter (src/convert/hf_convert.h), the C core of
- * utils/convert-hf-to-gguf-bitnet.py. A progress bar goes to stderr (one line redrawn on a terminal,
+ * utils/convert-hf-to-gguf-bitnet.py and utils/convert-bitnet-embedding-to-gguf.py. A progress bar goes to stderr (one line redrawn on a terminal,
  * a line per 10% otherwise). With --relayout L it rewrites instead the I2_S weights of a GGUF file that
  * bitnet.cpp packed in layout L into the X86 layout and records it (src/convert/relayout.h).
  * Exit status (args.h): 0 written; 1 conversion failed (the message names the file, tensor, key or value; no
@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     bitnet_tool_outtype_arg outtype_arg = {&p.outtype, &outtype_word};
     const char *outtype = "i2_s";
     int relayout = 0; /* --relayout L: the index of L in its choices (x86, arm64, rows4) */
-    bool relayout_given = false, embd_given = false, force_given = false, name_given = false, tiles_given = false, table_given = false;
+    bool relayout_given = false, embd_given = false, force_given = false, name_given = false, tiles_given = false, table_given = false,
+         swa_given = false;
     const bitnet_arg_opt opts[] = {
         BITNET_OPT("-o, --outfile", "PATH", "output file (written through PATH.tmp, renamed at the end)", BITNET_ARG_STRING,
          &p.outfile),
@@ -72,7 +73,8 @@ int main(int argc, char **argv) {
          "token_embd.weight as f16 (T omitted: bitnet.cpp's flag), q8_0 or\n"
          "q6_k (ggml's reference quantizers; q6_k is what llama-quantize\n"
          "--token-embedding-type q6_k writes); default: F32, for i2_s F16\n"
-         "(Q8_0 when n_embd % 256 != 0). Refused when n_embd is not a\n"
+         "(Q8_0 when n_embd % 256 != 0; qwen3/gemma3: F16 in every outtype\n"
+         "but f32). Refused when n_embd is not a\n"
          "multiple of the type's block (q6_k 256, q8_0 32). An untied\n"
          "output.weight keeps its default. With --outtype f32 (all F32)\n"
          "f16 changes nothing and q8_0/q6_k are refused",
@@ -80,10 +82,17 @@ int main(int argc, char **argv) {
          .given = &embd_given),
         BITNET_OPT("--force", NULL,
          "ternarize weights of a plain (non-BitNet) checkpoint that are not\n"
-         "ternary already (changes what the model computes)",
+         "ternary already, or a qwen3/gemma3 one without <proj>.norm weights\n"
+         "(changes what the model computes)",
          BITNET_ARG_FLAG, &p.force, .given = &force_given),
         BITNET_OPT("--name", "NAME", "general.name (default: the folder's name)", BITNET_ARG_STRING, &p.name,
          .given = &name_given),
+        BITNET_OPT("--gemma3-swa", NULL,
+         "gemma3 (BitNet-embedding-270M): also write the sliding-window keys\n"
+         "from config.json (sliding_window, the layer_types period,\n"
+         "rope_local_base_freq). Default: none, as bitnet.cpp's converter\n"
+         "(its files attend globally in every layer)",
+         BITNET_ARG_FLAG, &p.gemma3_swa, .given = &swa_given),
         BITNET_OPT("--tiles", "M,K,BM,BK,bm",
          "TL1/TL2 tiles for weight shape MxK (repeatable; default: the built-in\n"
          "table covering the model, else the default tile rule)",
@@ -101,7 +110,10 @@ int main(int argc, char **argv) {
     };
     static const char *const k_desc =
         "Converts a Hugging Face checkpoint (config.json, *.safetensors or a sharded index,\n"
-        "tokenizer.json or tokenizer.model) of a ternary model to a BitNet GGUF.\n";
+        "tokenizer.json or tokenizer.model) of a ternary model to a BitNet GGUF. The\n"
+        "embedding models (model_type qwen3, gemma3_text: BitNet-embedding-0.6B / -270M)\n"
+        "get bitnet.cpp's embedding file contract: f32/f16 hold the float weights as\n"
+        "stored, i2_s ternarizes them, everything else F16; pooling from modules.json.\n";
     static const char *const k_use = "usage: bitnet-convert MODEL_DIR -o PATH [--outtype f32|f16|i2_s|tl1|tl2] [options]\n"
                                      "       bitnet-convert --relayout arm64|rows4|x86 IN.gguf -o OUT.gguf";
     const bitnet_args args = BITNET_ARGS("bitnet-convert", k_use, k_desc, BITNET_EXIT_STATUS_HELP, opts,
@@ -112,7 +124,8 @@ int main(int argc, char **argv) {
     if (outtype_word) outtype = outtype_word;
     if (relayout_given) return run_relayout(&args, BITNET_I2S_LAYOUT_X86 + relayout, p.model_dir, p.outfile, quiet,
                                       outtype_word ? "--outtype" : embd_given ? "--quant-embd" : force_given ? "--force"
-                                      : name_given ? "--name" : tiles_given ? "--tiles" : table_given ? "--lut-table" : NULL);
+                                      : name_given ? "--name" : tiles_given ? "--tiles" : table_given ? "--lut-table"
+                                      : swa_given ? "--gemma3-swa" : NULL);
     if (!p.model_dir) return bitnet_args_fail(&args, "missing MODEL_DIR");
     if (!p.outfile) return bitnet_args_fail(&args, "missing -o/--outfile PATH");
     p.tiles = tiles.v;
