@@ -22,7 +22,8 @@ Graphs (general.architecture):
                 scale 1, RMSNorms after attention (post_attention_norm) and after the FFN (post_ffw_norm),
                 and local layers (when gemma3.attention.sliding_window n_swa > 0: layer l unless
                 l % sliding_window_pattern == pattern - 1, pattern default 6) that see keys at p' > p - n_swa
-                and rotate with gemma3.rope.freq_base_swa (default 10000).
+                and rotate with gemma3.rope.freq_base_swa (default 10000, no frequency scaling); logits
+                capped to c * tanh(l / c) when the file has gemma3.final_logit_softcapping c.
 All: RMSNorm (Zhang & Sennrich 2019) y = x / sqrt(mean(x^2) + eps) * w; causal softmax attention with
 scale 1/sqrt(d), GQA (query head h reads key/value head h // (n_head / n_head_kv)); RoPE angle of pair i
 at position p: p * freq_scale * base^(-2i/d) (Su et al. 2021); logits = head . RMSNorm(x) with head =
@@ -104,7 +105,8 @@ class Reader:
 
 
 class GGUF:
-    """kv: dict of key -> value; tensors: dict of name -> (type, ne list, bytes)."""
+    """kv: dict of key -> value; tensors: dict of name -> (type, ne list, bytes); offsets: dict of
+    name -> the byte offset of its data in the file."""
 
     def __init__(self, path):
         with open(path, "rb") as f:
@@ -128,12 +130,13 @@ class GGUF:
             infos.append((name, ne, r.scalar("<I"), r.scalar("<Q")))
         align = self.kv.get("general.alignment", 32)
         start = (r.o + align - 1) // align * align
-        self.tensors = {}
+        self.tensors, self.offsets = {}, {}
         for name, ne, t, off in infos:
             n = _nbytes(t, ne, path, name)
             if start + off + n > len(data):
                 raise GGUFError(f"{path}: tensor {name} runs past the end of the file")
             self.tensors[name] = (t, ne, data[start + off:start + off + n])
+            self.offsets[name] = start + off
 
     def matrix(self, name):
         """Tensor as float64 numpy array of shape (ne[1], ne[0]) (rows = outputs), or (ne[0],)."""
@@ -225,13 +228,43 @@ def f16(x):
     return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
 
 
-def act_quant(x):
-    """docs/LAYOUTS.md section 1, in float32 as specified; returns the dequantized q / s."""
+def _act_scaled(x):
+    """(x * s in float32, s) of docs/LAYOUTS.md section 1: s = 127 / max(max|x|, 1e-5) in float32."""
     xf = np.asarray(x, dtype=np.float32)
     amax = np.float32(np.max(np.abs(xf))) if xf.size else np.float32(0)
     s = np.float32(127.0) / np.maximum(amax, np.float32(1e-5))
-    q = np.clip(np.rint(xf * s), -127, 127)
+    return xf * s, s
+
+
+def act_quant(x, flip=()):
+    """docs/LAYOUTS.md section 1, in float32 as specified; returns the dequantized q / s. flip: indices of
+    values rounded to their other neighbouring integer instead (see rounding_flips_explaining)."""
+    y, s = _act_scaled(x)
+    q = np.clip(np.rint(y), -127, 127)
+    for j in flip:
+        q[j] = np.clip(np.floor(y[j]) if q[j] > y[j] else np.ceil(y[j]), -127, 127)
     return q.astype(np.float64) / np.float64(s)
+
+
+def int8_margin(x):
+    """Per value of x: the distance of act_quant's scaled value x * s from the nearest rounding boundary
+    (a half-integer), in units of one int8 step."""
+    y = np.abs(_act_scaled(x)[0].astype(np.float64))
+    return np.abs(y - np.floor(y) - 0.5)
+
+
+def f16_neighbours(x):
+    """(x rounded to binary16, the other binary16 neighbour of x, margin) per value: margin is the distance
+    of x from the midpoint of the two in units of their spacing (0 a tie, 0.5 a binary16 value; 0.5 also
+    for values beyond the binary16 range)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)
+        r = h.astype(np.float64)
+        other = np.where(x >= r, np.nextafter(h, np.float16(np.inf)),
+                         np.nextafter(h, np.float16(-np.inf))).astype(np.float64)
+        margin = np.abs(x - (r + other) / 2) / np.abs(other - r)
+    return r, other, np.where(np.isfinite(margin), margin, 0.5)
 
 
 def q8_0_round(x):
@@ -246,17 +279,19 @@ def q8_0_round(x):
     return (q.astype(np.float64) * f16(d)[:, None]).reshape(-1)
 
 
-def gelu(x, rounded=False):
+def gelu(x, rounded=False, rnd=None):
     """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel
     2016; docs/EMBEDDINGS.md section 2). rounded: as ggml's CPU GELU computes it from a float32 input x:
-    0 for x <= -10, x for x >= 10, else its table over binary16 values, binary16(gelu(binary16(x)))."""
+    0 for x <= -10, x for x >= 10, else its table over binary16 values, binary16(gelu(binary16(x)))
+    (rnd: the binary16 rounding to use, default f16)."""
     def exact(v):
         return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
     x = np.asarray(x, dtype=np.float64)
     if not rounded:
         return exact(x)
+    rnd = rnd or f16
     xf = x.astype(np.float32).astype(np.float64)
-    return np.where(xf <= -10.0, 0.0, np.where(xf >= 10.0, xf, f16(exact(f16(xf)))))
+    return np.where(xf <= -10.0, 0.0, np.where(xf >= 10.0, xf, rnd(exact(rnd(xf)))))
 
 
 def pool(e, seq_ranges, kind):
@@ -363,12 +398,22 @@ class Model:
             self.base_swa = key("rope.freq_base_swa", 10000.0)
             if self.n_swa and self.swa_pattern < 1:
                 raise GGUFError(f"{path}: gemma3.attention.sliding_window_pattern {self.swa_pattern} < 1")
+        # gemma3 logits: c * tanh(l / c) when the file has gemma3.final_logit_softcapping c
+        # (docs/EMBEDDINGS.md section 4; Gemma 2/3's final_logit_softcapping)
+        self.softcap = kv.get("gemma3.final_logit_softcapping") if arch == "gemma3" else None
         self.embd = tensor("token_embd.weight")
         self.head_name = "output.weight" if "output.weight" in g.tensors else "token_embd.weight"
         self.head = g.matrix(self.head_name)
         self.head_type = g.tensors[self.head_name][0]
         self.n_vocab = self.head.shape[0]
         self.output_norm = tensor("output_norm.weight")
+        # For rounding_flips_explaining: the roundings of a position's values (int8 activation
+        # quantizations and binary16 roundings, numbered k = 0, 1, ... in the order the graph does them)
+        # can round chosen values to their other neighbour: flips maps (position, k) -> value indices.
+        # When trace is a number, every value within that fraction of a step of a rounding boundary is
+        # listed in near as ((position, k), index, margin).
+        self.flips, self.trace, self.near, self.labels = {}, None, [], {}
+        self._pos, self._count, self._where = 0, {}, ""
         self.ternary = False
         self.has_norm_in = False
         self.layers = []
@@ -407,7 +452,41 @@ class Model:
         quantization when quant, then the matrix product and the tensor's scale."""
         if self.use_norm_in and p + "_norm_in" in L:
             x = self.rmsnorm(x, L[p + "_norm_in"])
-        return (L[p] @ (act_quant(x) if quant else x)) * L[p + ".scale"]
+        return (L[p] @ (self._quant(x, f"int8 input of {p}") if quant else x)) * L[p + ".scale"]
+
+    def _rounding(self, what):
+        """The key (position, k) of the next rounding of the current position; when tracing, labels[key]
+        says where it is."""
+        key = (self._pos, self._count.get(self._pos, 0))
+        self._count[self._pos] = key[1] + 1
+        if self.trace is not None:
+            self.labels[key] = f"position {self._pos}, {self._where}: {what}"
+        return key
+
+    def _quant(self, x, what):
+        """act_quant, with the flips and trace of this rounding."""
+        key = self._rounding(what)
+        if self.trace is not None:
+            m = int8_margin(x)
+            self.near += [(key, int(j), float(m[j])) for j in np.nonzero(m <= self.trace)[0]]
+        return act_quant(x, self.flips.get(key, ()))
+
+    def _f16(self, x, what):
+        """f16, with the flips and trace of this rounding."""
+        key = self._rounding(what)
+        flip = self.flips.get(key, ())
+        if self.trace is None and not flip:
+            return f16(x)
+        x = np.asarray(x, dtype=np.float64)
+        r, other, m = f16_neighbours(x)
+        if self.trace is not None:
+            m = m.reshape(-1)
+            self.near += [(key, int(j), float(m[j])) for j in np.nonzero(m <= self.trace)[0]]
+        if flip:
+            r = r.reshape(-1).copy()
+            r[list(flip)] = other.reshape(-1)[list(flip)]
+            r = r.reshape(x.shape)
+        return r
 
     def head_norm(self, v, w):
         """RMSNorm of every head of v (n_heads * d values) over its d values."""
@@ -439,7 +518,7 @@ class Model:
         if self.act == "relu2":
             return np.maximum(x, 0.0) ** 2
         if self.act == "gelu":
-            return gelu(x, rounded=f16_on)
+            return gelu(x, rounded=f16_on, rnd=lambda v: self._f16(v, "binary16 GELU table"))
         return x / (1.0 + np.exp(-x))
 
     def hidden(self, tokens, act_quant_on=None, f16_on=True):
@@ -447,17 +526,20 @@ class Model:
         act_quant_on None: on exactly when the projections are ternary-typed (I2_S/TL1/TL2), as the
         runtime does."""
         quant = self.ternary if act_quant_on is None else act_quant_on
-        rnd = f16 if f16_on else (lambda x: x)
+        rnd = self._f16 if f16_on else (lambda x, what: x)
         n, d = len(tokens), self.d
         group = self.n_head // self.n_head_kv
+        self._count, self.near = {}, []
         x = [self.embd[t].copy() for t in tokens]
         if self.embd_scale is not None:
             x = [(v.astype(np.float32) * np.float32(self.embd_scale)).astype(np.float64) for v in x]
         for l, L in enumerate(self.layers):
+            self._where = f"layer {l}"
             local = self.is_local(l)
             base, fscale = (self.base_swa, 1.0) if local else (self.base, self.freq_scale)
             ks, vs = [], []
             for t in range(n):
+                self._pos = t
                 h = self.rmsnorm(x[t], L["attn_norm"])
                 q = self.linear(L, "attn_q", h, quant)
                 k = self.linear(L, "attn_k", h, quant)
@@ -466,16 +548,16 @@ class Model:
                 q, k = self.rotate(q, t, base, fscale), self.rotate(k, t, base, fscale)
                 if self.q_factor is not None:
                     q = q * self.q_factor
-                q = rnd(q).reshape(self.n_head, d)
-                ks.append(rnd(k).reshape(self.n_head_kv, d))
-                vs.append(rnd(self.linear(L, "attn_v", h, quant)).reshape(self.n_head_kv, d))
+                q = rnd(q, "binary16 q").reshape(self.n_head, d)
+                ks.append(rnd(k, "binary16 k (KV cache)").reshape(self.n_head_kv, d))
+                vs.append(rnd(self.linear(L, "attn_v", h, quant), "binary16 v (KV cache)").reshape(self.n_head_kv, d))
                 first = max(0, t - self.n_swa + 1) if local else 0  # keys p' with t - p' < n_swa
                 K, V = np.stack(ks[first:]), np.stack(vs[first:])  # [keys][n_head_kv][d]
                 att = np.empty((self.n_head, d))
                 for hh in range(self.n_head):
                     sc = K[:, hh // group, :] @ q[hh] * self.kq_scale
                     e = np.exp(sc - np.max(sc))
-                    att[hh] = rnd(e / np.sum(e)) @ V[:, hh // group, :]
+                    att[hh] = rnd(e / np.sum(e), f"binary16 softmax of head {hh}") @ V[:, hh // group, :]
                 a = att.reshape(-1)
                 if self.sub_norms:
                     a = self.rmsnorm(a, L["attn_sub_norm"])
@@ -504,12 +586,73 @@ class Model:
         when the projections are ternary-typed (I2_S/TL1/TL2), as the runtime does."""
         out = np.empty((len(tokens), self.n_vocab))
         for t, h in enumerate(self.embeddings(tokens, act_quant_on, f16_on)):
+            self._pos, self._where = t, "head"
             if f16_on and self.head_type == T_F16:
-                h = f16(h)
+                h = self._f16(h, "binary16 head input")
             elif f16_on and self.head_type == T_Q8_0:
                 h = q8_0_round(h)
             out[t] = self.head @ h
+        if self.softcap:
+            out = self.softcap * np.tanh(out / self.softcap)
         return out
+
+
+# ---- comparing a ternary path with the reference ----------------------------------------------------
+
+# A rounding whose input lies this close to a rounding boundary (in units of the rounding's step: one int8
+# step, one binary16 spacing) may go the other way in the runtime: its float32 values differ from the
+# reference's float64 ones by float32 rounding (~1e-6 relative), and by more once an earlier rounding
+# of the position went the other way (measured: 1.4e-2 of a binary16 spacing on a GELU input).
+FLIP_MARGIN = 0.02
+
+
+def rounding_flips_explaining(model, compute, got, bound, rel_err, margin=FLIP_MARGIN, max_flips=6, exact=1e-5):
+    """The rounding flips that bring model's output within bound of the runtime's output got.
+
+    The runtime computes in float32, the reference in float64; a value whose int8 quantization or
+    binary16 rounding is nearly a tie may round to the other neighbour in the runtime. One int8 step of
+    one value, or one binary16 spacing of the largest value of a vector that is quantized next (it sets
+    that vector's int8 scale), moves the dummy models' outputs by ~3e-3 to ~2e-2 of their largest value,
+    more than the comparison's bound. So when got misses compute(model) by more than bound somewhere,
+    this looks for the values the runtime rounded the other way among those within margin of a rounding
+    boundary: at the positions from the first one deviating by more than `exact` (float32 noise is
+    ~1e-7; a flip at position t changes nothing before t) to the first one beyond bound, in order of
+    margin, it takes the first flip that removes 90 % of the first position's deviation and lowers the
+    sum over positions, else the one lowering that sum most; and repeats, at most max_flips times.
+    compute(model) -> the reference output [n_tokens][n] (honouring model.flips); rel_err(a, b) -> the
+    deviation of each position. Returns (flips, deviation): flips a dict (position, k) -> value indices
+    (empty when none were needed), or None when no such flips bring every position within bound, with
+    the deviation left. Leaves model.flips empty."""
+    flips = {}
+    try:
+        while True:
+            model.flips, model.trace = flips, margin
+            err = rel_err(got, compute(model))
+            near = sorted(model.near, key=lambda c: c[2])
+            model.trace = None
+            if err.max() <= bound:
+                return flips, err
+            if sum(len(v) for v in flips.values()) >= max_flips:
+                return None, err
+            first, last = int(np.argmax(err > exact)), int(np.argmax(err > bound))
+            best = None
+            for key, j, _ in near:
+                if not first <= key[0] <= last or j in flips.get(key, ()):
+                    continue
+                trial = dict(flips)
+                trial[key] = tuple(flips.get(key, ())) + (j,)
+                model.flips = trial
+                e = rel_err(got, compute(model))
+                if best is None or e.sum() < best[1].sum():
+                    best = (trial, e)
+                if e[first] <= 0.1 * err[first] and e.sum() < err.sum():
+                    best = (trial, e)
+                    break
+            if best is None or best[1].sum() >= err.sum():
+                return None, err
+            flips = best[0]
+    finally:
+        model.flips, model.trace = {}, None
 
 
 # ---- the output files of build/bin/bitnet-logits (--out; --embd --out) ------------------------------

@@ -246,12 +246,64 @@ class ReferenceSelfCheck(unittest.TestCase):
             f = R.gelu(one.linear(L, "ffn_gate", m, False)) * one.linear(L, "ffn_up", m, False)
             np.testing.assert_allclose(hid[t], h1 + one.linear(L, "ffn_down", f, False), rtol=1e-12, atol=1e-12)
 
+    def test_gemma3_logit_softcapping(self):
+        path = tiny_model(os.path.join(self.tmp.name, "cap.gguf"), "gemma3", seed=6)
+        plain = R.Model(path).forward([1, 2, 3])
+        g = R.GGUF(path)
+        kv = dict(g.kv, **{"gemma3.final_logit_softcapping": 2.5})
+        write_gguf(path, kv, {n: (g.matrix(n), "f32" if t == R.T_F32 else "f16") for n, (t, _, _) in g.tensors.items()})
+        capped = R.Model(path)
+        self.assertEqual(capped.softcap, 2.5)
+        self.assertGreater(np.max(np.abs(plain)), 5.0)  # the cap matters
+        np.testing.assert_allclose(capped.forward([1, 2, 3]), 2.5 * np.tanh(plain / 2.5), rtol=1e-12)
+
     def test_gemma3_scale_is_qwen3_scale_up_to_rounding(self):
         m = self.model("sc", "gemma3")
         tokens = [2, 9, 4, 11]
         a = m.embeddings(tokens, f16_on=False)
         m.q_factor, m.kq_scale = None, 1 / np.sqrt(m.d)
         np.testing.assert_allclose(m.embeddings(tokens, f16_on=False), a, rtol=1e-12, atol=1e-12)
+
+    def test_f16_neighbours(self):
+        x = np.array([1.0, 1.0 + 2.0 ** -11, 1.0 + 2.0 ** -11 * 0.98, -3.0 - 2.0 ** -10 * 1.02, 1e6])
+        r, other, m = R.f16_neighbours(x)  # spacing 2^-10 in [1, 2), 2^-9 in [2, 4)
+        np.testing.assert_array_equal(r[:4], [1.0, 1.0, 1.0, -3.0 - 2.0 ** -9])
+        np.testing.assert_array_equal(other[:4], [1.0 + 2.0 ** -10, 1.0 + 2.0 ** -10, 1.0 + 2.0 ** -10, -3.0])
+        np.testing.assert_allclose(m, [0.5, 0.0, 0.01, 0.01, 0.5], atol=1e-12)  # 1e6: beyond binary16
+
+    def test_rounding_flips_explaining(self):
+        m = self.model("flip", "gemma3", swa=(3, 2, 100.0), seed=5)
+        tokens = [3, 1, 4, 1, 5, 9]
+        m.trace = 0.02
+        m.embeddings(tokens, act_quant_on=True)
+        near = sorted((c for c in m.near if c[0][0] == 2), key=lambda c: c[2])
+        m.trace = None
+        want = m.embeddings(tokens, act_quant_on=True)
+        rel = lambda a, b: np.max(np.abs(a - b), axis=1) / np.max(np.abs(b), axis=1)  # noqa: E731
+        # a runtime that rounded a near-tie of position 2 the other way (one that shows: some are absorbed
+        # by a later rounding); bound 1e-12, so only the exact flip passes
+        for key, j, _ in near:
+            m.flips = {key: (j,)}
+            got = m.embeddings(tokens, act_quant_on=True)
+            m.flips = {}
+            if rel(got, want).max() > 1e-4:
+                break
+        else:
+            self.fail("no near-tie of position 2 changes the embeddings")
+        np.testing.assert_array_equal(rel(got, want)[:2], 0.0)  # a flip changes nothing before its position
+        flips, err = R.rounding_flips_explaining(m, lambda r: r.embeddings(tokens, act_quant_on=True), got, 1e-12, rel)
+        self.assertEqual(flips, {key: (j,)})
+        self.assertEqual(err.max(), 0.0)
+        self.assertEqual(m.flips, {})
+        self.assertIn("position 2, layer", m.labels[key])
+        # a graph fact changed is not a rounding: no flips explain it
+        m.post_norms = False
+        wrong = m.embeddings(tokens, act_quant_on=True)
+        m.post_norms = True
+        flips, err = R.rounding_flips_explaining(m, lambda r: r.embeddings(tokens, act_quant_on=True), wrong, 2e-3,
+                                                 rel)
+        self.assertIsNone(flips)
+        self.assertGreater(err.max(), 0.1)
 
     def test_command_line_embd(self):
         path = tiny_model(os.path.join(self.tmp.name, "cli.gguf"), "gemma3", swa=(2, 2, 100.0))
