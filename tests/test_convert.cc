@@ -1,7 +1,9 @@
 // test_convert.cc — the safetensors reader (src/convert/safetensors.h) and the pieces of the HF → GGUF
-// converter (src/convert/hf_convert.h): config.json mapping, ternary decoding of each weight kind, the 2-bit
-// unpacking and the llama Q/K row permutation. Whole conversions (make-hf-checkpoint.py → convert →
-// run) are tested in tests/convert/test_convert.py.
+// converter (src/convert/hf_convert.h): config.json mapping (also the embedding models' qwen3 / gemma3_text
+// fields, Gemma 3's sliding-window period and sentence-transformers' pooling files), ternary decoding of
+// each weight kind, the 2-bit unpacking and the llama Q/K row permutation. Whole conversions
+// (make-hf-checkpoint.py → convert → run) are tested in tests/convert/test_convert.py and
+// tests/convert/test_convert_embedding.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -491,6 +493,190 @@ TEST(HfConfig, ErrorsNameTheField) {
     std::string d = new_dir("nocfg");
     EXPECT_EQ(bitnet_hf_config_load(d.c_str(), &c, &err), BITNET_ERR_IO);
     EXPECT_NE(std::string(err.msg).find("config.json"), std::string::npos) << err.msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The embedding models: model_type qwen3 / gemma3_text, pooling, Gemma 3's sliding-window fields
+// ---------------------------------------------------------------------------------------------
+
+// BitNet-embedding-0.6B's config.json fields (docs/EMBEDDINGS.md: head_dim 128 != 1024 / 16)
+const char *QWEN3_CFG = R"("model_type":"qwen3","architectures":["Qwen3Model"],"hidden_size":1024,
+    "intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,
+    "vocab_size":151936,"hidden_act":"silu","rms_norm_eps":1e-6,"rope_theta":1000000,"tie_word_embeddings":true,
+    "attention_bias":false,"use_sliding_window":false,"sliding_window":null)";
+// BitNet-embedding-270M's (Gemma 3 270M: 18 layers, every 6th global, window 512, local base 1e4)
+const char *GEMMA3_CFG = R"("model_type":"gemma3_text","hidden_size":640,"intermediate_size":2048,
+    "num_hidden_layers":18,"num_attention_heads":4,"num_key_value_heads":1,"head_dim":256,"vocab_size":262144,
+    "hidden_activation":"gelu_pytorch_tanh","query_pre_attn_scalar":256,"rope_theta":1000000.0,
+    "rope_local_base_freq":10000.0,"sliding_window":512,"max_position_embeddings":32768,"layer_types":[
+    "sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","full_attention",
+    "sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","full_attention",
+    "sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","full_attention"])";
+
+TEST(HfConfig, EmbeddingModelsByModelType) {
+    bitnet_hf_config c;
+    std::string m;
+    ASSERT_EQ(load_cfg("qwen3", QWEN3_CFG, &c, &m), BITNET_OK) << m;
+    EXPECT_STREQ(c.arch, "qwen3");
+    EXPECT_STREQ(c.hf_arch, "Qwen3Model");
+    EXPECT_TRUE(c.embedding);
+    EXPECT_EQ(c.weights, BITNET_HF_LATENT); // absmean for i2_s; f32/f16 keep the weights as stored
+    EXPECT_EQ(c.n_embd, 1024);
+    EXPECT_EQ(c.n_ff, 3072);
+    EXPECT_EQ(c.n_layer, 28);
+    EXPECT_EQ(c.n_head, 16);
+    EXPECT_EQ(c.n_head_kv, 8);
+    EXPECT_EQ(c.n_embd_head, 128);
+    EXPECT_EQ(c.n_vocab, 151936);
+    EXPECT_EQ(c.n_ctx, 32768); // max_position_embeddings absent: bitnet.cpp's 32768
+    EXPECT_EQ(c.rope_theta, 1e6f);
+    EXPECT_EQ(c.rms_eps, 1e-6f);
+    EXPECT_EQ(c.pooling_type, 1); // no modules.json: mean, as bitnet.cpp
+    EXPECT_EQ(c.n_swa, 0);
+
+    ASSERT_EQ(load_cfg("gemma3", GEMMA3_CFG, &c, &m), BITNET_OK) << m;
+    EXPECT_STREQ(c.arch, "gemma3");
+    EXPECT_STREQ(c.hf_arch, "gemma3_text"); // no architectures: the model_type names it
+    EXPECT_EQ(c.n_embd_head, 256);
+    EXPECT_EQ(c.n_head_kv, 1);
+    EXPECT_EQ(c.n_swa, 512);
+    EXPECT_EQ(c.swa_pattern, 6);
+    EXPECT_EQ(c.rope_freq_base_swa, 10000.0f);
+    EXPECT_EQ(c.rope_theta, 1e6f);
+
+    // defaults: rope_theta of Gemma3TextConfig (1e6) / Qwen3Config (1e4), head_dim = hidden / heads
+    ASSERT_EQ(load_cfg("g3min", R"("model_type":"gemma3_text",)" + std::string(BASE_CFG), &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.rope_theta, 1e6f);
+    EXPECT_EQ(c.n_embd_head, 64);
+    EXPECT_EQ(c.swa_pattern, 6); // Gemma3TextConfig's default
+    EXPECT_EQ(c.rope_freq_base_swa, 10000.0f);
+    ASSERT_EQ(load_cfg("q3min", R"("model_type":"qwen3",)" + std::string(BASE_CFG), &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.rope_theta, 1e4f);
+    EXPECT_EQ(c.n_head_kv, 4);
+}
+
+TEST(HfConfig, Gemma3SlidingWindowPeriod) {
+    bitnet_hf_config c;
+    std::string m;
+    const std::string base = R"("model_type":"gemma3_text","hidden_size":256,"intermediate_size":512,
+        "num_attention_heads":4,"vocab_size":1000,"sliding_window":4,)";
+    // an explicit sliding_window_pattern wins when layer_types agrees (2 local layers: 6 and 3 both fit)
+    ASSERT_EQ(load_cfg("p1", base + R"("num_hidden_layers":2,"sliding_window_pattern":6,
+        "layer_types":["sliding_attention","sliding_attention"])", &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.swa_pattern, 6);
+    ASSERT_EQ(load_cfg("p2", base + R"("num_hidden_layers":4,"_sliding_window_pattern":2)", &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.swa_pattern, 2);
+    ASSERT_EQ(load_cfg("p3", base + R"("num_hidden_layers":4,"layer_types":["sliding_attention","sliding_attention",
+        "full_attention","sliding_attention"])", &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.swa_pattern, 3);
+    ASSERT_EQ(load_cfg("p4", base + R"("num_hidden_layers":3,"layer_types":["full_attention","full_attention",
+        "full_attention"])", &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.swa_pattern, 1);
+    // no period p has exactly the layers l % p == p - 1 global: -1 (refused only when --gemma3-swa asks)
+    ASSERT_EQ(load_cfg("p5", base + R"("num_hidden_layers":4,"layer_types":["full_attention","sliding_attention",
+        "sliding_attention","full_attention"])", &c, &m), BITNET_OK) << m;
+    EXPECT_EQ(c.swa_pattern, -1);
+    EXPECT_EQ(load_cfg("p6", base + R"("num_hidden_layers":2,"layer_types":["sliding_attention"])", &c, &m),
+              BITNET_ERR_FORMAT);
+    EXPECT_NE(m.find("layer_types"), std::string::npos) << m;
+    EXPECT_EQ(load_cfg("p7", base + R"("num_hidden_layers":2,"layer_types":["sliding_attention","chunked"])", &c, &m),
+              BITNET_ERR_FORMAT);
+    EXPECT_NE(m.find("layer_types[1]"), std::string::npos) << m;
+}
+
+TEST(HfConfig, EmbeddingModelRefusalsNameTheField) {
+    bitnet_hf_config c;
+    std::string m;
+    struct {
+        const char *fields, *needle;
+        bitnet_status st;
+    } bad[] = {
+        {R"("model_type":"gemma3",)", "gemma3_text", BITNET_ERR_UNSUPPORTED}, // the multimodal model
+        {R"("model_type":"qwen3_moe","architectures":["Qwen3MoeForCausalLM"],)", "qwen3_moe", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"gemma2",)", "\"gemma2\"", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"qwen3","hidden_act":"gelu",)", "hidden_act", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"gemma3_text","hidden_activation":"gelu",)", "hidden_activation", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"qwen3","rope_scaling":{"rope_type":"yarn","factor":4.0},)", "rope_scaling",
+         BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"qwen3","attention_bias":true,)", "attention_bias", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"qwen3","use_sliding_window":true,)", "use_sliding_window", BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"gemma3_text","query_pre_attn_scalar":128,"head_dim":256,)", "query_pre_attn_scalar",
+         BITNET_ERR_UNSUPPORTED},
+        {R"("model_type":"qwen3","num_key_value_heads":3,)", "num_key_value_heads 3", BITNET_ERR_FORMAT},
+        {R"("model_type":"qwen3","head_dim":33,)", "odd", BITNET_ERR_FORMAT},
+    };
+    for (const auto &b : bad) {
+        EXPECT_EQ(load_cfg("eb", std::string(b.fields) + BASE_CFG, &c, &m), b.st) << b.fields;
+        EXPECT_NE(m.find(b.needle), std::string::npos) << b.fields << ": " << m;
+        EXPECT_NE(m.find("config.json"), std::string::npos) << m;
+    }
+    // no head_dim and a hidden size the heads do not divide
+    EXPECT_EQ(load_cfg("hd", R"("model_type":"qwen3","hidden_size":250,"intermediate_size":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":1000)", &c, &m), BITNET_ERR_FORMAT);
+    EXPECT_NE(m.find("no head_dim"), std::string::npos) << m;
+    // an unknown model_type without known architectures is the architecture error, which names both routes
+    EXPECT_EQ(load_cfg("mt", R"("model_type":"mistral","architectures":["MistralForCausalLM"],)" + std::string(BASE_CFG),
+                       &c, &m), BITNET_ERR_UNSUPPORTED);
+    EXPECT_NE(m.find("MistralForCausalLM"), std::string::npos) << m;
+    EXPECT_NE(m.find("gemma3_text"), std::string::npos) << m;
+}
+
+// modules.json + <path>/config.json as sentence-transformers writes them
+int32_t pooling_of(const std::string &name, const char *modules, const char *pooling, bitnet_status want,
+                   std::string *msg = nullptr) {
+    std::string d = new_dir("pool_" + name);
+    if (modules) write_text(d + "/modules.json", modules);
+    if (pooling) {
+        EXPECT_EQ(std::system(("mkdir -p '" + d + "/1_Pooling'").c_str()), 0);
+        write_text(d + "/1_Pooling/config.json", pooling);
+    }
+    int32_t t = -7;
+    bitnet_error err = {{0}};
+    EXPECT_EQ(bitnet_hf_pooling_load(d.c_str(), &t, &err), want) << name << ": " << err.msg;
+    if (msg) *msg = err.msg;
+    return t;
+}
+
+TEST(HfConfig, PoolingFromSentenceTransformersFiles) {
+    const char *mods = R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
+        {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},
+        {"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])";
+    EXPECT_EQ(pooling_of("last", mods, R"({"pooling_mode_cls_token":false,"pooling_mode_mean_tokens":false,
+        "pooling_mode_max_tokens":false,"pooling_mode_lasttoken":true})", BITNET_OK), 3);
+    EXPECT_EQ(pooling_of("cls", mods, R"({"pooling_mode_cls_token":true})", BITNET_OK), 2);
+    EXPECT_EQ(pooling_of("mean", mods, R"({"pooling_mode_mean_tokens":true,"pooling_mode_lasttoken":false})",
+                         BITNET_OK), 1);
+    // bitnet.cpp's default, mean: no modules.json, no Pooling module, no pooling config, no mode set
+    EXPECT_EQ(pooling_of("nomods", nullptr, nullptr, BITNET_OK), 1);
+    EXPECT_EQ(pooling_of("nopool", R"([{"type":"sentence_transformers.models.Transformer","path":""}])", nullptr,
+                         BITNET_OK), 1);
+    EXPECT_EQ(pooling_of("nocfg", mods, nullptr, BITNET_OK), 1);
+    EXPECT_EQ(pooling_of("none", mods, R"({"include_prompt":true})", BITNET_OK), 1);
+    std::string m;
+    pooling_of("max", mods, R"({"pooling_mode_max_tokens":true})", BITNET_ERR_UNSUPPORTED, &m);
+    EXPECT_NE(m.find("pooling_mode_max_tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("1_Pooling/config.json"), std::string::npos) << m;
+    pooling_of("two", mods, R"({"pooling_mode_cls_token":true,"pooling_mode_lasttoken":true})", BITNET_ERR_UNSUPPORTED,
+               &m);
+    EXPECT_NE(m.find("concatenate"), std::string::npos) << m;
+    pooling_of("type", mods, R"({"pooling_mode_lasttoken":"yes"})", BITNET_ERR_FORMAT, &m);
+    EXPECT_NE(m.find("pooling_mode_lasttoken"), std::string::npos) << m;
+    pooling_of("json", "[{", nullptr, BITNET_ERR_FORMAT, &m);
+    EXPECT_NE(m.find("modules.json"), std::string::npos) << m;
+    pooling_of("entry", R"([{"path":"1_Pooling"}])", nullptr, BITNET_ERR_FORMAT, &m);
+    EXPECT_NE(m.find("\"type\""), std::string::npos) << m;
+    pooling_of("escape", R"([{"type":"Pooling","path":"../x"}])", nullptr, BITNET_ERR_FORMAT, &m);
+    EXPECT_NE(m.find("../x"), std::string::npos) << m;
+    // bitnet_hf_config_load reads it for the embedding models
+    std::string d = new_dir("cfg_pool");
+    write_text(d + "/config.json", std::string("{") + QWEN3_CFG + "}");
+    write_text(d + "/modules.json", mods);
+    EXPECT_EQ(std::system(("mkdir -p '" + d + "/1_Pooling'").c_str()), 0);
+    write_text(d + "/1_Pooling/config.json", R"({"pooling_mode_lasttoken":true})");
+    bitnet_hf_config c;
+    bitnet_error err = {{0}};
+    ASSERT_EQ(bitnet_hf_config_load(d.c_str(), &c, &err), BITNET_OK) << err.msg;
+    EXPECT_EQ(c.pooling_type, 3);
 }
 
 } // namespace
