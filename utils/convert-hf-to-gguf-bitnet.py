@@ -8,7 +8,10 @@ MODEL_DIR holds config.json, the weights (model.safetensors, or shards with
 model.safetensors.index.json; BF16, F16 or F32, or transformers' packed 2-bit "bitnet" quantization),
 and tokenizer.json or tokenizer.model (+ tokenizer_config.json). Architectures (config.json
 "architectures", any letter case): BitnetForCausalLM / BitNetForCausalLM (GGUF "bitnet", or
-"bitnet-b1.58" with hidden_act relu2) and LlamaForCausalLM with ternary weights (GGUF "llama").
+"bitnet-b1.58" with hidden_act relu2) and LlamaForCausalLM with ternary weights (GGUF "llama"); and by
+config.json "model_type" the embedding models qwen3 / gemma3_text (GGUF "qwen3" / "gemma3":
+BitNet-embedding-0.6B / -270M), which get bitnet.cpp's embedding file contract — the same file
+utils/convert-bitnet-embedding-to-gguf.py writes (bitnet.cpp's script name and flags for them).
 
 This script checks the arguments and the model folder, reports which kernel config covers the model's
 weight shapes for TL1/TL2, and runs the C converter build/bin/bitnet-convert (src/convert/hf_convert.h documents
@@ -17,7 +20,8 @@ bytes never pass through Python: memory stays about one projection tensor, the o
 PATH.tmp and renamed at the end (a failure leaves no truncated GGUF), and a progress bar goes to stderr.
 
 --outtype is the type of every projection weight (never silently another one): f32 / f16 hold the
-ternary values times the scale, i2_s / tl1 / tl2 the packed codes. TL1/TL2 files record the tiles they
+ternary values times the scale (qwen3 / gemma3: the float weights as stored, as bitnet.cpp's embedding
+converter writes them), i2_s / tl1 / tl2 the packed codes. TL1/TL2 files record the tiles they
 were packed with (bitnet.lut.<tensor>.tiles): those of the built-in kernel table that covers the model
 (the kernels this build was generated for; --use-pretuned prefers the pretuned table), else the default
 tile rule, which is what setup_env.py derives and builds kernels from when no config covers the shapes.
@@ -111,6 +115,8 @@ def parse_args(argv):
     p.add_argument("--tiles", action="append", default=[], metavar="M,K,BM,BK,bm",
                    help="TL1/TL2 tiles for one weight shape (repeatable; overrides the built-in table)")
     p.add_argument("--model-name", help="general.name (default: the folder's name)")
+    p.add_argument("--gemma3-swa", action="store_true",
+                   help="gemma3: write the sliding-window keys from config.json (default none, as bitnet.cpp)")
     p.add_argument("--vocab-only", action="store_true", help="write only the tokenizer (build/bin/bitnet-vocab)")
     p.add_argument("--use-temp-file", action="store_true", help="accepted for compatibility: always done")
     p.add_argument("--verbose", action="store_true", help="accepted for compatibility")
@@ -174,6 +180,8 @@ def main(argv=None) -> int:
         cmd += ["--lut-table", "pretuned"]
     if a.model_name:
         cmd += ["--name", a.model_name]
+    if a.gemma3_swa:
+        cmd.append("--gemma3-swa")
     for t in a.tiles:
         cmd += ["--tiles", t]
     if a.quiet:
