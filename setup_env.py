@@ -22,18 +22,23 @@ Steps (each prints one status line and logs to its own file in --log-dir):
                      configs/ and generated/ are never written. Log: codegen.log.
   3. cmake configure build/ (Ninja when installed), -DBITNET_GENERATED_DIR, -DBITNET_LUT_TABLE.
                      Log: cmake-configure.log.
-  4. cmake build     llama-cli, bitnet-dummy, bitnet-convert (and llama-bench when the project has it).
+  4. cmake build     llama-cli, bitnet-dummy, bitnet-convert (and llama-bench, llama-embedding when the
+                     project has them).
                      Log: cmake-build.log.
   5. prepare model   `ggml-model-<quant>.gguf` in the model folder: nothing to do when a GGUF of that
                      type is there (another file name gets a symlink); a Hugging Face checkpoint is
                      converted with utils/convert-hf-to-gguf-bitnet.py (the build's bitnet-convert;
                      --quant-embd [f16|q8_0|q6_k] sets the token embedding's type, f16 when the value
-                     is omitted, as bitnet.cpp's flag). Converting a GGUF into another type is not
-                     supported. Log: prepare-model.log.
+                     is omitted, as bitnet.cpp's flag). The embedding models (config.json model_type
+                     qwen3 / gemma3_text: microsoft/bitnet-embedding-0.6b / -270m) are converted with
+                     utils/convert-bitnet-embedding-to-gguf.py (bitnet.cpp's script; its file contract,
+                     docs/EMBEDDINGS.md); run them with build/bin/llama-embedding. Converting a GGUF into
+                     another type is not supported. Log: prepare-model.log.
 
 Models: bitnet.cpp's list (KNOWN_HF_REPOS below, shown by --help: 1bitLLM bitnet_b1_58-large/3B,
 HF1BitLLM Llama3-8B-1.58-100B-tokens, tiiuae Falcon3-*-1.58bit and Falcon-E-*, microsoft
-BitNet-b1.58-2B-4T); any OWNER/NAME folder is accepted. The shapes always come from the folder's
+BitNet-b1.58-2B-4T, and the embedding models microsoft bitnet-embedding-0.6b / -270m); any OWNER/NAME
+folder is accepted. The shapes always come from the folder's
 config.json or GGUF, never from a table of model names.
 
 Exit status: 0 when every step succeeded; 1 naming the failed step and its log; 2 for bad arguments.
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import platform
 import re
@@ -66,8 +72,11 @@ KNOWN_HF_REPOS = (
     "tiiuae/Falcon3-10B-Instruct-1.58bit", "tiiuae/Falcon3-1B-1.58bit", "tiiuae/Falcon3-3B-1.58bit",
     "tiiuae/Falcon3-7B-1.58bit", "tiiuae/Falcon3-10B-1.58bit", "tiiuae/Falcon-E-1B-Instruct",
     "tiiuae/Falcon-E-3B-Instruct", "tiiuae/Falcon-E-1B-Base", "tiiuae/Falcon-E-3B-Base",
-    "microsoft/BitNet-b1.58-2B-4T",
+    "microsoft/BitNet-b1.58-2B-4T", "microsoft/bitnet-embedding-0.6b", "microsoft/bitnet-embedding-270m",
 )
+# config.json model_type of the embedding models (docs/EMBEDDINGS.md): converted with
+# utils/convert-bitnet-embedding-to-gguf.py, bitnet.cpp's script for them.
+EMBEDDING_MODEL_TYPES = ("qwen3", "gemma3_text")
 TERNARY_TYPE_IDS = {q: ggml_types.TYPE_IDS[q.upper()] for q in QUANT_TYPES}   # "tl2" -> 39
 TYPE_NAMES = ggml_types.TYPE_NAMES
 
@@ -86,7 +95,7 @@ def runtime_archs(path: str | None = None) -> tuple[str, ...]:
         raise StepFailed(f"{path}: no architecture rows found")
     return names
 
-TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench")
+TOOL_TARGETS = ("llama-cli", "bitnet-dummy", "bitnet-convert", "llama-bench", "llama-embedding")
 N_STEPS = 5
 
 
@@ -146,9 +155,11 @@ def gguf_facts(path: str) -> dict:
 
 def hf_instructions(repo: str, folder: str, quant: str) -> str:
     gguf_repo = f" (or the GGUF of https://huggingface.co/{repo}-gguf)" if repo.lower().endswith("2b-4t") else ""
+    pooling = (" + modules.json and 1_Pooling/config.json (the pooling)"
+               if "bitnet-embedding" in repo.lower() else "")
     return (f"nothing can be downloaded here; {folder}/ has no model. Put the files there, then run this again:\n"
             f"    {folder}/config.json + *.safetensors (or the shards and model.safetensors.index.json) + "
-            f"tokenizer.json or tokenizer.model + tokenizer_config.json   the Hugging Face checkpoint of "
+            f"tokenizer.json or tokenizer.model + tokenizer_config.json{pooling}   the Hugging Face checkpoint of "
             f"https://huggingface.co/{repo} (fetched elsewhere; it is converted here), or\n"
             f"    {folder}/ggml-model-{quant}.gguf   a BitNet GGUF{gguf_repo}\n"
             f"  To try the runtime without a download, make a random model of a known layout:\n"
@@ -358,27 +369,42 @@ def build_tools(args, r: Runner, build: str) -> str:
 # Step 5: prepare the model file
 # --------------------------------------------------------------------------------------------
 
+def hf_model_type(folder: str) -> str | None:
+    """config.json's model_type (None when unreadable: the converter then names the problem)."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            mt = json.load(f).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return mt if isinstance(mt, str) else None
+
+
 def convert_checkpoint(args, r: Runner, model: dict, target: str) -> str:
-    """Step 5 for a Hugging Face checkpoint: utils/convert-hf-to-gguf-bitnet.py into `target`."""
+    """Step 5 for a Hugging Face checkpoint: utils/convert-hf-to-gguf-bitnet.py into `target`, or for the
+    embedding models utils/convert-bitnet-embedding-to-gguf.py (bitnet.cpp's script for them)."""
     q = args.quant_type
-    cmd = [sys.executable, os.path.join(ROOT, "utils", "convert-hf-to-gguf-bitnet.py"), model["folder"],
+    embedding = hf_model_type(model["folder"]) in EMBEDDING_MODEL_TYPES
+    script = "convert-bitnet-embedding-to-gguf.py" if embedding else "convert-hf-to-gguf-bitnet.py"
+    cmd = [sys.executable, os.path.join(ROOT, "utils", script), model["folder"],
            "--outtype", q, "--outfile", target, "--build-dir", os.path.abspath(args.build_dir)]
     if args.quant_embd:
         cmd += ["--quant-embd", args.quant_embd]
-    if args.use_pretuned:
+    if args.use_pretuned and not embedding:
         cmd.append("--use-pretuned")
     t0 = time.time()
     rc = r.run(cmd, "prepare-model.log")
     if rc != 0:
         last = [line for line in _tail(r.log_path("prepare-model.log"), 40).splitlines()
-                if "bitnet-convert:" in line or "convert-hf-to-gguf-bitnet:" in line]
+                if "bitnet-convert:" in line or "convert-hf-to-gguf-bitnet:" in line
+                or "convert-bitnet-embedding-to-gguf:" in line]
         why = last[-1].strip() if last else f"exit {rc}"
         raise StepFailed(f"converting {model['folder']} to {q.upper()} failed: {why}")
     facts = gguf_facts(target)
     et = facts["embd_type"]
     embd = f" (token embedding {TYPE_NAMES.get(et, f'type {et}')})" if args.quant_embd else ""
+    run = " (an embedding model: run it with build/bin/llama-embedding)" if embedding else ""
     return (f"{target}: converted from the Hugging Face checkpoint to {facts['arch']} {q.upper()}{embd} "
-            f"in {time.time() - t0:.0f} s")
+            f"in {time.time() - t0:.0f} s{run}")
 
 
 def prepare_model(args, r: Runner, model: dict) -> str:

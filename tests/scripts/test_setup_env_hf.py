@@ -2,7 +2,9 @@
 utils/make-hf-checkpoint.py (small dimensions, the models' config.json style): step 1 finds the folder
 under --hf-repo's name, step 2 takes the shapes from its config.json (no table of model names) and
 derives a kernel config into the build directory when none covers them, step 5 converts it with
-utils/convert-hf-to-gguf-bitnet.py into <folder>/ggml-model-<quant>.gguf, --quant-embd [f16|q8_0|q6_k]
+utils/convert-hf-to-gguf-bitnet.py (the embedding models microsoft/bitnet-embedding-0.6b / -270m: with
+utils/convert-bitnet-embedding-to-gguf.py, pooling from their 1_Pooling/config.json) into
+<folder>/ggml-model-<quant>.gguf, --quant-embd [f16|q8_0|q6_k]
 passing the token embedding's type through (bare: F16, bitnet.cpp's flag). The CMake steps are not run here (they would rebuild the test's own build): the
 conversion uses BITNET_BUILD_DIR's bitnet-convert. Skipped when that build has no bitnet-convert.
 """
@@ -41,7 +43,13 @@ MODELS = {
                                            "--n-head-kv", "1", "--head-dim", "128"],
     "tiiuae/Falcon-E-1B-Instruct": ["--arch", "llama", "--n-embd", "256", "--n-ff", "512", "--n-head", "4",
                                     "--tied", "--weights", "latent"],
+    # the embedding models (model_type qwen3 / gemma3_text): bitnet.cpp's embedding converter's script
+    "microsoft/bitnet-embedding-0.6b": ["--arch", "qwen3", "--n-embd", "256", "--n-ff", "768", "--n-head", "4",
+                                        "--head-dim", "128"],
+    "microsoft/bitnet-embedding-270m": ["--arch", "gemma3", "--n-embd", "256", "--n-ff", "512", "--n-head", "4",
+                                        "--head-dim", "128", "--pooling", "mean"],
 }
+EMBEDDING = {"microsoft/bitnet-embedding-0.6b": ("qwen3", 3), "microsoft/bitnet-embedding-270m": ("gemma3", 1)}
 
 
 def have_tools() -> bool:
@@ -90,7 +98,8 @@ class SetupEnvConvertsCheckpoints(unittest.TestCase):
         return model, cfg, text, log
 
     def test_every_model_family_converts(self):
-        want_arch = {"1bitLLM/bitnet_b1_58-large": "bitnet", "microsoft/BitNet-b1.58-2B-4T": "bitnet-b1.58"}
+        want_arch = {"1bitLLM/bitnet_b1_58-large": "bitnet", "microsoft/BitNet-b1.58-2B-4T": "bitnet-b1.58",
+                     **{repo: arch for repo, (arch, _) in EMBEDDING.items()}}
         for repo in MODELS:
             with self.subTest(repo=repo):
                 model, cfg, text, log = self.steps(repo, "-q", "i2_s")
@@ -99,9 +108,16 @@ class SetupEnvConvertsCheckpoints(unittest.TestCase):
                 self.assertEqual(model["shape_source"], os.path.join(folder, "config.json"))
                 out = os.path.join(folder, "ggml-model-i2_s.gguf")
                 self.assertIn("converted", text)
-                self.assertIn("convert-hf-to-gguf-bitnet.py", log)
+                script = "convert-bitnet-embedding-to-gguf.py" if repo in EMBEDDING else "convert-hf-to-gguf-bitnet.py"
+                self.assertIn(script, log)
                 g = read_gguf(out)
                 self.assertEqual(g.kv["general.architecture"], want_arch.get(repo, "llama"))
+                if repo in EMBEDDING:
+                    arch, pooling = EMBEDDING[repo]
+                    self.assertIn("llama-embedding", text)
+                    self.assertEqual(g.kv[f"{arch}.pooling_type"], pooling)  # from 1_Pooling/config.json
+                    self.assertNotIn("output.weight", {t.name for t in g.tensors})
+                    self.assertEqual({t.type for t in g.tensors if t.name.endswith("_norm_in.weight")}, {1})  # F16
                 self.assertEqual({t.type for t in g.tensors if ".attn_q." in t.name}, {36})
                 # shapes from config.json: nothing covers these small layouts, so a config is derived
                 if cfg["generated_dir"] != os.path.join(REPO, "generated"):
@@ -149,6 +165,32 @@ class SetupEnvConvertsCheckpoints(unittest.TestCase):
         self.assertEqual(self.mod.parse_args(["--quant-embd", "-q", "tl2"]).quant_embd, "f16")
         self.assertEqual(self.mod.parse_args(["--quant-embd=Q6_K"]).quant_embd, "q6_k")
         self.assertIsNone(self.mod.parse_args([]).quant_embd)
+
+    def test_embedding_model_instructions_and_refusal(self):
+        mod = self.mod
+        logs = os.path.join(self.tmp, "logs-empty")
+        os.makedirs(logs, exist_ok=True)
+        args = mod.parse_args(["--hf-repo", "microsoft/bitnet-embedding-270m", "-md", os.path.join(self.tmp, "none"),
+                               "-ld", logs])
+        with self.assertRaises(mod.StepFailed) as cm:
+            mod.find_model(args, mod.Runner(logs))
+        self.assertIn("modules.json", str(cm.exception))   # what to put where, nothing downloaded
+        self.assertIn("microsoft/bitnet-embedding-270m", str(cm.exception))
+        # a conversion refusal of the embedding converter fails step 5 with its message
+        folder = os.path.join(self.models, "bitnet-embedding-broken")
+        shutil.copytree(os.path.join(self.models, "bitnet-embedding-0.6b"), folder)
+        for f in os.listdir(folder):
+            if f.endswith(".gguf"):
+                os.remove(os.path.join(folder, f))
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            c = json.load(f)
+        c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(c, f)
+        with self.assertRaises(mod.StepFailed) as cm:
+            self.steps("microsoft/bitnet-embedding-broken", codegen=False)
+        self.assertIn("rope_scaling", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(folder, "ggml-model-i2_s.gguf")))
 
     def test_conversion_errors_fail_step_5(self):
         repo = "tiiuae/Falcon-E-1B-Instruct"
