@@ -38,12 +38,20 @@
 typedef struct options {
     const char *model, *prompt, *file, *separator, *lut_table, *lut_tiles, *format;
     long n_threads, n_batch, n_ctx;
-    int kernel, i2s_layout, pooling; /* pooling: index in "model|none|mean|cls|last" */
+    int kernel, i2s_layout, pooling; /* pooling: bitnet_pooling + 1 (--pooling), 0: the model's */
     int normalize;
     bool verbose_prompt;
 } options;
 
 static const char k_tool[] = "llama-embedding";
+
+/* --pooling none|mean|cls|last → the bitnet_pooling value + 1 in *(int *)dst (0: not given: the model's). */
+static int on_pooling(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    bitnet_pooling p;
+    if (!bitnet_pooling_parse(v, &p)) return bitnet_args_fail(args, "%s expects none, mean, cls or last, got '%s'", flag, v);
+    *(int *)opt->dst = (int)p + 1;
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, options *o) {
     const bitnet_arg_opt opts[] = {
@@ -57,7 +65,7 @@ static int parse_args(int argc, char **argv, options *o) {
         BITNET_OPT("--pooling", "P",
          "none|mean|cls|last: how a text's token embeddings become one vector\n"
          "(default: the model's pooling_type, else none)",
-         BITNET_ARG_CHOICE, &o->pooling, .choices = "model|none|mean|cls|last"),
+         BITNET_ARG_CALL, &o->pooling, .fn = on_pooling),
         BITNET_OPT("--embd-normalize", "N",
          "-1 none, 0 max-abs to the int16 range, 2 Euclidean (default), p > 0 p-norm",
          BITNET_ARG_INT, &o->normalize, .lo = -1, .hi = 1000),
