@@ -4,7 +4,9 @@
  * assignment; the slots' decoding state (positions, sampler, text not yet released) belongs to the
  * engine thread alone. A step: under the lock, drop cancelled jobs and give free slots to waiting ones;
  * without it, build the batch, run bitnet_decode_batch, sample and cut the text; under the lock again,
- * publish each slot's new text and finish, then wake the waiting threads (e->progress). */
+ * publish each slot's new text and finish, then wake the waiting threads (e->progress).
+ * An embedding engine's slots hold one text each (slot.text of an embedding job); a job ends when its
+ * last text in a slot is done (every text: STOP) or has failed or been cancelled. */
 #include "server/engine.h"
 
 #include <errno.h>
@@ -31,6 +33,13 @@ struct bitnet_job {
     char **stop;
     size_t *stop_len;
     size_t n_stop;
+    /* embedding jobs: texts are prompt[text_off[i] .. text_off[i+1]); vec (n_texts, n_embd) is written by
+     * the engine thread and read by the caller once finish is STOP */
+    bool embd;
+    int32_t n_texts;
+    size_t *text_off;
+    bitnet_pooling pooling;
+    float *vec;
     /* under e->mu */
     int refs;        /* the caller's and the engine's */
     bool cancel;
@@ -40,6 +49,10 @@ struct bitnet_job {
     int32_t n_gen;
     char error[256];
     bitnet_job *next; /* the wait queue */
+    bool queued;      /* in the wait queue (an embedding job stays there until each text has had a slot) */
+    int32_t next_text, inflight, n_done; /* embedding: texts given a slot, in a slot now, done */
+    uint64_t last_start;                 /* embedding: the stamp of its latest text's slot (0: none yet) */
+    bool failed;                         /* embedding: a text failed (error holds why) */
 };
 
 typedef struct slot {
@@ -60,6 +73,8 @@ typedef struct slot {
     char error[256];
     int32_t bi;        /* this step: batch index whose logits the slot samples from, or -1 */
     bool in_batch;     /* this step's batch holds tokens of this slot */
+    int32_t text;      /* embedding job: the text this slot evaluates */
+    uint64_t stamp;    /* when the slot was given its job or text: passes take the oldest first */
 } slot;
 
 struct bitnet_engine {
@@ -76,9 +91,12 @@ struct bitnet_engine {
     bool quit, draining;
     slot *slots;
     int32_t n_busy, n_waiting;
+    int32_t n_jobs;                                /* submitted and not ended */
     uint64_t n_finished, n_cancelled, n_generated; /* bitnet_engine_stats */
     bitnet_job *q_head, *q_tail;
-    uint64_t next_id;
+    uint64_t next_id, next_stamp;
+    int32_t n_embd;
+    double *acc;                    /* embedding engine, mean pooling: (n_slots, n_embd) sums */
     int32_t *b_tok, *b_pos, *b_seq; /* the step's batch (n_batch) */
     bool *b_logits;
     int32_t *order;                 /* slot indices, oldest job first */
@@ -100,6 +118,8 @@ static void job_free(bitnet_job *j) {
     free(j->stop_len);
     free(j->prompt);
     free(j->text);
+    free(j->text_off);
+    free(j->vec);
     free(j);
 }
 
@@ -130,6 +150,7 @@ static bool job_append(bitnet_job *j, const char *s, size_t n) { return buf_appe
 /* The end of a job that never reached a slot, or of one in a slot (under e->mu): its final state, the
  * engine's reference dropped, the waiters woken by the caller. */
 static void job_end(bitnet_job *j, bitnet_finish f, const char *error) {
+    j->e->n_jobs--;
     j->finish = f;
     if (error) snprintf(j->error, sizeof j->error, "%.240s", error);
     job_unref(j);
@@ -152,7 +173,70 @@ static void slot_start(bitnet_engine *e, slot *s, bitnet_job *j) {
     }
     bitnet_utf8_stream_init(&s->utf8);
     s->job = j;
+    s->stamp = ++e->next_stamp;
     e->n_busy++;
+}
+
+/* Takes job j out of the wait queue (under e->mu). */
+static void queue_remove(bitnet_engine *e, bitnet_job *j) {
+    if (!j->queued) return;
+    bitnet_job *prev = NULL;
+    for (bitnet_job *q = e->q_head; q; prev = q, q = q->next) {
+        if (q != j) continue;
+        if (prev) prev->next = j->next;
+        else e->q_head = j->next;
+        if (e->q_tail == j) e->q_tail = prev;
+        break;
+    }
+    j->next = NULL;
+    j->queued = false;
+    if (!j->embd || j->next_text == 0) e->n_waiting--;
+}
+
+/* Gives the next text of embedding job j to the free slot s (under e->mu); a job whose every text has
+ * had a slot leaves the queue. */
+static void slot_start_text(bitnet_engine *e, slot *s, bitnet_job *j) {
+    slot_clear(s);
+    if (j->next_text == 0) e->n_waiting--;
+    s->job = j;
+    s->text = j->next_text++;
+    s->stamp = ++e->next_stamp;
+    j->last_start = s->stamp;
+    j->inflight++;
+    e->n_busy++;
+    if (e->acc) memset(e->acc + (size_t)(s - e->slots) * (size_t)e->n_embd, 0, (size_t)e->n_embd * sizeof(double));
+    if (j->next_text == j->n_texts) queue_remove(e, j);
+}
+
+/* An embedding job whose texts have all left their slots ends (under e->mu): ERROR when one failed, STOP
+ * when every text is done, CANCELLED when it was cancelled or the engine quits. */
+static void embd_maybe_end(bitnet_engine *e, bitnet_job *j) {
+    if (j->inflight > 0 || j->finish != BITNET_FINISH_NONE) return;
+    const bitnet_finish f = j->failed                  ? BITNET_FINISH_ERROR
+                            : j->n_done == j->n_texts ? BITNET_FINISH_STOP
+                            : j->cancel || e->quit     ? BITNET_FINISH_CANCELLED
+                                                       : BITNET_FINISH_NONE;
+    if (f == BITNET_FINISH_NONE) return;
+    queue_remove(e, j);
+    e->n_finished++;
+    if (f == BITNET_FINISH_CANCELLED) e->n_cancelled++;
+    job_end(j, f, NULL); /* an error is already in j->error */
+}
+
+/* The tokens slot s evaluates (its job's prompt, or its text of an embedding job); returns their number. */
+static int32_t slot_tokens(const slot *s, const int32_t **toks) {
+    const bitnet_job *j = s->job;
+    if (!j->embd) {
+        *toks = j->prompt;
+        return (int32_t)j->n_prompt;
+    }
+    *toks = j->prompt + j->text_off[s->text];
+    return (int32_t)(j->text_off[s->text + 1] - j->text_off[s->text]);
+}
+
+/* Whether token k of a text of n tokens is kept for the pooling p (its embedding read after the pass). */
+static bool pooled(bitnet_pooling p, int32_t k, int32_t n) {
+    return p == BITNET_POOLING_CLS ? k == 0 : p == BITNET_POOLING_LAST ? k == n - 1 : true;
 }
 
 /* Appends n bytes to the slot's generated text; false on out of memory. */
@@ -268,13 +352,15 @@ static int32_t build_batch(bitnet_engine *e) {
         s->in_batch = true;
         s->bi = n++;
     }
-    /* prompt chunks: slots in order of their job's id (insertion sort; n_slots is small) */
+    /* prompt chunks (and texts to embed): slots in the order they were given their job or text, which for
+     * generation jobs is the order of the jobs' ids (insertion sort; n_slots is small) */
     int32_t k = 0;
     for (int32_t i = 0; i < e->p.n_slots; i++) {
         const slot *s = &e->slots[i];
-        if (!s->job || s->finish != BITNET_FINISH_NONE || (size_t)s->n_fed >= s->job->n_prompt) continue;
+        const int32_t *toks;
+        if (!s->job || s->finish != BITNET_FINISH_NONE || s->n_fed >= slot_tokens(s, &toks)) continue;
         int32_t at = k++;
-        while (at > 0 && e->slots[e->order[at - 1]].job->id > s->job->id) {
+        while (at > 0 && e->slots[e->order[at - 1]].stamp > s->stamp) {
             e->order[at] = e->order[at - 1];
             at--;
         }
@@ -282,14 +368,16 @@ static int32_t build_batch(bitnet_engine *e) {
     }
     for (int32_t o = 0; o < k && n < e->p.n_batch; o++) {
         slot *s = &e->slots[e->order[o]];
-        const int32_t plen = (int32_t)s->job->n_prompt;
+        const bitnet_job *j = s->job;
+        const int32_t *toks;
+        const int32_t plen = slot_tokens(s, &toks);
         while (s->n_fed < plen && n < e->p.n_batch) {
-            e->b_tok[n] = s->job->prompt[s->n_fed];
+            e->b_tok[n] = toks[s->n_fed];
             e->b_pos[n] = s->n_fed;
             e->b_seq[n] = e->order[o];
             s->in_batch = true;
-            e->b_logits[n] = s->n_fed + 1 == plen;
-            if (e->b_logits[n]) s->bi = n;
+            e->b_logits[n] = j->embd ? pooled(j->pooling, s->n_fed, plen) : s->n_fed + 1 == plen;
+            if (!j->embd && e->b_logits[n]) s->bi = n;
             s->n_fed++;
             n++;
         }
@@ -304,6 +392,21 @@ static void publish(bitnet_engine *e) {
         slot *s = &e->slots[i];
         bitnet_job *j = s->job;
         if (!j) continue;
+        if (j->embd) { /* a text done, failed or cancelled leaves its slot */
+            if (s->finish == BITNET_FINISH_NONE) continue;
+            if (s->finish == BITNET_FINISH_STOP) {
+                j->n_done++;
+            } else if (s->finish == BITNET_FINISH_ERROR && !j->failed) {
+                j->failed = true;
+                snprintf(j->error, sizeof j->error, "text %d: %.200s", (int)s->text, s->error);
+                queue_remove(e, j); /* no further text of it starts */
+            }
+            j->inflight--;
+            slot_clear(s);
+            e->n_busy--;
+            embd_maybe_end(e, j);
+            continue;
+        }
         if (s->finish != BITNET_FINISH_NONE) release_all(s);
         if (s->release_to > s->published) {
             if (!job_append(j, s->gen + s->published, s->release_to - s->published)) {
@@ -332,29 +435,60 @@ static void admit(bitnet_engine *e) {
         if (s->job && (s->job->cancel || e->quit)) s->finish = BITNET_FINISH_CANCELLED;
     }
     publish(e);
-    e->q_tail = NULL;
-    for (bitnet_job **pp = &e->q_head; *pp;) {
-        bitnet_job *j = *pp;
-        if (j->cancel || e->quit) {
-            *pp = j->next;
-            e->n_waiting--;
+    for (bitnet_job *j = e->q_head, *next; j; j = next) {
+        next = j->next;
+        if (!j->cancel && !e->quit) continue;
+        queue_remove(e, j);
+        if (j->embd) { /* its slots were freed above */
+            embd_maybe_end(e, j);
+        } else {
             e->n_finished++;
             e->n_cancelled++;
             job_end(j, BITNET_FINISH_CANCELLED, NULL);
-        } else {
-            e->q_tail = j;
-            pp = &j->next;
         }
     }
     for (int32_t i = 0; i < e->p.n_slots && e->q_head; i++) {
         if (e->slots[i].job) continue;
         bitnet_job *j = e->q_head;
-        e->q_head = j->next;
-        if (!e->q_head) e->q_tail = NULL;
-        e->n_waiting--;
-        j->next = NULL;
+        if (e->p.embeddings) {
+            /* the next text of the job with the fewest texts in slots; among those, of the one served longest
+             * ago (never before the others): round robin, so no job waits while others take turns */
+            for (bitnet_job *q = j->next; q; q = q->next) {
+                if (q->inflight < j->inflight || (q->inflight == j->inflight && q->last_start < j->last_start)) j = q;
+            }
+            slot_start_text(e, &e->slots[i], j);
+            continue;
+        }
+        queue_remove(e, j);
         slot_start(e, &e->slots[i], j);
     }
+}
+
+/* After a pass of an embedding engine: the kept tokens' embeddings pooled into their texts' vectors, in
+ * batch order (so a mean sums a text's tokens in token order, as bitnet_embed does). Returns false when
+ * an embedding is missing (the texts in the batch then fail). */
+static bool take_embeddings(bitnet_engine *e, int32_t n) {
+    const int32_t D = e->n_embd;
+    for (int32_t i = 0; i < n; i++) {
+        if (!e->b_logits[i]) continue;
+        const slot *s = &e->slots[e->b_seq[i]];
+        const bitnet_job *j = s->job;
+        const int32_t *toks;
+        const int32_t len = slot_tokens(s, &toks), k = e->b_pos[i];
+        const float *v = bitnet_get_embeddings_ith(e->ctx, i);
+        if (!v) return false;
+        float *row = j->vec + (size_t)s->text * (size_t)D;
+        if (j->pooling == BITNET_POOLING_MEAN) {
+            double *a = e->acc + (size_t)e->b_seq[i] * (size_t)D;
+            for (int32_t d = 0; d < D; d++) a[d] += (double)v[d];
+            if (k == len - 1) {
+                for (int32_t d = 0; d < D; d++) row[d] = (float)(a[d] / (double)len);
+            }
+        } else {
+            memcpy(row, v, (size_t)D * sizeof(float));
+        }
+    }
+    return true;
 }
 
 static void *engine_main(void *arg) {
@@ -376,6 +510,9 @@ static void *engine_main(void *arg) {
         if (n > 0) {
             const bitnet_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
             st = bitnet_decode_batch(e->ctx, &b, &err);
+            if (st == BITNET_OK && e->p.embeddings && !take_embeddings(e, n)) {
+                st = bitnet_fail(&err, BITNET_ERR_INVALID_ARG, "the context kept no embedding of a pooled token");
+            }
         }
         for (int32_t i = 0; i < e->p.n_slots; i++) {
             slot *s = &e->slots[i];
@@ -383,6 +520,11 @@ static void *engine_main(void *arg) {
             if (st != BITNET_OK && s->in_batch) { /* its cache now lacks this step's rows: it cannot go on */
                 s->finish = BITNET_FINISH_ERROR;
                 snprintf(s->error, sizeof s->error, "the forward pass failed: %.200s", err.msg);
+                continue;
+            }
+            if (s->job->embd) { /* a text is done once its last token has been evaluated */
+                const int32_t *toks;
+                if (s->in_batch && s->n_fed == slot_tokens(s, &toks)) s->finish = BITNET_FINISH_STOP;
                 continue;
             }
             if (st == BITNET_OK && s->bi >= 0)
@@ -418,7 +560,8 @@ bitnet_status bitnet_engine_start(bitnet_model *m, const bitnet_engine_params *p
     pthread_cond_init(&e->work, NULL);
     pthread_cond_init(&e->progress, &ca);
     pthread_condattr_destroy(&ca);
-    const bitnet_context_params cp = {p->n_ctx_slot, p->n_batch, p->n_threads, 1, p->n_slots, false};
+    e->n_embd = bitnet_model_hparams(m)->n_embd;
+    const bitnet_context_params cp = {p->n_ctx_slot, p->n_batch, p->n_threads, 1, p->n_slots, p->embeddings};
     bitnet_status st = bitnet_context_create_params(m, &cp, &e->ctx, err);
     if (st != BITNET_OK) {
         bitnet_engine_free(e);
@@ -431,7 +574,8 @@ bitnet_status bitnet_engine_start(bitnet_model *m, const bitnet_engine_params *p
     e->b_pos = calloc((size_t)e->p.n_batch, sizeof *e->b_pos);
     e->b_seq = calloc((size_t)e->p.n_batch, sizeof *e->b_seq);
     e->b_logits = calloc((size_t)e->p.n_batch, sizeof *e->b_logits);
-    if (!e->slots || !e->order || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits) {
+    if (p->embeddings) e->acc = calloc((size_t)p->n_slots * (size_t)e->n_embd, sizeof *e->acc);
+    if (!e->slots || !e->order || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || (p->embeddings && !e->acc)) {
         bitnet_engine_free(e);
         return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for %d slots", (int)p->n_slots);
     }
@@ -446,10 +590,49 @@ bitnet_status bitnet_engine_start(bitnet_model *m, const bitnet_engine_params *p
     return BITNET_OK;
 }
 
+/* Puts a new job (the engine's and the caller's references) at the end of the queue, or refuses it when
+ * the engine drains or n_slots + queue_max jobs are alive (then frees it). */
+static bitnet_status enqueue(bitnet_engine *e, bitnet_job *j, bitnet_job **out, bool *busy, bitnet_error *err) {
+    j->refs = 2;
+    pthread_mutex_lock(&e->mu);
+    if (e->draining || e->quit) {
+        pthread_mutex_unlock(&e->mu);
+        job_free(j);
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "the server is shutting down");
+    }
+    if (e->n_jobs >= e->p.n_slots + e->p.queue_max) {
+        pthread_mutex_unlock(&e->mu);
+        job_free(j);
+        *busy = true;
+        if (e->p.embeddings) {
+            return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                               "%d requests are running or waiting, the most %d slots and the queue (--queue %d) hold",
+                               (int)(e->p.n_slots + e->p.queue_max), (int)e->p.n_slots, (int)e->p.queue_max);
+        }
+        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
+                           "all %d slots are taken and %d requests wait, the most the queue holds (--queue)",
+                           (int)e->p.n_slots, (int)e->p.queue_max);
+    }
+    j->id = e->next_id++;
+    j->queued = true;
+    if (e->q_tail) e->q_tail->next = j;
+    else e->q_head = j;
+    e->q_tail = j;
+    e->n_waiting++;
+    e->n_jobs++;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    *out = j;
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_engine_submit(bitnet_engine *e, const bitnet_gen_params *p, bitnet_job **out, bool *busy,
                                    bitnet_error *err) {
     *out = NULL;
     *busy = false;
+    if (e->p.embeddings) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "this engine computes embeddings: it does not generate text");
+    }
     if (p->n_prompt < 1) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "the prompt is empty (no tokens)");
     if (p->n_prompt > (size_t)e->p.n_ctx_slot) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
@@ -487,31 +670,72 @@ bitnet_status bitnet_engine_submit(bitnet_engine *e, const bitnet_gen_params *p,
     j->top_p = p->top_p;
     j->seed = p->seed;
     j->ignore_eos = p->ignore_eos;
-    j->refs = 2;
+    return enqueue(e, j, out, busy, err);
+}
 
+bitnet_status bitnet_engine_submit_embd(bitnet_engine *e, const bitnet_embd_params *p, bitnet_job **out, bool *busy,
+                                        bitnet_error *err) {
+    *out = NULL;
+    *busy = false;
+    if (!e->p.embeddings) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "this engine generates text: embeddings need an engine started with params.embeddings");
+    }
+    if (p->n_texts < 1 || p->n_texts > INT32_MAX || !p->texts || !p->n_tokens) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "an embedding request needs 1 to %d texts, got %zu", INT32_MAX,
+                           p->n_texts);
+    }
+    if (p->pooling != BITNET_POOLING_MEAN && p->pooling != BITNET_POOLING_CLS && p->pooling != BITNET_POOLING_LAST) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "pooling %s (%d): the engine pools with mean, cls or last",
+                           bitnet_pooling_name(p->pooling), (int)p->pooling);
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < p->n_texts; i++) {
+        if (p->n_tokens[i] < 1 || p->n_tokens[i] > e->p.n_ctx_slot) {
+            return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                               "text %zu has %d tokens: a text needs 1 to %d (the positions of a slot's context)", i,
+                               (int)p->n_tokens[i], (int)e->p.n_ctx_slot);
+        }
+        for (int32_t k = 0; k < p->n_tokens[i]; k++) {
+            if (p->texts[i][k] < 0 || p->texts[i][k] >= e->n_vocab) {
+                return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "text %zu, token %d is %d, outside [0, %d)", i, (int)k,
+                                   (int)p->texts[i][k], (int)e->n_vocab);
+            }
+        }
+        total += (size_t)p->n_tokens[i];
+    }
+    bitnet_job *j = calloc(1, sizeof *j);
+    if (!j) return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a request");
+    j->e = e;
+    j->embd = true;
+    j->n_texts = (int32_t)p->n_texts;
+    j->pooling = p->pooling;
+    j->n_prompt = total;
+    j->prompt = malloc(total * sizeof *j->prompt);
+    j->text_off = malloc((p->n_texts + 1) * sizeof *j->text_off);
+    j->vec = calloc(p->n_texts * (size_t)e->n_embd, sizeof *j->vec);
+    if (!j->prompt || !j->text_off || !j->vec) {
+        job_free(j);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for a request of %zu texts", p->n_texts);
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < p->n_texts; i++) {
+        j->text_off[i] = at;
+        memcpy(j->prompt + at, p->texts[i], (size_t)p->n_tokens[i] * sizeof *j->prompt);
+        at += (size_t)p->n_tokens[i];
+    }
+    j->text_off[p->n_texts] = at;
+    return enqueue(e, j, out, busy, err);
+}
+
+const float *bitnet_job_embeddings(bitnet_job *j, int32_t *n_texts, int32_t *n_embd) {
+    bitnet_engine *e = j->e;
     pthread_mutex_lock(&e->mu);
-    if (e->draining || e->quit) {
-        pthread_mutex_unlock(&e->mu);
-        job_free(j);
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "the server is shutting down");
-    }
-    if (e->n_busy + e->n_waiting >= e->p.n_slots + e->p.queue_max) {
-        pthread_mutex_unlock(&e->mu);
-        job_free(j);
-        *busy = true;
-        return bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                           "all %d slots are taken and %d requests wait, the most the queue holds (--queue)",
-                           (int)e->p.n_slots, (int)e->p.queue_max);
-    }
-    j->id = e->next_id++;
-    if (e->q_tail) e->q_tail->next = j;
-    else e->q_head = j;
-    e->q_tail = j;
-    e->n_waiting++;
-    pthread_cond_signal(&e->work);
+    const bool done = j->embd && j->finish == BITNET_FINISH_STOP;
     pthread_mutex_unlock(&e->mu);
-    *out = j;
-    return BITNET_OK;
+    if (n_texts) *n_texts = done ? j->n_texts : 0;
+    if (n_embd) *n_embd = done ? e->n_embd : 0;
+    return done ? j->vec : NULL;
 }
 
 bool bitnet_job_poll(bitnet_job *j, size_t have, int timeout_ms, char **text, bitnet_job_update *u) {
@@ -539,7 +763,7 @@ bool bitnet_job_poll(bitnet_job *j, size_t have, int timeout_ms, char **text, bi
     u->text_len = ok ? j->len : have;
     u->finish = ok ? j->finish : BITNET_FINISH_NONE;
     u->n_prompt = (int32_t)j->n_prompt;
-    u->n_gen = j->n_gen;
+    u->n_gen = j->embd ? j->n_done : j->n_gen;
     snprintf(u->error, sizeof u->error, "%s", j->error);
     pthread_mutex_unlock(&e->mu);
     return ok;
@@ -590,7 +814,7 @@ void bitnet_engine_get_stats(bitnet_engine *e, bitnet_engine_stats *out) {
 void bitnet_engine_drain(bitnet_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->draining = true;
-    while (e->n_busy + e->n_waiting > 0) pthread_cond_wait(&e->progress, &e->mu);
+    while (e->n_jobs > 0) pthread_cond_wait(&e->progress, &e->mu);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -610,6 +834,7 @@ void bitnet_engine_free(bitnet_engine *e) {
     free(e->b_pos);
     free(e->b_seq);
     free(e->b_logits);
+    free(e->acc);
     bitnet_context_free(e->ctx);
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->progress);

@@ -14,6 +14,17 @@
  *    and a request ends where a stop string begins (the stop string is not part of the text).
  *  - Generation ends at an end-of-generation token (finish "stop"; the token is not part of the text or
  *    the count), a stop string ("stop"), max_tokens generated tokens or a full slot context ("length").
+ *
+ * An embedding engine (params.embeddings) runs embedding jobs instead: a job is a list of texts (token
+ * ids); each text takes a free slot as its own sequence (positions 0 .., several passes when it is
+ * longer than what a pass has room for), texts of any number of jobs share a pass, and a text's pooled
+ * vector is written when its last token has been evaluated. Free slots go to the next text of the job
+ * with the fewest texts in slots, and among equals of the one whose last text got a slot longest ago (a
+ * new job first): round robin, so a job of many texts shares the slots with the jobs that arrive after
+ * it instead of holding them all until its end; a pass takes the tokens of
+ * the texts that entered their slots first. A text's vector is bit-identical to bitnet_embed's for the
+ * same tokens (per-token embeddings do not depend on the batch; mean pooling sums in double in token
+ * order, as bitnet_embed does), whatever else runs.
  * All functions are thread-safe; jobs are reference-counted between the caller and the engine. */
 #ifndef BITNET_SERVER_ENGINE_H
 #define BITNET_SERVER_ENGINE_H
@@ -31,6 +42,9 @@ typedef struct bitnet_engine_params {
     int32_t n_batch;    /* tokens per forward pass, >= 1 */
     int32_t n_threads;  /* threads of the forward pass */
     int32_t queue_max;  /* requests that may wait for a slot, >= 0 */
+    bool embeddings;    /* an embedding engine: the context keeps token embeddings instead of logits
+                           (model.h bitnet_context_params.embeddings), and only bitnet_engine_submit_embd
+                           is accepted; false: only bitnet_engine_submit */
 } bitnet_engine_params;
 
 /* One generation request. The engine copies everything it needs. */
@@ -61,18 +75,45 @@ const char *bitnet_finish_name(bitnet_finish f);
 typedef struct bitnet_engine bitnet_engine;
 typedef struct bitnet_job bitnet_job;
 
-/* Creates the context (n_seq = n_slots, n_ctx = n_ctx_slot) and starts the engine's thread.
+/* Creates the context (n_seq = n_slots, n_ctx = n_ctx_slot, embeddings as params say) and starts the
+ * engine's thread.
  * Errors: those of bitnet_context_create_params, BITNET_ERR_INVALID_ARG for params out of range,
  * thread creation failure (BITNET_ERR_IO). The model must outlive the engine. */
 bitnet_status bitnet_engine_start(bitnet_model *m, const bitnet_engine_params *p, bitnet_engine **out, bitnet_error *err);
 
-/* Queues a request. On success *out holds the caller's reference (bitnet_job_release).
+/* Queues a generation request on a generation engine. On success *out holds the caller's reference
+ * (bitnet_job_release).
  * Errors: BITNET_ERR_UNSUPPORTED when every slot is busy and queue_max requests wait (*busy set: HTTP
- * 429) or the engine is draining (*busy false: HTTP 503); BITNET_ERR_INVALID_ARG for an empty prompt,
- * one longer than n_ctx_slot (message with both numbers), max_tokens < 1 or bad sampler values;
+ * 429) or the engine is draining (*busy false: HTTP 503); BITNET_ERR_INVALID_ARG for an embedding engine, an empty
+ * prompt, one longer than n_ctx_slot (message with both numbers), max_tokens < 1 or bad sampler values;
  * BITNET_ERR_NOMEM. */
 bitnet_status bitnet_engine_submit(bitnet_engine *e, const bitnet_gen_params *p, bitnet_job **out, bool *busy,
                                    bitnet_error *err);
+
+/* One embedding request: n_texts texts of token ids (as the tokenizer made them, BOS/EOS included), pooled
+ * with `pooling`. The engine copies everything it needs. */
+typedef struct bitnet_embd_params {
+    const int32_t *const *texts; /* text i: texts[i][0 .. n_tokens[i]-1], ids in [0, n_vocab) */
+    const int32_t *n_tokens;     /* each in [1, n_ctx_slot] */
+    size_t n_texts;              /* [1, INT32_MAX] */
+    bitnet_pooling pooling;      /* BITNET_POOLING_MEAN, _CLS or _LAST (one vector per text) */
+} bitnet_embd_params;
+
+/* Queues an embedding request on an embedding engine. On success *out holds the caller's reference
+ * (bitnet_job_release). The job finishes STOP when every text has its vector (bitnet_job_embeddings),
+ * CANCELLED or ERROR (bitnet_job_poll's message) otherwise; bitnet_job_poll reports n_prompt = the tokens
+ * of all texts and n_gen = the texts done so far.
+ * Errors: BITNET_ERR_UNSUPPORTED when n_slots + queue_max requests are running or waiting (*busy set: HTTP
+ * 429) or the engine is draining (*busy false: HTTP 503); BITNET_ERR_INVALID_ARG (naming the text and
+ * value) for a generation engine, no texts, a text with no tokens or more than n_ctx_slot, an id out of
+ * range, a pooling other than mean, cls or last; BITNET_ERR_NOMEM. */
+bitnet_status bitnet_engine_submit_embd(bitnet_engine *e, const bitnet_embd_params *p, bitnet_job **out, bool *busy,
+                                        bitnet_error *err);
+
+/* The vectors of an embedding job that finished STOP: (n_texts, n_embd) floats, text i at row i, pooled and
+ * not normalized; owned by the job (valid until bitnet_job_release). NULL (and zeros) for a generation job
+ * or one that has not finished STOP. *n_texts and *n_embd may be NULL. */
+const float *bitnet_job_embeddings(bitnet_job *j, int32_t *n_texts, int32_t *n_embd);
 
 /* What a job has produced so far. */
 typedef struct bitnet_job_update {
@@ -94,7 +135,7 @@ void bitnet_job_cancel(bitnet_job *j);
 /* Drops the caller's reference (cancelling the job if it is still running). NULL is fine. */
 void bitnet_job_release(bitnet_job *j);
 
-/* Busy slots and waiting requests now. */
+/* Busy slots and waiting requests (of an embedding engine: requests none of whose texts has a slot yet) now. */
 void bitnet_engine_load(bitnet_engine *e, int32_t *busy, int32_t *waiting);
 
 /* Counters since the start: requests that ended (any way) and of those cancelled, generated tokens. */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -40,7 +41,7 @@ struct bitnet_server {
 };
 
 typedef enum route {
-    R_NONE = 0, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE
+    R_NONE = 0, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_EMBEDDINGS
 } route;
 
 /* One request: its body as it arrives. */
@@ -158,6 +159,7 @@ static route route_of(const char *url, const char *method, bool *wrong_method) {
         {"/v1/models", R_MODELS, false},         {"/models", R_MODELS, false},
         {"/health", R_HEALTH, false},            {"/v1/health", R_HEALTH, false},
         {"/tokenize", R_TOKENIZE, true},         {"/detokenize", R_DETOKENIZE, true},
+        {"/v1/embeddings", R_EMBEDDINGS, true},
     };
     *wrong_method = false;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
@@ -528,6 +530,202 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
     return ret;
 }
 
+/* ---- embeddings ----------------------------------------------------------------------------- */
+
+/* n floats as base64 (RFC 4648, with padding) of their little-endian IEEE-754 binary32 bytes, as OpenAI's
+ * encoding_format "base64" gives them. malloc'ed, NUL-terminated; NULL on out of memory. */
+static char *base64_floats(const float *v, size_t n) {
+    static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t nb = 4 * n;
+    char *out = malloc(4 * ((nb + 2) / 3) + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    uint8_t b[3];
+    int have = 0;
+    for (size_t i = 0; i < nb; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i / 4], 4);
+        b[have++] = (uint8_t)(u >> (8 * (i % 4))); /* byte i % 4 of the value, least significant first */
+        if (have == 3 || i + 1 == nb) {
+            const uint32_t w = (uint32_t)b[0] << 16 | (have > 1 ? (uint32_t)b[1] << 8 : 0) | (have > 2 ? b[2] : 0);
+            out[o++] = k[w >> 18 & 63];
+            out[o++] = k[w >> 12 & 63];
+            out[o++] = have > 1 ? k[w >> 6 & 63] : '=';
+            out[o++] = have > 2 ? k[w & 63] : '=';
+            have = 0;
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+static void free_ids(int32_t **ids, size_t n) {
+    for (size_t i = 0; ids && i < n; i++) free(ids[i]);
+    free(ids);
+}
+
+/* POST /v1/embeddings: the texts tokenized (BOS/EOS as the vocabulary says, special tokens parsed, as
+ * llama-embedding does) or taken as given ids, checked against the bounds, run as one engine job, each
+ * vector L2-normalized. */
+static enum MHD_Result embeddings(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q) {
+    const size_t n = q->n_inputs;
+    int32_t **ids = calloc(n, sizeof *ids);
+    int32_t *n_ids = calloc(n, sizeof *n_ids);
+    if (!ids || !n_ids) {
+        free(ids);
+        free(n_ids);
+        return fail(c, 500, "server_error", "", "", "out of memory");
+    }
+    const int32_t slot_ctx = s->cfg.n_ctx_slot;
+    const int64_t max_tokens = s->cfg.max_embd_tokens >= 1 ? s->cfg.max_embd_tokens : 1;
+    int64_t total = 0;
+    enum MHD_Result ret = MHD_NO;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        if (q->input_ids) {
+            len = q->input_n_ids[i];
+            ids[i] = malloc(len * sizeof **ids);
+            if (!ids[i]) {
+                ret = fail(c, 500, "server_error", "", "", "out of memory");
+                goto done;
+            }
+            memcpy(ids[i], q->input_ids[i], len * sizeof **ids);
+        } else {
+            bitnet_error err = {{0}};
+            size_t got = 0;
+            if (bitnet_tokenize(s->v, q->inputs[i], q->input_lens[i], true, true, &ids[i], &got, &err) != BITNET_OK) {
+                ret = fail(c, 400, "invalid_request_error", "input", "", "cannot tokenize 'input'[%zu]: %s", i, err.msg);
+                goto done;
+            }
+            len = got;
+        }
+        if (len == 0) {
+            ret = fail(c, 400, "invalid_request_error", "input", "", "'input'[%zu] has no tokens", i);
+            goto done;
+        }
+        if (len > (size_t)slot_ctx) {
+            ret = fail(c, 400, "invalid_request_error", "input", "context_length_exceeded",
+                       "'input'[%zu] has %zu tokens, more than the %d tokens of a slot's context (llama-server -c "
+                       "N_CTX -np N_SLOTS gives each slot N_CTX / N_SLOTS)",
+                       i, len, (int)slot_ctx);
+            goto done;
+        }
+        n_ids[i] = (int32_t)len;
+        total += (int64_t)len;
+        if (total > max_tokens) {
+            ret = fail(c, 400, "invalid_request_error", "input", "",
+                       "'input' has more than %lld tokens in all (%lld up to 'input'[%zu]), the most one request may "
+                       "have (--embd-max-tokens)",
+                       (long long)max_tokens, (long long)total, i);
+            goto done;
+        }
+    }
+    const bitnet_embd_params ep = {(const int32_t *const *)ids, n_ids, n, s->cfg.pooling};
+    bitnet_job *job = NULL;
+    bool busy = false;
+    bitnet_error err = {{0}};
+    const bitnet_status st = bitnet_engine_submit_embd(s->e, &ep, &job, &busy, &err);
+    free_ids(ids, n);
+    free(n_ids);
+    ids = NULL;
+    n_ids = NULL;
+    if (st != BITNET_OK) {
+        if (busy) return fail(c, 429, "rate_limit_error", "", "rate_limit_exceeded", "the server is busy: %s", err.msg);
+        if (st == BITNET_ERR_UNSUPPORTED) return fail(c, 503, "server_error", "", "", "%s", err.msg);
+        return fail(c, st == BITNET_ERR_NOMEM ? 500 : 400, st == BITNET_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                    "input", "", "%s", err.msg);
+    }
+    char id[48];
+    snprintf(id, sizeof id, "embd-%llu", (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int fd = client_fd(c);
+    bitnet_job_update u;
+    bool left = false;
+    for (;;) {
+        char *none = NULL;
+        const bool ok = bitnet_job_poll(job, 0, POLL_MS, &none, &u);
+        free(none);
+        if (!ok) {
+            bitnet_job_release(job);
+            return fail(c, 500, "server_error", "", "", "out of memory");
+        }
+        if (u.finish != BITNET_FINISH_NONE) break;
+        if (client_gone(fd)) {
+            left = true;
+            break;
+        }
+    }
+    if (s->cfg.log) {
+        fprintf(s->cfg.log, "llama-server: %s /v1/embeddings: %zu texts, %d tokens, finish %s, %.0f ms\n", id, n,
+                (int)u.n_prompt,
+                left ? "client gone" : bitnet_finish_name(u.finish) ? bitnet_finish_name(u.finish) : "?", ms_since(&t0));
+        fflush(s->cfg.log);
+    }
+    if (left) {
+        bitnet_job_release(job);
+        return MHD_NO; /* nobody to answer */
+    }
+    if (u.finish != BITNET_FINISH_STOP) {
+        bitnet_job_release(job);
+        if (u.finish == BITNET_FINISH_CANCELLED) {
+            return fail(c, 503, "server_error", "", "", "the request was cancelled (the server is stopping)");
+        }
+        return fail(c, 500, "server_error", "", "", "embedding failed: %s", u.error);
+    }
+    int32_t n_vec = 0, D = 0;
+    const float *vec = bitnet_job_embeddings(job, &n_vec, &D);
+    float *row = malloc((size_t)(D > 0 ? D : 1) * sizeof *row);
+    json_object *o = json_object_new_object(), *data = json_object_new_array();
+    bool good = row && vec && n_vec == (int32_t)n, nonfinite = false;
+    for (int32_t i = 0; good && i < n_vec; i++) {
+        bitnet_embd_normalize(vec + (size_t)i * (size_t)D, row, D, 2);
+        json_object *item = json_object_new_object();
+        json_object_object_add(item, "object", json_object_new_string("embedding"));
+        json_object_object_add(item, "index", json_object_new_int(i));
+        if (q->base64) {
+            char *b64 = base64_floats(row, (size_t)D);
+            good = b64 != NULL;
+            json_object_object_add(item, "embedding", b64 ? json_object_new_string(b64) : NULL);
+            free(b64);
+        } else {
+            json_object *arr = json_object_new_array();
+            for (int32_t d = 0; d < D; d++) {
+                if (!isfinite(row[d])) { /* JSON has no NaN or infinity */
+                    good = false;
+                    nonfinite = true;
+                    break;
+                }
+                char num[32];
+                snprintf(num, sizeof num, "%.9g", (double)row[d]); /* 9 digits: the float back exactly */
+                json_object_array_add(arr, json_object_new_double_s((double)row[d], num));
+            }
+            json_object_object_add(item, "embedding", arr);
+        }
+        json_object_array_add(data, item);
+    }
+    free(row);
+    bitnet_job_release(job);
+    json_object_object_add(o, "object", json_object_new_string("list"));
+    json_object_object_add(o, "data", data);
+    json_object_object_add(o, "model", json_object_new_string(s->model_id));
+    json_object *usage = json_object_new_object();
+    json_object_object_add(usage, "prompt_tokens", json_object_new_int(u.n_prompt));
+    json_object_object_add(usage, "total_tokens", json_object_new_int(u.n_prompt));
+    json_object_object_add(o, "usage", usage);
+    if (!good) {
+        json_object_put(o);
+        return nonfinite ? fail(c, 500, "server_error", "", "", "the model produced an embedding value that is not finite")
+                         : fail(c, 500, "server_error", "", "", "out of memory");
+    }
+    return send_json(c, MHD_HTTP_OK, o);
+
+done:
+    free_ids(ids, n);
+    free(n_ids);
+    return ret;
+}
+
 /* ---- the other endpoints -------------------------------------------------------------------- */
 
 static enum MHD_Result tokenize(bitnet_server *s, struct MHD_Connection *c, const bitnet_srv_request *q) {
@@ -592,7 +790,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return fail(c, 401, "invalid_request_error", "", "invalid_api_key",
                         "Invalid API key: send the key given with --api-key as \"Authorization: Bearer KEY\"");
         }
-        if (atomic_load(&s->stopping) && (rs->r == R_CHAT || rs->r == R_COMPLETION)) {
+        if (atomic_load(&s->stopping) && (rs->r == R_CHAT || rs->r == R_COMPLETION || rs->r == R_EMBEDDINGS)) {
             rs->answered = true;
             return fail(c, 503, "server_error", "", "", "the server is shutting down");
         }
@@ -652,18 +850,44 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_MODELS: return models(s, c);
     default: break;
     }
+    /* the mode's refusals come before the body is looked at */
+    if (s->cfg.embeddings && (rs->r == R_CHAT || rs->r == R_COMPLETION)) {
+        return fail(c, 400, "invalid_request_error", "", "",
+                    "this model serves embeddings only: use POST /v1/embeddings (llama-server is in embedding mode "
+                    "because %s); text generation needs a generation model started without --embeddings",
+                    bitnet_model_hparams(s->m)->pooling >= 0 ? "the model file has a pooling_type: an embedding model"
+                                                               : "it was started with --embeddings");
+    }
+    if (!s->cfg.embeddings && rs->r == R_EMBEDDINGS) {
+        return fail(c, 400, "invalid_request_error", "", "",
+                    "this server generates text; start it with --embeddings, or load an embedding model (a GGUF with "
+                    "<arch>.pooling_type), to answer /v1/embeddings");
+    }
+    if (rs->r == R_EMBEDDINGS && s->cfg.pooling == BITNET_POOLING_NONE) {
+        return fail(c, 400, "invalid_request_error", "", "",
+                    "pooling 'none' (one vector per token) has no OpenAI-compatible answer: start llama-server with "
+                    "--pooling mean, cls or last for /v1/embeddings");
+    }
     static const bitnet_srv_kind kinds[] = {[R_CHAT] = BITNET_SRV_CHAT, [R_COMPLETION] = BITNET_SRV_COMPLETION,
-                                            [R_TOKENIZE] = BITNET_SRV_TOKENIZE, [R_DETOKENIZE] = BITNET_SRV_DETOKENIZE};
-    const bitnet_srv_limits lim = {s->model_id, bitnet_model_hparams(s->m)->n_vocab, s->cfg.max_tokens_cap, 16, 256};
+                                            [R_TOKENIZE] = BITNET_SRV_TOKENIZE, [R_DETOKENIZE] = BITNET_SRV_DETOKENIZE,
+                                            [R_EMBEDDINGS] = BITNET_SRV_EMBEDDINGS};
+    const bitnet_hparams *hp = bitnet_model_hparams(s->m);
+    const bitnet_srv_limits lim = {s->model_id, hp->n_vocab, s->cfg.max_tokens_cap, 16, 256};
+    const bitnet_srv_embd_limits el = {hp->n_embd, s->cfg.max_embd_inputs};
     bitnet_srv_request q;
     bitnet_srv_error e;
     enum MHD_Result ret;
-    if (bitnet_srv_parse(kinds[rs->r], rs->body ? rs->body : "", rs->len, &lim, &q, &e) != BITNET_OK) {
+    const char *body = rs->body ? rs->body : "";
+    const bitnet_status pst = rs->r == R_EMBEDDINGS ? bitnet_srv_parse_embeddings(body, rs->len, &lim, &el, &q, &e)
+                                                    : bitnet_srv_parse(kinds[rs->r], body, rs->len, &lim, &q, &e);
+    if (pst != BITNET_OK) {
         ret = send_error(c, &e);
     } else if (rs->r == R_TOKENIZE) {
         ret = tokenize(s, c, &q);
     } else if (rs->r == R_DETOKENIZE) {
         ret = detokenize(s, c, &q);
+    } else if (rs->r == R_EMBEDDINGS) {
+        ret = embeddings(s, c, &q);
     } else {
         ret = generate(s, c, &q);
     }

@@ -179,28 +179,37 @@ static bitnet_status bool_field(json_object *obj, const char *key, bool *out, bi
     return BITNET_OK;
 }
 
-/* Token ids: an array of integers in [0, n_vocab). */
-static bitnet_status token_array(json_object *arr, const char *param, int32_t n_vocab, bitnet_srv_request *r,
-                                 bitnet_srv_error *e) {
+/* Token ids: an array of integers in [0, n_vocab) into *ids (malloc'ed, set before any refusal so that
+ * the request frees it) and *n_ids. where: how messages name the array ("'prompt'", "'input'[2]"). */
+static bitnet_status id_array(json_object *arr, const char *param, const char *where, int32_t n_vocab, int32_t **ids,
+                              size_t *n_ids, bitnet_srv_error *e) {
     const size_t n = json_object_array_length(arr);
-    r->tokens = malloc((n ? n : 1) * sizeof *r->tokens);
-    if (!r->tokens) return NOMEM();
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    if (!*ids) return NOMEM();
     for (size_t i = 0; i < n; i++) {
         json_object *v = json_object_array_get_idx(arr, i);
         char b[80];
         if (json_object_get_type(v) != json_type_int) {
-            return BAD(param, "'%s'[%zu] must be a token id (an integer), got %s %s", param, i, type_name(v),
+            return BAD(param, "%s[%zu] must be a token id (an integer), got %s %s", where, i, type_name(v),
                        shown(v, b, sizeof b));
         }
         const int64_t id = json_object_get_int64(v);
         if (id < 0 || id >= n_vocab) {
-            return BAD(param, "'%s'[%zu] = %lld is not a token id: the vocabulary has ids [0, %d)", param, i, (long long)id,
+            return BAD(param, "%s[%zu] = %lld is not a token id: the vocabulary has ids [0, %d)", where, i, (long long)id,
                        (int)n_vocab);
         }
-        r->tokens[i] = (int32_t)id;
+        (*ids)[i] = (int32_t)id;
     }
-    r->n_tokens = n;
+    *n_ids = n;
     return BITNET_OK;
+}
+
+/* Token ids of a completion prompt or a detokenize request: r->tokens. */
+static bitnet_status token_array(json_object *arr, const char *param, int32_t n_vocab, bitnet_srv_request *r,
+                                 bitnet_srv_error *e) {
+    char where[64];
+    snprintf(where, sizeof where, "'%s'", param);
+    return id_array(arr, param, where, n_vocab, &r->tokens, &r->n_tokens, e);
 }
 
 /* A message's content: a string, or an array of {"type": "text", "text": STRING} parts (joined). */
@@ -342,24 +351,31 @@ static bitnet_status parse_stop(json_object *root, const bitnet_srv_limits *lim,
     return BITNET_OK;
 }
 
+/* "model": absent, null, or the served model's id (404 model_not_found for another). */
+static bitnet_status parse_model(json_object *root, const bitnet_srv_limits *lim, bitnet_srv_error *e) {
+    json_object *v;
+    char b[80];
+    if (!field(root, "model", &v)) return BITNET_OK;
+    if (json_object_get_type(v) != json_type_string) {
+        return BAD("model", "'model' must be a string, got %s %s", type_name(v), shown(v, b, sizeof b));
+    }
+    if (lim->model_id && strcmp(json_object_get_string(v), lim->model_id) != 0) {
+        return bitnet_srv_fail(e, 404, k_invalid, "model", "model_not_found",
+                               "The model %s does not exist: this server serves '%s' (GET /v1/models)",
+                               shown(v, b, sizeof b), lim->model_id);
+    }
+    return BITNET_OK;
+}
+
 /* The fields chat and completion share: model, sampling, stop, stream, and the refused features. */
 static bitnet_status parse_generation(json_object *root, const bitnet_srv_limits *lim, bitnet_srv_request *r,
                                       bitnet_srv_error *e) {
     json_object *v;
     char b[80];
-    if (field(root, "model", &v)) {
-        if (json_object_get_type(v) != json_type_string) {
-            return BAD("model", "'model' must be a string, got %s %s", type_name(v), shown(v, b, sizeof b));
-        }
-        if (lim->model_id && strcmp(json_object_get_string(v), lim->model_id) != 0) {
-            return bitnet_srv_fail(e, 404, k_invalid, "model", "model_not_found",
-                                   "The model %s does not exist: this server serves '%s' (GET /v1/models)",
-                                   shown(v, b, sizeof b), lim->model_id);
-        }
-    }
+    bitnet_status st = parse_model(root, lim, e);
+    if (st != BITNET_OK) return st;
     bool has = false;
     int64_t x = 0;
-    bitnet_status st;
     r->max_tokens = -1;
     for (int k = 0; k < 2; k++) {
         const char *key = k == 0 ? "max_tokens" : "max_completion_tokens";
@@ -408,8 +424,90 @@ static bitnet_status parse_generation(json_object *root, const bitnet_srv_limits
     return BITNET_OK;
 }
 
-bitnet_status bitnet_srv_parse(bitnet_srv_kind kind, const char *body, size_t len, const bitnet_srv_limits *lim,
-                               bitnet_srv_request *out, bitnet_srv_error *e) {
+/* An embeddings request: "input" in any of its four forms, "model", "encoding_format", "dimensions". */
+static bitnet_status parse_embeddings(json_object *root, const bitnet_srv_limits *lim,
+                                      const bitnet_srv_embd_limits *el, bitnet_srv_request *r, bitnet_srv_error *e) {
+    json_object *in, *v;
+    char b[80], where[48];
+    bitnet_status st = parse_model(root, lim, e);
+    if (st != BITNET_OK) return st;
+    if (!field(root, "input", &in)) return BAD("input", "'input' is missing: give a string or an array of strings");
+    const json_type t = json_object_get_type(in);
+    if (t != json_type_string && t != json_type_array) {
+        return BAD("input", "'input' must be a string, an array of strings, an array of token ids or an array of "
+                            "token-id arrays, got %s %s", type_name(in), shown(in, b, sizeof b));
+    }
+    const size_t n_items = t == json_type_string ? 1 : json_object_array_length(in);
+    if (n_items == 0) return BAD("input", "'input' is an empty array: give at least one text");
+    json_object *first = t == json_type_string ? in : json_object_array_get_idx(in, 0);
+    const json_type ft = json_object_get_type(first);
+    if (ft != json_type_string && ft != json_type_int && ft != json_type_array) {
+        return BAD("input", "'input'[0] must be a string, a token id or an array of token ids, got %s %s",
+                   type_name(first), shown(first, b, sizeof b));
+    }
+    const bool one_id_list = t == json_type_array && ft == json_type_int; /* [ids]: one text */
+    const size_t n = one_id_list ? 1 : n_items;
+    const int32_t max_inputs = el->max_inputs >= 1 ? el->max_inputs : 1;
+    if (n > (size_t)max_inputs) {
+        return BAD("input", "'input' has %zu texts, at most %d are accepted in one request", n, (int)max_inputs);
+    }
+    if (one_id_list || ft == json_type_array) {
+        r->input_ids = calloc(n, sizeof *r->input_ids);
+        r->input_n_ids = calloc(n, sizeof *r->input_n_ids);
+        if (!r->input_ids || !r->input_n_ids) return NOMEM();
+        r->n_inputs = n;
+        for (size_t i = 0; i < n; i++) {
+            json_object *arr = one_id_list ? in : json_object_array_get_idx(in, i);
+            if (one_id_list) snprintf(where, sizeof where, "'input'");
+            else snprintf(where, sizeof where, "'input'[%zu]", i);
+            if (json_object_get_type(arr) != json_type_array) {
+                return BAD("input", "%s must be an array of token ids (as 'input'[0] is), got %s %s", where, type_name(arr),
+                           shown(arr, b, sizeof b));
+            }
+            if ((st = id_array(arr, "input", where, lim->n_vocab, &r->input_ids[i], &r->input_n_ids[i], e)) != BITNET_OK)
+                return st;
+            if (r->input_n_ids[i] == 0) return BAD("input", "%s is an empty array of token ids", where);
+        }
+    } else {
+        r->inputs = calloc(n, sizeof *r->inputs);
+        r->input_lens = calloc(n, sizeof *r->input_lens);
+        if (!r->inputs || !r->input_lens) return NOMEM();
+        r->n_inputs = n;
+        for (size_t i = 0; i < n; i++) {
+            json_object *s = t == json_type_string ? in : json_object_array_get_idx(in, i);
+            if (t == json_type_string) snprintf(where, sizeof where, "'input'");
+            else snprintf(where, sizeof where, "'input'[%zu]", i);
+            if (json_object_get_type(s) != json_type_string) {
+                return BAD("input", "%s must be a string (as 'input'[0] is), got %s %s", where, type_name(s),
+                           shown(s, b, sizeof b));
+            }
+            if (json_object_get_string_len(s) == 0) return BAD("input", "%s is an empty string", where);
+            if ((st = copy_string(s, "input", &r->inputs[i], &r->input_lens[i], e)) != BITNET_OK) return st;
+        }
+    }
+    if (field(root, "encoding_format", &v)) {
+        const char *f = json_object_get_type(v) == json_type_string ? json_object_get_string(v) : NULL;
+        if (!f || (strcmp(f, "float") != 0 && strcmp(f, "base64") != 0)) {
+            return BAD("encoding_format", "'encoding_format' must be \"float\" or \"base64\", got %s %s", type_name(v),
+                       shown(v, b, sizeof b));
+        }
+        r->base64 = strcmp(f, "base64") == 0;
+    }
+    if (field(root, "dimensions", &v)) {
+        if (json_object_get_type(v) != json_type_int) {
+            return BAD("dimensions", "'dimensions' must be an integer, got %s %s", type_name(v), shown(v, b, sizeof b));
+        }
+        if (json_object_get_int64(v) != el->n_embd) {
+            return BAD("dimensions", "'dimensions' is %s: this model's embeddings have %d dimensions, and this server "
+                                     "does not shorten them", shown(v, b, sizeof b), (int)el->n_embd);
+        }
+    }
+    return BITNET_OK;
+}
+
+/* bitnet_srv_parse and bitnet_srv_parse_embeddings (el NULL: an embeddings body is refused with 500). */
+static bitnet_status parse_body(bitnet_srv_kind kind, const char *body, size_t len, const bitnet_srv_limits *lim,
+                                const bitnet_srv_embd_limits *el, bitnet_srv_request *out, bitnet_srv_error *e) {
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->max_tokens = -1;
@@ -462,12 +560,28 @@ bitnet_status bitnet_srv_parse(bitnet_srv_kind kind, const char *body, size_t le
                 st = token_array(v, "tokens", lim->n_vocab, out, e);
             }
             break;
+        case BITNET_SRV_EMBEDDINGS:
+            st = el ? parse_embeddings(root, lim, el, out, e)
+                    : bitnet_srv_fail(e, 500, "server_error", "", "",
+                                      "embeddings bodies are parsed by bitnet_srv_parse_embeddings (their limits)");
+            break;
         default:
             st = bitnet_srv_fail(e, 500, "server_error", "", "", "unknown request kind %d", (int)kind);
         }
     }
     json_object_put(root);
     return st;
+}
+
+bitnet_status bitnet_srv_parse(bitnet_srv_kind kind, const char *body, size_t len, const bitnet_srv_limits *lim,
+                               bitnet_srv_request *out, bitnet_srv_error *e) {
+    return parse_body(kind, body, len, lim, NULL, out, e);
+}
+
+bitnet_status bitnet_srv_parse_embeddings(const char *body, size_t len, const bitnet_srv_limits *lim,
+                                          const bitnet_srv_embd_limits *el, bitnet_srv_request *out,
+                                          bitnet_srv_error *e) {
+    return parse_body(BITNET_SRV_EMBEDDINGS, body, len, lim, el, out, e);
 }
 
 void bitnet_srv_request_free(bitnet_srv_request *r) {
@@ -478,5 +592,13 @@ void bitnet_srv_request_free(bitnet_srv_request *r) {
     free(r->tokens);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        if (r->inputs) free(r->inputs[i]);
+        if (r->input_ids) free(r->input_ids[i]);
+    }
+    free(r->inputs);
+    free(r->input_lens);
+    free(r->input_ids);
+    free(r->input_n_ids);
     memset(r, 0, sizeof *r);
 }

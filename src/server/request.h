@@ -10,6 +10,9 @@
  *   completion:  {"prompt": STRING, [STRING] or [token ids], and the same sampling fields}
  *   tokenize:    {"content": STRING, "add_special": BOOL (default false)}
  *   detokenize:  {"tokens": [ids]}
+ *   embeddings:  {"input": STRING, [STRING], [token ids] (one text) or [[token ids], ...], "model",
+ *                 "encoding_format": "float" (default) | "base64", "dimensions" (must be the model's n_embd),
+ *                 "user" (ignored)} (OpenAI API reference, "Create embeddings")
  * Fields a client library sends that do not change the output (user, logit_bias {}, presence_penalty 0,
  * ...) are ignored. Requests that ask for what this server does not do (n > 1, logprobs, tools,
  * audio) are refused rather than answered differently.
@@ -34,6 +37,7 @@ typedef enum bitnet_srv_kind {
     BITNET_SRV_COMPLETION = 1, /* POST /v1/completions */
     BITNET_SRV_TOKENIZE = 2,   /* POST /tokenize */
     BITNET_SRV_DETOKENIZE = 3, /* POST /detokenize */
+    BITNET_SRV_EMBEDDINGS = 4, /* POST /v1/embeddings */
 } bitnet_srv_kind;
 
 /* What the parser checks values against. */
@@ -44,6 +48,12 @@ typedef struct bitnet_srv_limits {
     int32_t max_stop;       /* most stop strings (>= 1) */
     int32_t max_stop_len;   /* bytes of one stop string (>= 1) */
 } bitnet_srv_limits;
+
+/* What an embeddings body is checked against besides bitnet_srv_limits (model_id, n_vocab). */
+typedef struct bitnet_srv_embd_limits {
+    int32_t n_embd;     /* "dimensions", when given, must equal it */
+    int32_t max_inputs; /* the most texts "input" may hold (< 1: 1) */
+} bitnet_srv_embd_limits;
 
 /* A parsed request; strings are NUL-terminated copies (may contain no NUL: one inside a JSON string is
  * refused). Fields a kind does not use are zero. */
@@ -67,6 +77,14 @@ typedef struct bitnet_srv_request {
     bool include_usage;            /* stream_options.include_usage */
     bool add_special;              /* tokenize */
     bool ignore_eos;               /* llama.cpp's "ignore_eos": generate through end-of-generation tokens */
+    /* embeddings: n_inputs >= 1 texts, either all strings (inputs[i]: input_lens[i] bytes, not empty) or
+     * all token ids (input_ids[i]: input_n_ids[i] >= 1 ids in [0, n_vocab)); the other pair is NULL */
+    char **inputs;
+    size_t *input_lens;
+    int32_t **input_ids;
+    size_t *input_n_ids;
+    size_t n_inputs;
+    bool base64;                   /* "encoding_format": "base64" */
 } bitnet_srv_request;
 
 /* An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with HTTP status http_status. */
@@ -97,6 +115,13 @@ bitnet_status bitnet_srv_vfail(bitnet_srv_error *e, int http_status, const char 
  * have (400). BITNET_ERR_NOMEM (e set, 500). */
 bitnet_status bitnet_srv_parse(bitnet_srv_kind kind, const char *body, size_t len, const bitnet_srv_limits *lim,
                                bitnet_srv_request *out, bitnet_srv_error *e);
+
+/* bitnet_srv_parse of an embeddings body (kind BITNET_SRV_EMBEDDINGS, which bitnet_srv_parse refuses with
+ * 500: it lacks these limits), also checked against el: more than max_inputs texts and "dimensions" other
+ * than n_embd are refused (400). */
+bitnet_status bitnet_srv_parse_embeddings(const char *body, size_t len, const bitnet_srv_limits *lim,
+                                          const bitnet_srv_embd_limits *el, bitnet_srv_request *out,
+                                          bitnet_srv_error *e);
 
 /* Frees what a request owns and zeroes it; NULL and a zeroed request are fine. */
 void bitnet_srv_request_free(bitnet_srv_request *r);

@@ -8,7 +8,20 @@
  *   GET  /health                {"status": "ok", "slots_processing": N, "requests_waiting": N} (no API key)
  *   POST /tokenize              {"content", "add_special"} -> {"tokens": [...]}
  *   POST /detokenize            {"tokens": [...]} -> {"content": "..."}
- * The paths without "/v1" are accepted too, as llama.cpp's server does.
+ *   POST /v1/embeddings         OpenAI's embeddings (request.h): one L2-normalized vector per input text,
+ *                               pooled as config.pooling says, as floats or base64 float32 (little-endian)
+ * The paths without "/v1" are accepted too, as llama.cpp's server does, except /embeddings: llama.cpp's
+ * /embedding and /embeddings answer in a format of their own, which this server does not have (404).
+ *
+ * Modes: an embedding server (config.embeddings: llama-server --embeddings, or a model whose GGUF has
+ * <arch>.pooling_type) answers /v1/embeddings and refuses /v1/chat/completions and /v1/completions with
+ * 400 ("this model serves embeddings only: ..."); a generation server refuses /v1/embeddings with 400
+ * ("this server generates text; start it with --embeddings, or load an embedding model"). /v1/models,
+ * /health, /tokenize and /detokenize answer in both. Pooling "none" (one vector per token) is refused on
+ * /v1/embeddings with 400, as llama.cpp's server does for OpenAI's endpoint.
+ * Bounds of one embeddings request: max_embd_inputs texts, max_embd_tokens tokens in all (after
+ * tokenization: BOS/EOS included), each text at most n_ctx_slot tokens (code context_length_exceeded);
+ * a text must not be empty (OpenAI refuses "" too). Beyond them: 400 naming "input".
  *
  * Streams are server-sent events (text/event-stream): one "data: {chunk}\n\n" per piece of text in
  * OpenAI's chunk format (the first carries the assistant role), one with finish_reason, then with
@@ -18,7 +31,8 @@
  * the limit, 429 every slot busy and the queue full (with Retry-After), 503 shutting down.
  * A client that disconnects stops its generation (its slot is freed at the next step).
  * Log (config.log): "<id> <path>: prompt P tokens, G generated, finish F, T ms" per generation request,
- * F being stop, length, error or "client gone". */
+ * F being stop, length, error or "client gone"; "<id> /v1/embeddings: N texts, P tokens, finish F, T ms" per
+ * embeddings request. */
 #ifndef BITNET_SERVER_SERVER_H
 #define BITNET_SERVER_SERVER_H
 
@@ -49,6 +63,10 @@ typedef struct bitnet_server_config {
     const char *system_prompt;/* NULL, or the system message of chat requests that do not start with one */
     unsigned max_connections; /* simultaneous connections */
     FILE *log;                /* one line per generation request when it ends (NULL: none) */
+    bool embeddings;          /* an embedding server (the engine too must be one: engine.h) */
+    bitnet_pooling pooling;   /* embedding server: MEAN, CLS or LAST; NONE: /v1/embeddings answers 400 */
+    int32_t max_embd_inputs;  /* texts in one embeddings request (< 1: 1) */
+    int32_t max_embd_tokens;  /* tokens of all texts of one embeddings request (< 1: 1) */
 } bitnet_server_config;
 
 typedef struct bitnet_server bitnet_server;

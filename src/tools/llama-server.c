@@ -2,8 +2,13 @@
  * (which bitnet.cpp's run_inference_server.py starts): N slots decoded together with continuous batching
  * (src/server/engine.h), endpoints in src/server/server.h.
  *
+ * Embedding mode (--embeddings, or a model whose GGUF has <arch>.pooling_type: BitNet-embedding 0.6B / 270M):
+ * the engine keeps token embeddings instead of logits and the server answers POST /v1/embeddings and
+ * refuses generation (server.h); --pooling overrides the model's pooling_type.
+ *
  * stderr: the model line, the kernel line, then "llama-server: listening on http://HOST:PORT (N slots x
- * C positions, batch B, threads T)" once requests are accepted; one line at shutdown.
+ * C positions, batch B, threads T[, embeddings, pooling P])" once requests are accepted; one line at
+ * shutdown.
  * Signals: the first SIGINT or SIGTERM stops accepting connections, lets every request already received
  * finish and be answered, and exits 0; a second one exits at once with status 1. Every generation request
  * logs one line when it ends (server.h).
@@ -54,6 +59,10 @@ typedef struct options {
     const char *lut_tiles;
     const char *chat_template;
     const char *system_prompt;
+    bool embeddings;      /* --embeddings */
+    int pooling;          /* --pooling: -1 not given, else a bitnet_pooling value */
+    long embd_max_inputs;
+    long embd_max_tokens;
 } options;
 
 #define fail(...) bitnet_tool_error("llama-server", BITNET_EXIT_FAILURE, __VA_ARGS__)
@@ -119,11 +128,25 @@ static int parse_args(int argc, char **argv, options *o) {
                    BITNET_ARG_STRING, &o->system_prompt),
         BITNET_OPT("-ngl, --n-gpu-layers", "N", "accepted for compatibility and ignored (CPU only)", BITNET_ARG_LONG,
                    &ignored, .lo = -1, .hi = INT_MAX),
+        BITNET_OPT("--embedding, --embeddings", NULL,
+                   "embedding mode: answer POST /v1/embeddings and refuse generation\n"
+                   "(the default for a model whose GGUF has <arch>.pooling_type)",
+                   BITNET_ARG_FLAG, &o->embeddings),
+        BITNET_OPT("--pooling", "P", "none|mean|cls|last: how an embedding server pools a text's token\n"
+                                   "embeddings (default: the model's pooling_type, else none;\n"
+                                   "none: /v1/embeddings answers 400, as llama.cpp's server)",
+                   BITNET_ARG_CHOICE, &o->pooling, .choices = "none|mean|cls|last"),
+        BITNET_OPT("--embd-max-inputs", "N", "texts in one /v1/embeddings request (default 512)", BITNET_ARG_LONG,
+                   &o->embd_max_inputs, .lo = 1, .hi = 1 << 20),
+        BITNET_OPT("--embd-max-tokens", "N", "tokens of all texts of one /v1/embeddings request (default 32768)",
+                   BITNET_ARG_LONG, &o->embd_max_tokens, .lo = 1, .hi = INT_MAX),
     };
-    char arch_names[256], desc[700];
+    char arch_names[256], desc[900];
     snprintf(desc, sizeof desc,
              "Serve a ternary (BitNet b1.58) model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
              "/v1/completions (stream or not), GET /v1/models, /health, POST /tokenize, /detokenize.\n"
+             "Embedding models (a GGUF with <arch>.pooling_type, or --embeddings): POST /v1/embeddings\n"
+             "(L2-normalized vectors, float or base64) instead of generation.\n"
              "Architectures: %s. Listens on 127.0.0.1 unless --host says otherwise.\n",
              bitnet_arch_list(arch_names, sizeof arch_names, "", ", ", " or "));
     static const char *const epi =
@@ -174,7 +197,7 @@ int main(int argc, char **argv) {
     options o = {
         .host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_batch = 512, .n_predict = -1, .queue = 64,
         .max_tokens = 4096, .max_body = 1 << 20, .max_connections = 128, .temp = 0.8f, .top_k = 40, .top_p = 0.95f,
-        .seed = -1, .kernel = BITNET_PATH_AUTO,
+        .seed = -1, .kernel = BITNET_PATH_AUTO, .pooling = -1, .embd_max_inputs = 512, .embd_max_tokens = 32768,
     };
     const int pr = parse_args(argc, argv, &o);
     if (pr >= 0) return pr;
@@ -221,6 +244,26 @@ int main(int argc, char **argv) {
     fprintf(stderr, "llama-server: kernels: %s\n", bitnet_model_kernel_summary(model));
     if (bitnet_model_i2s_note(model)[0]) fprintf(stderr, "llama-server: %s\n", bitnet_model_i2s_note(model));
 
+    /* embedding mode: asked for, or the file is an embedding model */
+    const bool embeddings = o.embeddings || hp->pooling >= 0;
+    const bitnet_pooling pooling = o.pooling >= 0 ? (bitnet_pooling)o.pooling
+                                   : hp->pooling >= 0 ? (bitnet_pooling)hp->pooling
+                                                      : BITNET_POOLING_NONE;
+    if (embeddings && (pooling < BITNET_POOLING_NONE || pooling > BITNET_POOLING_LAST)) {
+        fail("the model's %s.pooling_type is %d (rank: a reranker's classifier head, which this runtime does not "
+             "have); start with --pooling mean|cls|last",
+             hp->arch, (int)pooling);
+        goto done;
+    }
+    if (!embeddings && o.pooling >= 0) {
+        fprintf(stderr, "llama-server: warning: --pooling has no effect: this server generates text (add --embeddings "
+                        "for /v1/embeddings)\n");
+    }
+    if (embeddings && pooling == BITNET_POOLING_NONE) {
+        fprintf(stderr, "llama-server: warning: pooling none: /v1/embeddings answers 400 (one vector per token has no "
+                        "OpenAI-compatible answer) until started with --pooling mean|cls|last\n");
+    }
+
     bitnet_chat_template tmpl;
     bitnet_chat_family fam = BITNET_CHAT_UNKNOWN;
     if (o.chat_template) {
@@ -230,7 +273,9 @@ int main(int argc, char **argv) {
         if (t) fam = bitnet_chat_detect(t, strlen(t));
     }
     bitnet_chat_template_init(&tmpl, fam, vocab);
-    if (fam == BITNET_CHAT_UNKNOWN) {
+    if (embeddings) {
+        /* no chat: nothing to warn about */
+    } else if (fam == BITNET_CHAT_UNKNOWN) {
         fprintf(stderr, "llama-server: warning: %s; /v1/chat/completions answers 400 until started with "
                         "--chat-template NAME (%s)\n",
                 bitnet_vocab_chat_template(vocab) ? "the model's tokenizer.chat_template is none this server knows"
@@ -246,7 +291,7 @@ int main(int argc, char **argv) {
     }
 
     const bitnet_engine_params ep = {(int32_t)o.n_slots, n_ctx_slot, (int32_t)o.n_batch, (int32_t)o.n_threads,
-                                     (int32_t)o.queue};
+                                     (int32_t)o.queue, embeddings};
     if (bitnet_engine_start(model, &ep, &engine, &err) != BITNET_OK) {
         fail("cannot start the engine: %s", err.msg);
         goto done;
@@ -268,6 +313,10 @@ int main(int argc, char **argv) {
         .max_connections = (unsigned)o.max_connections,
         .log = stderr,
         .system_prompt = o.system_prompt,
+        .embeddings = embeddings,
+        .pooling = pooling,
+        .max_embd_inputs = (int32_t)o.embd_max_inputs,
+        .max_embd_tokens = (int32_t)o.embd_max_tokens,
     };
     if (bitnet_server_start(model, engine, &cfg, &server, &err) != BITNET_OK) {
         fail("%s", err.msg);
@@ -279,9 +328,15 @@ int main(int argc, char **argv) {
         goto done;
     }
     const bool v6 = strchr(o.host, ':') != NULL;
-    fprintf(stderr, "llama-server: listening on http://%s%s%s:%d (%ld slots x %d positions, batch %ld, threads %ld%s)\n",
+    char mode[64] = "";
+    if (embeddings) {
+        snprintf(mode, sizeof mode, ", embeddings, pooling %s%s", bitnet_pooling_name(pooling),
+                 o.pooling < 0 && hp->pooling >= 0 ? " (the model's)" : "");
+    }
+    fprintf(stderr,
+            "llama-server: listening on http://%s%s%s:%d (%ld slots x %d positions, batch %ld, threads %ld%s%s)\n",
             v6 ? "[" : "", o.host, v6 ? "]" : "", bitnet_server_port(server), o.n_slots, (int)n_ctx_slot, o.n_batch,
-            o.n_threads, o.api_key ? ", API key required" : "");
+            o.n_threads, mode, o.api_key ? ", API key required" : "");
 
     pthread_mutex_lock(&g_mu);
     while (atomic_load(&g_n_signals) == 0) pthread_cond_wait(&g_cond, &g_mu);
