@@ -1,7 +1,7 @@
 // tests/server/openai_client.js — llama-server driven by the official OpenAI client (npm package "openai",
 // fetched into the npm cache by tests/tokenizer-refs/fetch_packages.sh; NODE_PATH points at it).
 // Run by tests/server/test_openai_client.py against a running server:
-//   node openai_client.js BASE_URL MODEL_ID API_KEY [--chat]
+//   node openai_client.js BASE_URL MODEL_ID API_KEY [--chat | --embeddings]
 // Checks, with node's assert (exit status 1 and the failed assertion on stderr on any mismatch):
 //  - completions (non-streamed and streamed: the streamed text equals the whole answer), usage counts;
 //  - stop strings: a stop taken from the free-running text ends the answer right before it;
@@ -9,6 +9,12 @@
 //  - with --chat: chat completions, non-streamed and streamed, the same way;
 //  - 8 concurrent clients x 4 requests each (greedy, different prompts and lengths): every request
 //    completes, and each answer equals the answer the same request got alone, byte for byte.
+// With --embeddings (an embedding server) instead, embeddings.create:
+//  - one string, several strings, token ids: one L2-normalized vector per input, in order, usage counts;
+//    the client's default (it asks for base64 and decodes it) equals encoding_format "float" exactly;
+//  - refusals: 400 for "dimensions" other than the model's and for completions (embeddings only), 401 wrong
+//    key, 404 unknown model;
+//  - 8 concurrent clients x 4 requests of 1 to 3 texts: every vector equals the same request's alone.
 // Prints one summary line per check on stdout.
 'use strict';
 const assert = require('node:assert/strict');
@@ -16,6 +22,7 @@ const OpenAI = require('openai').default ?? require('openai');
 
 const [base, model, key] = process.argv.slice(2, 5);
 const chat = process.argv.includes('--chat');
+const embeddingsOnly = process.argv.includes('--embeddings');
 const client = new OpenAI({ baseURL: base, apiKey: key, maxRetries: 0, timeout: 600 * 1000 });
 
 function prompts(n) {
@@ -81,7 +88,98 @@ async function chatStream(content, extra = {}) {
   return { text, finish, role };
 }
 
+async function embed(input, extra = {}) {
+  const r = await client.embeddings.create({ model, input, ...extra });
+  assert.equal(r.object, 'list');
+  assert.equal(r.model, model);
+  const n = typeof input === 'string' || typeof input[0] === 'number' ? 1 : input.length;
+  assert.deepEqual(r.data.map((d) => [d.object, d.index]), Array.from({ length: n }, (_, i) => ['embedding', i]));
+  return r;
+}
+
+async function embeddingsMain() {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), [model]);
+
+  // one text: the client's default (base64, decoded by the client) equals the floats, bit for bit
+  const one = await embed('The quick brown fox');
+  const v = one.data[0].embedding;
+  assert.ok(Array.isArray(v) && v.length >= 8, `a vector, got ${JSON.stringify(v).slice(0, 80)}`);
+  const norm = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  assert.ok(Math.abs(norm - 1) < 1e-5, `L2 norm ${norm}`);
+  assert.ok(one.usage.prompt_tokens > 0);
+  assert.equal(one.usage.total_tokens, one.usage.prompt_tokens);
+  const asFloat = await embed('The quick brown fox', { encoding_format: 'float' });
+  assert.deepEqual(asFloat.data[0].embedding.map(Math.fround), v);
+  const b64 = await embed('The quick brown fox', { encoding_format: 'base64' });
+  assert.equal(typeof b64.data[0].embedding, 'string');
+  const buf = Buffer.from(b64.data[0].embedding, 'base64');
+  assert.deepEqual(Array.from(new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4)), v);
+  console.log(`embeddings: ${v.length} dimensions, norm ${norm.toFixed(6)}, base64 equals float`);
+
+  // several texts in order; token ids give the vectors of the texts they tokenize
+  const texts = ['a', 'The quick brown fox', 'héllo wörld'];
+  const many = await embed(texts, { dimensions: v.length });
+  assert.deepEqual(many.data[1].embedding, v);
+  const ids = [];
+  for (const t of texts) {
+    const r = await fetch(base.replace(/\/v1$/, '') + '/tokenize', {
+      method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: JSON.stringify({ content: t, add_special: true }),
+    });
+    ids.push((await r.json()).tokens);
+  }
+  assert.equal(many.usage.prompt_tokens, ids.reduce((a, t) => a + t.length, 0));
+  const byIds = await embed(ids);
+  assert.deepEqual(byIds.data.map((d) => d.embedding), many.data.map((d) => d.embedding));
+  assert.deepEqual((await embed(ids[0])).data[0].embedding, many.data[0].embedding);
+  console.log(`embeddings: ${texts.length} texts in order, token ids equal to their texts, ${many.usage.prompt_tokens} tokens`);
+
+  // refusals
+  await assert.rejects(embed('x', { dimensions: v.length + 1 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.param, 'dimensions');
+    return true;
+  });
+  await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 1 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.match(e.message, /this model serves embeddings only/);
+    return true;
+  });
+  const bad = new OpenAI({ baseURL: base, apiKey: key + 'x', maxRetries: 0 });
+  await assert.rejects(bad.embeddings.create({ model, input: 'x' }), (e) => {
+    assert.equal(e.status, 401);
+    assert.ok(e instanceof OpenAI.AuthenticationError);
+    return true;
+  });
+  await assert.rejects(client.embeddings.create({ model: 'text-embedding-3-small', input: 'x' }), (e) => {
+    assert.equal(e.status, 404);
+    assert.ok(e instanceof OpenAI.NotFoundError);
+    assert.equal(e.code, 'model_not_found');
+    return true;
+  });
+  console.log('refusals: 400 dimensions, 400 completions on an embedding server, 401 wrong key, 404 unknown model');
+
+  // 8 clients x 4 requests of 1 to 3 texts, each equal to the request alone
+  const ps = prompts(32);
+  const req = (i) => Array.from({ length: 1 + i % 3 }, (_, k) => ps[(i + 5 * k) % ps.length] + ` ${i}`);
+  const alone = [];
+  for (let i = 0; i < ps.length; i++) alone.push((await embed(req(i))).data);
+  const t0 = Date.now();
+  const together = new Array(ps.length);
+  await Promise.all(Array.from({ length: 8 }, async (_, c) => {
+    for (let k = 0; k < 4; k++) {
+      const i = c * 4 + k;
+      together[i] = (await embed(req(i))).data;
+    }
+  }));
+  for (let i = 0; i < ps.length; i++) assert.deepEqual(together[i], alone[i], `request ${i}`);
+  console.log(`concurrency: 8 clients x 4 embedding requests in ${Date.now() - t0} ms, every answer equal to the request alone`);
+}
+
 async function main() {
+  if (embeddingsOnly) return embeddingsMain();
   // the one model
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), [model]);

@@ -33,6 +33,19 @@ def make_model(path, size="tiny", seed=1234):
     return path
 
 
+def make_embd_model(path, seed=3, pooling=None):
+    """A dummy I2_S embedding model in BitNet-embedding-0.6B's layout, small: arch qwen3, hidden 256, 2 layers,
+    4 heads of 128 (GQA 4/2), FFN 512, 1000-token vocabulary with add_eos_token; pooling_type last unless
+    pooling ("none", "mean", "cls", "last") says otherwise. Returns path."""
+    cmd = [os.path.join(BIN, "bitnet-dummy"), "-o", path, "--seed", str(seed), "--arch", "qwen3", "--n-embd", "256",
+           "--n-ff", "512", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2", "--n-embd-head", "128",
+           "--vocab-size", "1000", "--outtype", "i2_s"]
+    if pooling:
+        cmd += ["--pooling", pooling]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    return path
+
+
 class Server:
     """llama-server -m MODEL --port 0 ARGS..., started and waited for (at most start_timeout seconds).
     stderr is collected in self.log; self.port is the port it listens on."""

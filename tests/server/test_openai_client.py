@@ -1,6 +1,7 @@
 """tests/server/test_openai_client.py — llama-server with the official OpenAI client (ctest
 server_openai_client): tests/server/openai_client.js under node against the tiny dummy model (chat and
-completions, 8 slots) and the 125M dummy model (completions), both with an API key. The npm package
+completions, 8 slots), the 125M dummy model (completions) and a small qwen3 embedding dummy
+(embeddings.create), all with an API key. The npm package
 "openai" comes from the npm cache (tests/tokenizer-refs/fetch_packages.sh); without it the test SKIPs,
 unless BITNET_REQUIRE_NPM=1 (.ci/run), which makes that a failure.
 """
@@ -10,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from tests.server.server_util import ROOT, Server, make_model
+from tests.server.server_util import ROOT, Server, make_embd_model, make_model
 
 NPM = os.environ.get("BITNET_NPM_CACHE", os.path.join(ROOT, ".cache", "npm"))
 SCRIPT = os.path.join(ROOT, "tests", "server", "openai_client.js")
@@ -38,11 +39,15 @@ class OpenAIClient(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def run_client(self, model, size, *server_args, chat=False):
-        path = make_model(os.path.join(self.tmp, f"dummy-{size}.gguf"), size)
+    def run_client(self, model, size, *server_args, chat=False, embeddings=False):
+        if embeddings:
+            path = make_embd_model(os.path.join(self.tmp, "dummy-qwen3-embd.gguf"))
+        else:
+            path = make_model(os.path.join(self.tmp, f"dummy-{size}.gguf"), size)
         s = Server(path, "--api-key", "test-key", "-np", 8, "-t", 2, *server_args)
         try:
-            cmd = ["node", SCRIPT, s.url("/v1"), os.path.basename(path), "test-key"] + (["--chat"] if chat else [])
+            cmd = ["node", SCRIPT, s.url("/v1"), os.path.basename(path), "test-key"] + (["--chat"] if chat else []) + \
+                (["--embeddings"] if embeddings else [])
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
                                env=dict(os.environ, NODE_PATH=os.path.join(NPM, "node_modules")))
             print(r.stdout, end="")
@@ -56,6 +61,9 @@ class OpenAIClient(unittest.TestCase):
 
     def test_125m_completions(self):
         self.run_client("125M", "125M", "-c", 8 * 128)
+
+    def test_embeddings(self):
+        self.run_client("qwen3", "embd", "-c", 8 * 128, "-b", 64, embeddings=True)
 
 
 if __name__ == "__main__":
