@@ -251,7 +251,7 @@ class SetupEnv(TempDir):
         # the C side of the same table: bitnet-dummy's --arch help lists exactly these names
         out = subprocess.run([os.path.join(BUILD, "bin", "bitnet-dummy"), "--help"], capture_output=True,
                              text=True, check=True).stdout
-        line = next(l for l in out.splitlines() if l.strip().startswith("--arch"))
+        line = next(l for l in out.splitlines() if l.strip().startswith("--arch NAME"))
         listed = re.findall(r"[a-z][a-z0-9.-]*", line.split("NAME", 1)[1].split("(default")[0])
         self.assertEqual(tuple(x for x in listed if x != "or"), names)
         with self.assertRaises(mod.StepFailed):
