@@ -37,9 +37,11 @@ its own definition, see tests/reference/test_reference.py):
              -127, 127), the projection sees q / s;
   f16        q, k, v and the softmax probabilities rounded to IEEE binary16 (the F16 KV cache and
              ggml's attention rounding; gemma3's q after its 1/sqrt(d) factor), the head input rounded to
-             the head's format (binary16 for an F16 head, Q8_0 blocks for a Q8_0 head), and GELU as
-             ggml's CPU GELU computes it: 0 for x <= -10, x for x >= 10, else binary16(gelu(binary16(x)))
-             (a table over the binary16 values); without the option GELU is exact.
+             the head's format (binary16 for an F16 head, Q8_0 blocks for a Q8_0 head), the input of an
+             F16 projection rounded to binary16 (ggml's F16 matrix product; docs/EMBEDDINGS.md section
+             4), and GELU as ggml's CPU GELU computes it: 0 for x <= -10, x for x >= 10, else
+             binary16(gelu(binary16(x))) (a table over the binary16 values); without the option GELU
+             is exact.
 
 Command line (also writes the same file format as build/bin/bitnet-logits):
   bitnet_ref.py MODEL --tokens 1,2,3 [--act-quant auto|on|off] [--no-f16] [--out FILE] [--top-k K]
@@ -413,7 +415,7 @@ class Model:
         # When trace is a number, every value within that fraction of a step of a rounding boundary is
         # listed in near as ((position, k), index, margin).
         self.flips, self.trace, self.near, self.labels = {}, None, [], {}
-        self._pos, self._count, self._where = 0, {}, ""
+        self._pos, self._count, self._where, self._f16_on = 0, {}, "", False
         self.ternary = False
         self.has_norm_in = False
         self.layers = []
@@ -432,6 +434,7 @@ class Model:
                 self.ternary = self.ternary or g.tensors[name][0] in TERNARY
                 sname = f"blk.{l}.{p}.scale"
                 L[p + ".scale"] = float(g.matrix(sname)[0]) if sname in g.tensors else 1.0
+                L[p + ".type"] = g.tensors[name][0]
                 nname = f"blk.{l}.{p}_norm_in.weight"
                 if nname in g.tensors:  # optional, each on its own (bitnet.cpp's loader)
                     L[p + "_norm_in"] = g.matrix(nname)
@@ -452,6 +455,8 @@ class Model:
         quantization when quant, then the matrix product and the tensor's scale."""
         if self.use_norm_in and p + "_norm_in" in L:
             x = self.rmsnorm(x, L[p + "_norm_in"])
+        if self._f16_on and L[p + ".type"] == T_F16:
+            x = self._f16(x, f"binary16 input of {p}")
         return (L[p] @ (self._quant(x, f"int8 input of {p}") if quant else x)) * L[p + ".scale"]
 
     def _rounding(self, what):
@@ -529,7 +534,7 @@ class Model:
         rnd = self._f16 if f16_on else (lambda x, what: x)
         n, d = len(tokens), self.d
         group = self.n_head // self.n_head_kv
-        self._count, self.near = {}, []
+        self._count, self.near, self._f16_on = {}, [], f16_on
         x = [self.embd[t].copy() for t in tokens]
         if self.embd_scale is not None:
             x = [(v.astype(np.float32) * np.float32(self.embd_scale)).astype(np.float64) for v in x]
