@@ -15,13 +15,26 @@
 #include "base/detmath.h"
 #include "kernels/act/act.h"
 
-/* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double in index
- * order, then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].  x, y, w: [n]; y may alias x. */
-static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+/* RMSNorm (Zhang & Sennrich 2019), as ggml computes it: mean of squares summed in double (rms_scale:
+ * eight partial sums in a fixed order), then float: y[i] = (x[i] · 1/sqrtf(mean + eps)) · w[i].
+ * x, y, w: [n]; y may alias x. */
+static float rms_scale(const float *x, int64_t n, float eps) {
+    /* eight double partial sums (lane i % 8, in index order), folded ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)):
+     * eight independent chains instead of one; the double sum differs from a single chain's by a few
+     * units of 2^-52, which reaches the float mean only when it lies that close to a rounding boundary */
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; l++) s[l] += (double)(x[i + l] * x[i + l]);
+    }
+    for (; i < n; i++) s[i % 8] += (double)(x[i] * x[i]);
+    const double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    const float scale = rms_scale(x, n, eps);
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
@@ -144,8 +157,15 @@ static inline void head_norm(const bitnet_context *c, float *v, const float *w) 
  * of projection p0 + i, for those that have one (docs/EMBEDDINGS.md §2); the others read src itself. */
 static void proj_inputs(bitnet_context *c, const layer *L, int p0, int n, const float *src, int64_t t) {
     const int64_t D = c->m->hp.n_embd;
+    const float *x = src + t * D;
+    float scale = 0.0f; /* the same input: one RMS for all of them (the floats rmsnorm gives each) */
+    bool have = false;
     for (int i = 0; i < n; i++) {
-        if (L->norm_in[p0 + i]) rmsnorm(c->xn[i] + t * D, src + t * D, L->norm_in[p0 + i], D, c->m->hp.rms_eps);
+        const float *w = L->norm_in[p0 + i];
+        if (!w) continue;
+        if (!have) scale = rms_scale(x, D, c->m->hp.rms_eps), have = true;
+        float *y = c->xn[i] + t * D;
+        for (int64_t k = 0; k < D; k++) y[k] = (x[k] * scale) * w[k];
     }
 }
 
@@ -155,11 +175,11 @@ static inline float *proj_src(const bitnet_context *c, const layer *L, int p, in
 }
 
 /* GELU with ggml's CPU rounding (its GGML_GELU_FP16 table): x <= -10 → 0, x >= 10 → x, else the F16
- * rounding of gelu(x rounded to F16) (model m's table, filled at load). */
-static inline float gelu_ggml(const bitnet_model *m, float x) {
+ * rounding of gelu(x rounded to F16) (model m's table, filled at load), x16 being x's binary16 code. */
+static inline float gelu_ggml(const bitnet_model *m, float x, uint16_t x16) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
-    return m->gelu_f16[bitnet_fp32_to_fp16(x)];
+    return m->gelu_f16[x16]; /* x16: bitnet_fp32_to_fp16(x) */
 }
 
 /* RoPE and the F16 cache store of kv head g for tokens t0..t1-1 of the batch: k head g rotated in
@@ -360,7 +380,12 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
             if (hp->ffn_act == BITNET_ACT_RELU2) {
                 for (int64_t i = 0; i < F; i++) g[i] = relu2(g[i]) * u[i];
             } else if (hp->ffn_act == BITNET_ACT_GELU) {
-                for (int64_t i = 0; i < F; i++) g[i] = gelu_ggml(m, g[i]) * u[i];
+                uint16_t h[64]; /* the binary16 codes of 64 gate values at a time (F16C on x86) */
+                for (int64_t i0 = 0; i0 < F; i0 += 64) {
+                    const int64_t len = F - i0 < 64 ? F - i0 : 64;
+                    bitnet_dense_to_f16(g + i0, 1.0f, h, 1, len);
+                    for (int64_t i = 0; i < len; i++) g[i0 + i] = gelu_ggml(m, g[i0 + i], h[i]) * u[i0 + i];
+                }
             } else {
                 bitnet_act_silu_mul(g, u, F); /* silu(g) ⊙ u (kernels/act: SiLU, Elfwing et al. 2018) */
             }
