@@ -311,7 +311,8 @@ def main():
         put("kchoice_cache", "two-records", "v1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 16\n"
                                             "v1|x|tl2-avx2|i2s-avx512|TL2|8640x3200|160,96,32|t1 128\n")
         put("kchoice_cache", "cut-record", "v1|x|y 12\nv1|AMD_EPYC|tl2-avx2|i2s-avx2|TL2|3200x3200|160,96,32|t2 9")
-        # server_request: selector byte (fuzz_server_request.c: 0 chat, 1 completion, 2 tokenize, 3 detokenize)
+        # server_request: selector byte (fuzz_server_request.c: 0 chat, 1 completion, 2 tokenize, 3 detokenize,
+        # 4 embeddings)
         put("server_request", "chat", b"\0" + json.dumps({
             "model": "model.gguf", "messages": [{"role": "system", "content": "Be brief."},
                                                 {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
@@ -324,6 +325,10 @@ def main():
         put("server_request", "completion-ids", b"\1" + json.dumps({"prompt": [1, 2, 511], "seed": 2**64 - 1}).encode())
         put("server_request", "tokenize", b"\2" + json.dumps({"content": "Hello world", "add_special": True}).encode())
         put("server_request", "detokenize", b"\3" + json.dumps({"tokens": [1, 300, 511]}).encode())
+        put("server_request", "embeddings", b"\4" + json.dumps({
+            "model": "model.gguf", "input": ["query: what is BitNet?", "caf\u00e9"], "encoding_format": "base64",
+            "dimensions": 64}).encode())
+        put("server_request", "embeddings-ids", b"\4" + json.dumps({"input": [[1, 2, 511], [7]]}).encode())
         final = os.path.join(HERE, "corpus")
         shutil.rmtree(final, ignore_errors=True)
         shutil.move(OUT, final)
