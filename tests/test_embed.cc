@@ -293,6 +293,8 @@ TEST(EmbedErrors, MissingAndForeignTensorsAreNamed) {
     } cases[] = {
         {q, "blk.1.attn_k_norm.weight", "missing required tensor 'blk.1.attn_k_norm.weight'"},
         {g, "blk.2.post_ffw_norm.weight", "missing required tensor 'blk.2.post_ffw_norm.weight'"},
+        {q, "blk.1.ffn_gate_norm_in.weight",
+         "layer 1 has 6 of the 7 per-projection norms (missing 'blk.1.ffn_gate_norm_in.weight')"},
     };
     int k = 0;
     for (const Case &c : cases) {

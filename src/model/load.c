@@ -525,10 +525,25 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
         if (bitnet_arch_find(hp->arch, strlen(hp->arch))->norm_in) {
             static const char *const pn[N_PROJ] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                                    "ffn_gate", "ffn_up", "ffn_down"};
+            /* all seven or none: bitnet.cpp's graphs treat a partial set differently from each other (its
+             * qwen3 graph skips the FFN ones without ffn_gate_norm_in), so a partial set is refused */
+            int have = 0, missing = -1;
             for (int i = 0; i < N_PROJ; i++) {
                 snprintf(name, sizeof name, "blk.%d.%s_norm_in.weight", (int)l, pn[i]);
+                if (bitnet_gguf_find_tensor(g, name)) have++;
+                else if (missing < 0) missing = i;
+            }
+            if (have != 0 && have != N_PROJ) {
+                st = bitnet_fail(err, BITNET_ERR_FORMAT,
+                                 "%s: layer %d has %d of the 7 per-projection norms (missing "
+                                 "'blk.%d.%s_norm_in.weight'): a partial set is refused",
+                                 path, (int)l, have, (int)l, pn[missing]);
+                goto fail;
+            }
+            for (int i = 0; i < N_PROJ && have; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s_norm_in.weight", (int)l, pn[i]);
                 const int64_t K = i == 3 ? m->q_dim : i == 6 ? hp->n_ff : hp->n_embd; /* the projection's input */
-                if ((st = load_vector_opt(&ld, m, name, K, false, &L->norm_in[i])) != BITNET_OK) goto fail;
+                if ((st = load_vector_opt(&ld, m, name, K, true, &L->norm_in[i])) != BITNET_OK) goto fail;
                 if (L->norm_in[i]) m->has_norm_in = true;
             }
         }
