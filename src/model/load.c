@@ -117,9 +117,9 @@ static bitnet_status load_weight(loader *ld, const char *name, int64_t K, int64_
         if (ld->check_only) break;
         if (ld->in_place) {
             return bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED,
-                               "%s: tensor '%s' is F16: F16 projection weights are converted to an M x K float copy "
-                               "(%lld x %lld), which a node that uses its weights in place (a microcontroller, the "
-                               "bare-metal build) does not make; use the model's F32, I2_S, TL1 or TL2 file",
+                               "%s: tensor '%s' is F16: F16 projection weights (%lld x %lld) are not run by a node that "
+                               "uses its weights in place (a microcontroller, the bare-metal build); use the model's "
+                               "F32, I2_S, TL1 or TL2 file",
                                ld->path, name, (long long)M, (long long)K);
         }
         if ((uintptr_t)ti->data % _Alignof(uint16_t) != 0) { /* GGUF aligns data to 32 bytes; a file can say less */
@@ -337,8 +337,9 @@ static bitnet_status token_count(loader *ld, int64_t *n) {
 
 /* GELU, tanh approximation (Hendrycks & Gimpel 2016): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in double
  * (tanh through base/detmath.h's exp, so the same bits everywhere), for every binary16 code x, rounded to
- * float and then to binary16: the table ggml's CPU GELU reads (GGML_GELU_FP16), so the FFN of a GELU model
- * rounds as llama.cpp's does. Errors: BITNET_ERR_NOMEM. */
+ * float and then to binary16: a table of the structure ggml's CPU GELU reads (GGML_GELU_FP16; ggml fills it
+ * with float tanhf, so a code whose GELU lies near a binary16 rounding boundary can differ by one ulp), so
+ * the FFN of a GELU model rounds as llama.cpp's does. Errors: BITNET_ERR_NOMEM. */
 static bitnet_status gelu_table(loader *ld, bitnet_model *m) {
     m->gelu_f16 = bitnet_malloc(65536 * sizeof(float));
     if (!m->gelu_f16) return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory for the GELU table", ld->path);

@@ -170,8 +170,8 @@ typedef struct bitnet_model_params {
     const struct bitnet_tile_file *lut_tiles;
     /* Use every projection weight in place, as stored (what a microcontroller node needs: src/mcu): refuse,
      * naming the tensor, a ternary weight of another layout than the path's or not on the
-     * BITNET_WEIGHT_ALIGN boundary (either would be repacked into a copy), F16 projection weights (an M·K
-     * float copy) and head_type Q8_0 (a requantized copy of the head). Always on in the bare-metal build. */
+     * BITNET_WEIGHT_ALIGN boundary (either would be repacked into a copy), F16 projection weights (a node
+     * runs ternary or F32 weights only) and head_type Q8_0 (a requantized copy of the head). Always on in the bare-metal build. */
     bool weights_in_place;
     /* A pipeline stage (docs/CLUSTER.md, src/cluster): run only layers [first_layer, first_layer +
      * n_layers) (n_layers 0: through the last layer), and with skip_embd_head neither the token embedding
@@ -232,7 +232,7 @@ bitnet_status bitnet_model_load(const char *path, const bitnet_model_params *par
  * is NULL; n_vocab comes from <arch>.vocab_size or the length of tokenizer.ggml.tokens), string arrays
  * are not indexed (bitnet_gguf_open_memory's BITNET_GGUF_NO_STRING_INDEX), and every allocation comes
  * from base/mem.h (the arena in use, if any). The bare-metal build also refuses F16 projection weights
- * (they would need an M·K float copy). */
+ * (weights_in_place). */
 bitnet_status bitnet_model_load_memory(const void *image, size_t size, const char *name,
                                        const bitnet_model_params *params, bitnet_model **out, bitnet_error *err);
 /* NULL is fine. Releases everything the model holds, its repacked weights in the LUT host's table
@@ -289,7 +289,9 @@ typedef struct bitnet_context_params {
 
 /* Memory: KV cache 2 · n_layer · n_seq · n_ctx · kv_dim F16 values, n_batch rows of activations, the RoPE
  * tables (2 · n_ctx · head_size / 2 floats), per-thread attention scratch, two LUT workspaces and
- * n_logits rows of logits: 21 buffers, each 64-byte aligned (bitnet_context_arena_bytes counts them).
+ * n_logits rows of logits (n_embd floats each with params.embeddings); for the models that need them
+ * the per-projection norm copies, the F16 product's rounded input and the local layers' RoPE tables: up to 27
+ * buffers, each 64-byte aligned (bitnet_context_arena_bytes counts them).
  * Errors: BITNET_ERR_INVALID_ARG naming the bad value, BITNET_ERR_NOMEM, thread creation errors,
  * BITNET_ERR_UNSUPPORTED when the LUT host refuses a weight's product. The model must outlive it. */
 bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context_params *params, bitnet_context **out,
@@ -313,7 +315,7 @@ typedef struct bitnet_context_budget {
 } bitnet_context_budget;
 
 /* Exactly the bytes bitnet_context_create_params takes from an arena (base/mem.h) whose first free offset
- * is `used`: the context struct and its 21 buffers with their alignment padding (the thread pool is not
+ * is `used`: the context struct and its buffers with their alignment padding (the thread pool is not
  * in the arena), by purpose. The same checks and errors as creation, without allocating. */
 bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_context_params *params, size_t used,
                                          bitnet_context_budget *out, bitnet_error *err);

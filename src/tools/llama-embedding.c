@@ -152,7 +152,7 @@ static void print_vector(const float *v, int32_t n) {
     putchar(']');
 }
 
-static void print_output(const options *o, const float *e, int32_t n_vec, int32_t D) {
+static void print_output(const options *o, bitnet_pooling pooling, const float *e, int32_t n_vec, int32_t D) {
     const char *fmt = o->format ? o->format : "";
     if (strcmp(fmt, "array") == 0) {
         putchar('[');
@@ -197,7 +197,7 @@ static void print_output(const options *o, const float *e, int32_t n_vec, int32_
         }
         printf("\n");
     }
-    if (n_vec > 1) {
+    if (n_vec > 1 && pooling != BITNET_POOLING_NONE) { /* per-token rows: no matrix, as llama.cpp */
         printf("\ncosine similarity matrix:\n\n");
         for (int32_t i = 0; i < n_vec; i++) {
             for (int32_t j = 0; j < n_vec; j++) printf("%6.2f ", cosine(e + (size_t)i * D, e + (size_t)j * D, D));
@@ -301,8 +301,12 @@ int main(int argc, char **argv) {
             }
         }
     }
-    /* sequences: as many texts as fill a batch, each with n_ctx positions of KV cache */
-    int64_t n_seq = o.n_batch / n_ctx;
+    /* sequences: as many texts of the mean length as fill a batch, each with n_ctx positions of KV cache,
+     * the cache at most 4 batches (or one longest text) of positions */
+    const int64_t mean = (total + n_texts - 1) / n_texts;
+    int64_t n_seq = o.n_batch / mean;
+    const int64_t kv_cap = 4 * (o.n_batch > n_ctx ? o.n_batch : n_ctx);
+    if (n_seq * n_ctx > kv_cap) n_seq = kv_cap / n_ctx;
     n_seq = n_seq < 1 ? 1 : n_seq > n_texts ? n_texts : n_seq;
     n_seq = n_seq > 1024 ? 1024 : n_seq;
     while (n_seq > 1 && n_seq * n_ctx > (1 << 24)) n_seq--;
@@ -331,8 +335,16 @@ int main(int argc, char **argv) {
         goto done;
     }
     const double dt = bitnet_tool_now_s() - t0;
+    for (size_t i = 0; i < (size_t)n_vec * (size_t)D; i++) {
+        if (!isfinite(out[i])) {
+            bitnet_tool_error(k_tool, 1, "embedding %lld has a value that is not finite (%g at %lld): the model "
+                              "file's weights overflow", (long long)(i / (size_t)D), (double)out[i],
+                              (long long)(i % (size_t)D));
+            goto done;
+        }
+    }
     for (int64_t j = 0; j < n_vec; j++) bitnet_embd_normalize(out + (size_t)j * D, out + (size_t)j * D, D, o.normalize);
-    print_output(&o, out, (int32_t)n_vec, D);
+    print_output(&o, pooling, out, (int32_t)n_vec, D);
     fprintf(stderr, "%s: %d texts, %lld tokens in %.2f ms (%.2f tokens/s, %.2f texts/s), %ld threads, batch %d\n",
             k_tool, (int)n_texts, (long long)total, dt * 1e3, dt > 0 ? (double)total / dt : 0.0,
             dt > 0 ? (double)n_texts / dt : 0.0, o.n_threads, (int)n_batch);
