@@ -1324,6 +1324,10 @@ TEST(DummyEmbedding, RefusalsNameTheParameter) {
     EXPECT_STREQ(bitnet_dummy_arch_name(BITNET_DUMMY_ARCH_GEMMA3), "gemma3");
 }
 
+#ifndef BITNET_CLI_EMULATOR
+#define BITNET_CLI_EMULATOR "" /* the emulator of a cross build (tests/CMakeLists.txt), else none */
+#endif
+
 TEST(DummyEmbedding, CommandLine) {
     // bitnet-dummy's flags for the embedding layouts, and their refusals on archs they mean nothing for
     // (exit 2, naming the flag). Needs build/bin/bitnet-dummy (built with the tools).
@@ -1333,7 +1337,7 @@ TEST(DummyEmbedding, CommandLine) {
     const std::string dims = "-q -o '" + out + "' --n-embd 160 --n-ff 384 --n-layer 1 --n-head 4 --n-head-kv 1 "
                              "--n-embd-head 64 --vocab-size 300 ";
     bitnet_test::RunResult r = bitnet_test::run_program(
-        "", exe,
+        BITNET_CLI_EMULATOR, exe,
         dims + "--arch gemma3 --outtype f16 --no-norm-in --pooling cls --swa 512 --swa-pattern 6 "
                "--rope-freq-base-swa 10000 --rms-eps 1e-6 --rope-theta 1e6",
         "", base);
@@ -1366,7 +1370,7 @@ TEST(DummyEmbedding, CommandLine) {
         {"--arch gemma3 --rms-eps 0", "--rms-eps: '0'"},
     };
     for (const auto &b : bad) {
-        r = bitnet_test::run_program("", exe, dims + b.args, "", base);
+        r = bitnet_test::run_program(BITNET_CLI_EMULATOR, exe, dims + b.args, "", base);
         EXPECT_EQ(r.rc, 2) << b.args << ": " << r.err;
         EXPECT_NE(r.err.find(b.want), std::string::npos) << b.args << ": " << r.err;
         EXPECT_FALSE(file_exists(out)) << b.args;
