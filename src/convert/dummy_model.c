@@ -756,40 +756,49 @@ static bitnet_status describe_tensors(const bitnet_dummy_params *p, const bitnet
     return BITNET_OK;
 }
 
+bitnet_status bitnet_dummy_set_embedding_keys(bitnet_gguf_writer *w, const bitnet_embd_keys *k, bitnet_error *err) {
+    bitnet_status s;
+    const uint32_t d = (uint32_t)k->head_dim;
+    char key[128];
+#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", k->arch, (suffix)), key)
+    SETK(bitnet_gguf_set_str(w, "general.architecture", k->arch), "general.architecture");
+    SETK(bitnet_gguf_set_str(w, "general.name", k->name), "general.name");
+    SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)k->n_layer), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)k->n_ctx), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)k->n_embd), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)k->n_ff), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)k->n_head), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)k->n_head_kv), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)k->n_vocab), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), d), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), d), key);
+    SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), d), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), k->rope_freq_base), key);
+    SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), k->rms_eps), key);
+    SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)k->file_type), "general.file_type");
+    SETK(bitnet_gguf_set_u32(w, AKEY("pooling_type"), (uint32_t)k->pooling_type), key);
+    if (k->n_swa > 0) SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window"), (uint32_t)k->n_swa), key);
+    if (k->swa_pattern > 0)
+        SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window_pattern"), (uint32_t)k->swa_pattern), key);
+    if (k->rope_freq_base_swa > 0.0f)
+        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base_swa"), k->rope_freq_base_swa), key);
+#undef AKEY
+    return BITNET_OK;
+}
+
 /* The keys of "qwen3" / "gemma3" files, in the order of bitnet.cpp's convert-bitnet-embedding-to-gguf.py
  * (bitnet_dummy_write's comment; docs/EMBEDDINGS.md §1), then the optional Gemma3 SWA keys. */
 static bitnet_status set_embedding_model_keys(bitnet_gguf_writer *w, const bitnet_dummy_params *p,
                                               const bitnet_dummy_vocab *v, bitnet_error *err) {
-    bitnet_status s;
-    const char *arch = bitnet_dummy_arch_name(p->arch);
-    const uint32_t d = (uint32_t)head_size(p);
-    const uint32_t pooling = p->pooling_type == BITNET_DUMMY_POOLING_DEFAULT ? 3u : (uint32_t)(p->pooling_type - 1);
-    char key[128];
-#define AKEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
-    SETK(bitnet_gguf_set_str(w, "general.architecture", arch), "general.architecture");
-    SETK(bitnet_gguf_set_str(w, "general.name", p->name), "general.name");
-    SETK(bitnet_gguf_set_u32(w, AKEY("block_count"), (uint32_t)p->n_layer), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("context_length"), (uint32_t)p->n_ctx), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("embedding_length"), (uint32_t)p->n_embd), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("feed_forward_length"), (uint32_t)p->n_ff), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count"), (uint32_t)p->n_head), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("attention.head_count_kv"), (uint32_t)p->n_head_kv), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("vocab_size"), (uint32_t)v->n_tokens), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("rope.dimension_count"), d), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("attention.key_length"), d), key);
-    SETK(bitnet_gguf_set_u32(w, AKEY("attention.value_length"), d), key);
-    SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base"), p->rope_freq_base), key);
-    SETK(bitnet_gguf_set_f32(w, AKEY("attention.layer_norm_rms_epsilon"), p->rms_eps), key);
-    SETK(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(p->outtype)),
-         "general.file_type");
-    SETK(bitnet_gguf_set_u32(w, AKEY("pooling_type"), pooling), key);
-    if (p->n_swa > 0) SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window"), (uint32_t)p->n_swa), key);
-    if (p->swa_pattern > 0)
-        SETK(bitnet_gguf_set_u32(w, AKEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern), key);
-    if (p->rope_freq_base_swa > 0.0f)
-        SETK(bitnet_gguf_set_f32(w, AKEY("rope.freq_base_swa"), p->rope_freq_base_swa), key);
-#undef AKEY
-    return BITNET_OK;
+    const bitnet_embd_keys k = {
+        .arch = bitnet_dummy_arch_name(p->arch), .name = p->name, .n_layer = p->n_layer, .n_ctx = p->n_ctx,
+        .n_embd = p->n_embd, .n_ff = p->n_ff, .n_head = p->n_head, .n_head_kv = p->n_head_kv,
+        .n_vocab = v->n_tokens, .head_dim = (int32_t)head_size(p), .rope_freq_base = p->rope_freq_base,
+        .rms_eps = p->rms_eps, .file_type = bitnet_dummy_file_type(p->outtype),
+        .pooling_type = p->pooling_type == BITNET_DUMMY_POOLING_DEFAULT ? 3 : p->pooling_type - 1,
+        .n_swa = p->n_swa, .swa_pattern = p->swa_pattern, .rope_freq_base_swa = p->rope_freq_base_swa,
+    };
+    return bitnet_dummy_set_embedding_keys(w, &k, err);
 }
 
 /* The tokenizer flags of the embedding archs, after the vocabulary's keys (bitnet_dummy_write's comment):

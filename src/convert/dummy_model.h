@@ -37,6 +37,7 @@
 #define BITNET_DUMMY_MODEL_H
 
 #include "base/common.h"
+#include "base/gguf.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,6 +174,24 @@ typedef struct bitnet_dummy_params {
 
 /* Zero everything, then outtype = I2_S; the other defaults are the 0 values documented above. */
 void bitnet_dummy_params_init(bitnet_dummy_params *p);
+
+/* The hyperparameter keys of an embedding-model file (architecture "qwen3" or "gemma3"), for
+ * bitnet_dummy_set_embedding_keys. Sliding-window values <= 0 leave their key out. */
+typedef struct bitnet_embd_keys {
+    const char *arch, *name;
+    int32_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, n_vocab;
+    int32_t head_dim;      /* rope.dimension_count, attention.key_length and .value_length */
+    float rope_freq_base, rms_eps;
+    int file_type;         /* general.file_type */
+    int32_t pooling_type;  /* the <arch>.pooling_type value itself (0 none .. 3 last) */
+    int32_t n_swa, swa_pattern;
+    float rope_freq_base_swa;
+} bitnet_embd_keys;
+
+/* Sets k's keys on w in the order of bitnet.cpp's utils/convert-bitnet-embedding-to-gguf.py (the list at
+ * bitnet_dummy_write); the one writer of that key set, for the dummy writer and the HF converter.
+ * Errors: the writer's, naming the key. */
+bitnet_status bitnet_dummy_set_embedding_keys(bitnet_gguf_writer *w, const bitnet_embd_keys *k, bitnet_error *err);
 
 /* Write the model to `path` (through "<path>.tmp", renamed at the end).
  * With d = head size (n_embd_head or n_embd / n_head), q = n_head·d, kv = n_head_kv·d:

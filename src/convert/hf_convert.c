@@ -881,34 +881,19 @@ static bitnet_status write_layout_keys(conv *c, bitnet_gguf_writer *w) {
 /* qwen3 / gemma3: bitnet.cpp's embedding converter's keys in its order (hf_convert.h). */
 static bitnet_status write_keys_embedding(conv *c, bitnet_gguf_writer *w, const bitnet_hf_vocab *v) {
     const bitnet_hf_config *g = &c->cfg;
-    const char *A = g->arch;
-    char key[128], name[256];
-    bitnet_status st = BITNET_OK;
-#define AK(s) (snprintf(key, sizeof key, "%s.%s", A, (s)), key)
+    char name[256];
     file_name(c, name, sizeof name);
-    TRY(bitnet_gguf_set_str(w, "general.architecture", A), "general.architecture");
-    TRY(bitnet_gguf_set_str(w, "general.name", name), "general.name");
-    TRY(bitnet_gguf_set_u32(w, AK("block_count"), (uint32_t)g->n_layer), key);
-    TRY(bitnet_gguf_set_u32(w, AK("context_length"), (uint32_t)g->n_ctx), key);
-    TRY(bitnet_gguf_set_u32(w, AK("embedding_length"), (uint32_t)g->n_embd), key);
-    TRY(bitnet_gguf_set_u32(w, AK("feed_forward_length"), (uint32_t)g->n_ff), key);
-    TRY(bitnet_gguf_set_u32(w, AK("attention.head_count"), (uint32_t)g->n_head), key);
-    TRY(bitnet_gguf_set_u32(w, AK("attention.head_count_kv"), (uint32_t)g->n_head_kv), key);
-    TRY(bitnet_gguf_set_u32(w, AK("vocab_size"), (uint32_t)g->n_vocab), key);
-    TRY(bitnet_gguf_set_u32(w, AK("rope.dimension_count"), (uint32_t)g->n_embd_head), key);
-    TRY(bitnet_gguf_set_u32(w, AK("attention.key_length"), (uint32_t)g->n_embd_head), key);
-    TRY(bitnet_gguf_set_u32(w, AK("attention.value_length"), (uint32_t)g->n_embd_head), key);
-    TRY(bitnet_gguf_set_f32(w, AK("rope.freq_base"), g->rope_theta), key);
-    TRY(bitnet_gguf_set_f32(w, AK("attention.layer_norm_rms_epsilon"), g->rms_eps), key);
-    TRY(bitnet_gguf_set_u32(w, "general.file_type", (uint32_t)bitnet_dummy_file_type(c->p->outtype)),
-        "general.file_type");
-    TRY(bitnet_gguf_set_u32(w, AK("pooling_type"), (uint32_t)g->pooling_type), key);
-    if (c->p->gemma3_swa) { /* checked by bitnet_convert_hf: gemma3 with a sliding_window and a period */
-        TRY(bitnet_gguf_set_u32(w, AK("attention.sliding_window"), (uint32_t)g->n_swa), key);
-        TRY(bitnet_gguf_set_u32(w, AK("attention.sliding_window_pattern"), (uint32_t)g->swa_pattern), key);
-        TRY(bitnet_gguf_set_f32(w, AK("rope.freq_base_swa"), g->rope_freq_base_swa), key);
-    }
-#undef AK
+    const bool swa = c->p->gemma3_swa; /* checked by bitnet_convert_hf: gemma3 with a sliding_window and a period */
+    const bitnet_embd_keys k = {
+        .arch = g->arch, .name = name, .n_layer = g->n_layer, .n_ctx = g->n_ctx, .n_embd = g->n_embd,
+        .n_ff = g->n_ff, .n_head = g->n_head, .n_head_kv = g->n_head_kv, .n_vocab = g->n_vocab,
+        .head_dim = g->n_embd_head, .rope_freq_base = g->rope_theta, .rms_eps = g->rms_eps,
+        .file_type = bitnet_dummy_file_type(c->p->outtype), .pooling_type = g->pooling_type,
+        .n_swa = swa ? g->n_swa : 0, .swa_pattern = swa ? g->swa_pattern : 0,
+        .rope_freq_base_swa = swa ? g->rope_freq_base_swa : 0.0f,
+    };
+    bitnet_status st;
+    if ((st = bitnet_dummy_set_embedding_keys(w, &k, c->err)) != BITNET_OK) return st;
     if ((st = bitnet_hf_vocab_write_gguf(v, w, c->err)) != BITNET_OK) return st;
     return write_layout_keys(c, w);
 }
