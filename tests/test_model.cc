@@ -1063,7 +1063,7 @@ TEST_F(Golden, BadBatchesAreRefusedByIndex) {
     bitnet_context_free(raw);
     // the KV cache grows with n_seq
     bitnet_context_budget b1, b3;
-    bitnet_context_params p1 = {16, 4, 1, 1, 1}, p3 = {16, 4, 1, 1, 3};
+    bitnet_context_params p1 = {16, 4, 1, 1, 1, false}, p3 = {16, 4, 1, 1, 3, false};
     ASSERT_EQ(bitnet_context_arena_bytes(m.get(), &p1, 0, &b1, &err), BITNET_OK) << err.msg;
     ASSERT_EQ(bitnet_context_arena_bytes(m.get(), &p3, 0, &b3, &err), BITNET_OK) << err.msg;
     EXPECT_EQ(b3.kv_cache, 3 * b1.kv_cache);

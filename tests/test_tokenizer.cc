@@ -452,7 +452,7 @@ TEST(TokenizerSpm, FlagsAndFallbacks) {
 // USER_DEFINED whitespace tokens ("\n\n", "▁▁") with the score -1000.
 TEST(TokenizerSpm, GemmaStyleNoSpacePrefix) {
     VocabSpec s = base_spec({{U2581, -1}, {"hi", -2}, {U2581 + "hi", -3}});
-    for (const std::string t : {std::string("\n\n"), U2581 + U2581}) {
+    for (const std::string &t : {std::string("\n\n"), U2581 + U2581}) {
         s.tokens.push_back(t);
         s.scores.push_back(-1000);
         s.types.push_back(BITNET_TOKEN_USER_DEFINED);

@@ -147,7 +147,9 @@ bool load_package(const std::string &pkg, Loaded *L, std::string *skip, const ch
     EXPECT_EQ(bitnet_hf_vocab_load(dir.c_str(), &hv, &err), BITNET_OK) << err.msg;
     if (!hv) return false;
     EXPECT_EQ(bitnet_hf_vocab_apply_arch(hv, arch, &err), BITNET_OK) << err.msg;
-    if (n_vocab > 0) EXPECT_EQ(bitnet_hf_vocab_pad(hv, n_vocab, &err), BITNET_OK) << err.msg;
+    if (n_vocab > 0) {
+        EXPECT_EQ(bitnet_hf_vocab_pad(hv, n_vocab, &err), BITNET_OK) << err.msg;
+    }
     const std::string out = g_dir + "/" + pkg + ".gguf";
     EXPECT_EQ(bitnet_hf_vocab_write_vocab_only(hv, arch, pkg.c_str(), out.c_str(), &err), BITNET_OK) << err.msg;
     bitnet_hf_vocab_free(hv);
