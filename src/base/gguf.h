@@ -134,9 +134,10 @@ const bitnet_gguf_tensor_info *bitnet_gguf_find_tensor(const bitnet_gguf *g, con
 /* ---------------------------------------------------------------------------------------------
  * Writer. Declare keys and tensors (metadata only), then stream tensor bytes in declaration order,
  * so a 100B-parameter file never has to be in memory. Output goes to "<path>.tmp" and is renamed to
- * path by bitnet_gguf_write_end; any failure (or write_abort) removes the temporary file, so a
- * failure never leaves a truncated GGUF behind. Keys keep insertion order; setting a key twice
- * replaces its value. Alignment 32.
+ * path by bitnet_gguf_write_end (base/outfile.h); any failure (or write_abort) removes the temporary
+ * file, so a failure never leaves a truncated GGUF behind and a file already at path keeps its bytes. A
+ * failed write or flush (a full disk, RLIMIT_FSIZE) is BITNET_ERR_IO "cannot write PATH: <strerror>".
+ * Keys keep insertion order; setting a key twice replaces its value. Alignment 32.
  * ------------------------------------------------------------------------------------------- */
 typedef struct bitnet_gguf_writer bitnet_gguf_writer;
 

@@ -1,17 +1,17 @@
 /* gguf_write.c — the streaming GGUF v3 writer of gguf.h: keys and tensor infos are collected first
  * (bitnet_gguf_set_*, bitnet_gguf_add_tensor), bitnet_gguf_write_begin writes the header to a temporary
  * file, bitnet_gguf_write_data streams each tensor's bytes in order (with the alignment padding) and
- * bitnet_gguf_write_end renames the file into place. Format: the public GGUF specification
- * (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md); the reader is gguf_read.c. */
+ * bitnet_gguf_write_end renames the file into place (the temporary file and the rename are outfile.h's).
+ * Format: the public GGUF specification (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md); the
+ * reader is gguf_read.c. */
 #include "base/gguf_internal.h"
 
+#include "base/outfile.h"
 #include "base/quants.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Writer
@@ -42,8 +42,7 @@ struct bitnet_gguf_writer {
     char sticky[512];   /* first set_* failure, reported by write_begin */
     bitnet_status sticky_st;
     /* streaming state */
-    FILE *f;
-    char *tmp_path, *path;
+    bitnet_outfile out;   /* "<path>.tmp" while a write is in progress (out.f != NULL) */
     size_t cur;           /* current tensor */
     size_t cur_written;   /* bytes of the current tensor written */
     bool begun; /* write_begin was called: keys and tensors are frozen */
@@ -55,17 +54,7 @@ bitnet_gguf_writer *bitnet_gguf_writer_new(void) {
 
 void bitnet_gguf_write_abort(bitnet_gguf_writer *w) {
     if (!w) return;
-    if (w->f) {
-        fclose(w->f);
-        w->f = NULL;
-    }
-    if (w->tmp_path) {
-        unlink(w->tmp_path);
-        free(w->tmp_path);
-        w->tmp_path = NULL;
-    }
-    free(w->path);
-    w->path = NULL;
+    bitnet_outfile_abort(&w->out);
 }
 
 void bitnet_gguf_writer_free(bitnet_gguf_writer *w) {
@@ -266,14 +255,9 @@ bitnet_status bitnet_gguf_add_tensor(bitnet_gguf_writer *w, const char *name, in
     return BITNET_OK;
 }
 
-/* Write helpers: on failure set the error (naming the temp file) and abort the write. */
+/* Write helpers: on failure set the error ("cannot write PATH: <strerror>") and abort the write. */
 static bitnet_status w_bytes(bitnet_gguf_writer *w, const void *p, size_t n, bitnet_error *err) {
-    if (n && fwrite(p, 1, n, w->f) != n) {
-        bitnet_status st = bitnet_fail(err, BITNET_ERR_IO, "%s: write failed: %s", w->tmp_path, strerror(errno));
-        bitnet_gguf_write_abort(w);
-        return st;
-    }
-    return BITNET_OK;
+    return bitnet_outfile_write(&w->out, p, n, err);
 }
 
 static bitnet_status w_zeros(bitnet_gguf_writer *w, size_t n, bitnet_error *err) {
@@ -308,27 +292,11 @@ bitnet_status bitnet_gguf_write_begin(bitnet_gguf_writer *w, const char *path, b
             }
         }
     }
-    const size_t pl = strlen(path);
-    w->tmp_path = (char *)malloc(pl + 5);
-    w->path = bitnet_strndup(path, pl);
-    if (!w->tmp_path || !w->path) {
-        bitnet_gguf_write_abort(w);
-        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory", path);
-    }
-    memcpy(w->tmp_path, path, pl);
-    memcpy(w->tmp_path + pl, ".tmp", 5);
     w->begun = true;
-    w->f = fopen(w->tmp_path, "wb");
-    if (!w->f) {
-        bitnet_status st = bitnet_fail(err, BITNET_ERR_IO, "%s: cannot create: %s", w->tmp_path, strerror(errno));
-        free(w->tmp_path); /* nothing was created: do not unlink a file someone else may own */
-        w->tmp_path = NULL;
-        bitnet_gguf_write_abort(w);
-        return st;
-    }
-    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
+    bitnet_status st = bitnet_outfile_open(&w->out, path, err);
+    if (st != BITNET_OK) return st;
+    setvbuf(w->out.f, NULL, _IOFBF, 1 << 20);
 
-    bitnet_status st;
     const uint32_t version = 3;
     const uint64_t nt = w->n_t, nkv = w->n_kv;
     if ((st = w_bytes(w, "GGUF", 4, err)) || (st = w_bytes(w, &version, 4, err)) || (st = w_bytes(w, &nt, 8, err)) ||
@@ -375,7 +343,7 @@ static size_t tensor_pad(const wtensor *t) {
 }
 
 bitnet_status bitnet_gguf_write_data(bitnet_gguf_writer *w, const void *data, size_t n, bitnet_error *err) {
-    if (!w || !w->f) return not_writing(w, err);
+    if (!w || !w->out.f) return not_writing(w, err);
     if (n == 0) return BITNET_OK;
     if (!data) {
         bitnet_gguf_write_abort(w);
@@ -406,7 +374,7 @@ bitnet_status bitnet_gguf_write_data(bitnet_gguf_writer *w, const void *data, si
 }
 
 bitnet_status bitnet_gguf_write_end(bitnet_gguf_writer *w, bitnet_error *err) {
-    if (!w || !w->f) return not_writing(w, err);
+    if (!w || !w->out.f) return not_writing(w, err);
     bitnet_status st;
     if (w->n_t > 0) {
         const wtensor *t = &w->t[w->cur];
@@ -414,31 +382,12 @@ bitnet_status bitnet_gguf_write_end(bitnet_gguf_writer *w, bitnet_error *err) {
             size_t i = w->cur, have = w->cur_written;
             if (have == w->t[i].nbytes) i++, have = 0; /* first incomplete tensor */
             st = bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                             "gguf writer: %s: tensor %s has %zu of %zu bytes (tensor %zu of %zu)", w->path,
+                             "gguf writer: %s: tensor %s has %zu of %zu bytes (tensor %zu of %zu)", w->out.path,
                              w->t[i].name, have, w->t[i].nbytes, i + 1, w->n_t);
             bitnet_gguf_write_abort(w);
             return st;
         }
         if ((st = w_zeros(w, tensor_pad(t), err))) return st;
     }
-    FILE *f = w->f;
-    w->f = NULL;
-    const bool ok_flush = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    const int e1 = errno;
-    const bool ok_close = fclose(f) == 0;
-    if (!ok_flush || !ok_close) {
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: write failed: %s", w->tmp_path, strerror(ok_flush ? errno : e1));
-        bitnet_gguf_write_abort(w);
-        return st;
-    }
-    if (rename(w->tmp_path, w->path) != 0) {
-        st = bitnet_fail(err, BITNET_ERR_IO, "%s: cannot rename to %s: %s", w->tmp_path, w->path, strerror(errno));
-        bitnet_gguf_write_abort(w);
-        return st;
-    }
-    free(w->tmp_path);
-    w->tmp_path = NULL;
-    free(w->path);
-    w->path = NULL;
-    return BITNET_OK;
+    return bitnet_outfile_commit(&w->out, err); /* flush, fsync, close, rename; removes the file on failure */
 }

@@ -236,7 +236,10 @@ int main(int argc, char **argv) {
     bitnet_dummy_vocab_free(vocab);
     if (s != BITNET_OK) {
         if (ps.tty && !quiet && ps.last_pct >= 0) fprintf(stderr, "\n");
-        fprintf(stderr, "bitnet-dummy: %s: %s (%s)\n", out, err.msg, bitnet_status_name(s));
+        if (s == BITNET_ERR_IO) /* the writer's message names the file: "cannot write PATH: <strerror>" */
+            fprintf(stderr, "bitnet-dummy: %s\n", err.msg);
+        else
+            fprintf(stderr, "bitnet-dummy: %s: %s (%s)\n", out, err.msg, bitnet_status_name(s));
         return s == BITNET_ERR_INVALID_ARG ? 2 : 1;
     }
     if (!quiet) fprintf(stderr, "bitnet-dummy: wrote %s\n", out);
