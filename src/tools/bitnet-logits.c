@@ -16,14 +16,17 @@
  * With --embd the rows are the token embeddings instead ([n_tokens][n_embd], model.h
  * bitnet_get_embeddings_ith) and the header says "format": "bitnet-embd", "shape": [T, n_embd]; it also
  * carries "n_embd" in both formats.
- * Both are written to FILE.tmp / FILE.json.tmp first and renamed when complete, so a failure never
- * leaves a truncated file under the final name.
+ * Both are written to FILE.tmp / FILE.json.tmp first (base/outfile.h), flushed to disk, and renamed when
+ * both are complete, so a failure (a full disk: "cannot write FILE: No space left on device") never
+ * leaves a truncated file under the final names and removes the temporary ones; files already there keep
+ * their bytes.
  * stdout (when --top-k is given, or when --out is not): one line per position,
  *   pos=<t> token=<id> top: <id>=<logit> <id>=<logit> ...   (logits with %.6f, best first, ties by id)
  * stderr: one line about the model and the kernels (and one on the I2_S layout); error messages.
  * Logits do not depend on -t or -b (model.h), so any thread count reproduces the same file.
  * Exit status (args.h): 0 success; 1 the model cannot be loaded or evaluated, or FILE cannot be written; 2 a bad
  * command line (the message names the flag and the value). */
+#include "base/outfile.h"
 #include "base/types.h"
 #include "model/model.h"
 #include "tilefile/tile_file.h"
@@ -192,11 +195,9 @@ static int parse_args(int argc, char **argv, options *o) {
     return -1;
 }
 
-/* Write the JSON header of the logits file. false on an I/O error. */
-static bool write_header(const char *path, const options *o, const bitnet_model *m, const int32_t *ids, size_t n,
+/* Write the JSON header of the logits file to f (its stdio errors are reported when f is finished). */
+static void write_header(FILE *f, const options *o, const bitnet_model *m, const int32_t *ids, size_t n,
                          bool add_bos, long n_threads, long n_batch) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
     const bitnet_hparams *hp = bitnet_model_hparams(m);
     const char *base = strrchr(o->out, '/');
     base = base ? base + 1 : o->out;
@@ -222,16 +223,13 @@ static bool write_header(const char *path, const options *o, const bitnet_model 
             n_threads, n_batch, n, width);
     json_string(f, base);
     fprintf(f, "\n}\n");
-    bool ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-    return ok;
 }
 
 /* Evaluates ids in chunks of n_batch tokens, keeping every position's logits: each chunk's rows go to
- * `out` (when open, named tmp_data in messages) before the next, so memory stays at n_batch rows; the
- * kk best of every row are printed when kk > 0 (top: kk ids). false after a message. */
+ * `out` (when not NULL) before the next, so memory stays at n_batch rows; the kk best of every row are
+ * printed when kk > 0 (top: kk ids). false after a message (a failed write has aborted out). */
 static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_batch, int32_t n_vocab, bool embd,
-                     FILE *out, const char *tmp_data, int32_t kk, int32_t *top) {
+                     bitnet_outfile *out, int32_t kk, int32_t *top) {
     bitnet_error err = {{0}};
     for (size_t start = 0; start < n; start += (size_t)n_batch) {
         const int32_t cnt = (int32_t)(n - start < (size_t)n_batch ? n - start : (size_t)n_batch);
@@ -245,8 +243,8 @@ static bool evaluate(bitnet_context *c, const int32_t *ids, size_t n, int32_t n_
                 fprintf(stderr, "bitnet-logits: no output row for position %zu\n", start + (size_t)j);
                 return false;
             }
-            if (out && fwrite(l, sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
-                fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+            if (out && bitnet_outfile_write(out, l, sizeof(float) * (size_t)n_vocab, &err) != BITNET_OK) {
+                fprintf(stderr, "bitnet-logits: %s\n", err.msg);
                 return false;
             }
             if (kk > 0) {
@@ -290,8 +288,8 @@ int main(int argc, char **argv) {
     bitnet_error err = {{0}};
     bitnet_model *m = NULL;
     bitnet_context *c = NULL;
-    char *tmp_data = NULL, *tmp_json = NULL, *json_path = NULL;
-    FILE *out = NULL;
+    char *json_path = NULL;
+    bitnet_outfile data = {0}, json = {0}; /* --out FILE and FILE.json */
     int32_t *top = NULL;
     bitnet_tool_cluster *cluster = NULL; /* --plan */
     rc = 1;
@@ -363,22 +361,17 @@ int main(int argc, char **argv) {
 
     if (o.out) {
         const size_t len = strlen(o.out);
-        tmp_data = malloc(len + 5);
         json_path = malloc(len + 6);
-        tmp_json = malloc(len + 10);
-        if (!tmp_data || !json_path || !tmp_json) {
+        if (!json_path) {
             fprintf(stderr, "bitnet-logits: out of memory\n");
             goto done;
         }
-        snprintf(tmp_data, len + 5, "%s.tmp", o.out);
         snprintf(json_path, len + 6, "%s.json", o.out);
-        snprintf(tmp_json, len + 10, "%s.json.tmp", o.out);
-        bitnet_tool_cluster_output(cluster, tmp_data); /* removed if a rank is lost mid-way */
-        out = fopen(tmp_data, "wb");
-        if (!out) {
-            fprintf(stderr, "bitnet-logits: cannot create %s: %s\n", tmp_data, strerror(errno));
+        if (bitnet_outfile_open(&data, o.out, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: %s\n", err.msg);
             goto done;
         }
+        bitnet_tool_cluster_output(cluster, data.tmp); /* removed if a rank is lost mid-way */
     }
     const long k = o.have_top_k ? o.top_k : (o.out ? 0 : 5);
     const int32_t kk = o.embd ? 0 : (int32_t)(k < hp->n_vocab ? k : hp->n_vocab);
@@ -391,24 +384,28 @@ int main(int argc, char **argv) {
     }
 
     const int32_t width = o.embd ? hp->n_embd : hp->n_vocab;
-    if (!evaluate(c, ids, n, n_batch, width, o.embd, out, tmp_data, kk, top)) goto done;
+    if (!evaluate(c, ids, n, n_batch, width, o.embd, o.out ? &data : NULL, kk, top)) goto done;
     if (fflush(stdout) != 0) {
         fprintf(stderr, "bitnet-logits: writing stdout: %s\n", strerror(errno));
         goto done;
     }
-    if (out) {
-        const int close_rc = fclose(out);
-        out = NULL;
-        if (close_rc != 0) {
-            fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_data, strerror(errno));
+    if (o.out) {
+        /* both files complete on disk before either is renamed: a full disk fails here, with the
+         * old FILE and FILE.json (if any) untouched */
+        if (bitnet_outfile_finish(&data, &err) != BITNET_OK ||
+            bitnet_outfile_open(&json, json_path, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: %s\n", err.msg);
             goto done;
         }
-        if (!write_header(tmp_json, &o, m, ids, n, add_bos, o.n_threads, n_batch)) {
-            fprintf(stderr, "bitnet-logits: writing %s: %s\n", tmp_json, strerror(errno));
+        write_header(json.f, &o, m, ids, n, add_bos, o.n_threads, n_batch);
+        if (bitnet_outfile_finish(&json, &err) != BITNET_OK || bitnet_outfile_commit(&data, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-logits: %s\n", err.msg);
             goto done;
         }
-        if (rename(tmp_data, o.out) != 0 || rename(tmp_json, json_path) != 0) {
-            fprintf(stderr, "bitnet-logits: renaming to %s / %s: %s\n", o.out, json_path, strerror(errno));
+        if (bitnet_outfile_commit(&json, &err) != BITNET_OK) {
+            /* FILE was renamed already: without its header it would be read as another run's */
+            fprintf(stderr, "bitnet-logits: %s (removing %s)\n", err.msg, o.out);
+            remove(o.out);
             goto done;
         }
         fprintf(stderr, "bitnet-logits: wrote %s (%zu x %d f32) and %s\n", o.out, n, width, json_path);
@@ -416,12 +413,9 @@ int main(int argc, char **argv) {
     rc = 0;
 
 done:
-    if (out) fclose(out);
-    if (rc != 0 && tmp_data) remove(tmp_data);
-    if (rc != 0 && tmp_json) remove(tmp_json);
+    bitnet_outfile_abort(&data); /* removes FILE.tmp / FILE.json.tmp unless renamed */
+    bitnet_outfile_abort(&json);
     free(top);
-    free(tmp_data);
-    free(tmp_json);
     free(json_path);
     free(ids);
     bitnet_context_free(c);
