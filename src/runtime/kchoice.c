@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -304,16 +305,33 @@ static bool kc_make_parents(const char *path) {
 
 bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols) {
     if (!path || !key || !kc_make_parents(path)) return false;
-    const int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    char line[1100];
+    const int n0 = snprintf(line + 1, sizeof line - 1, "%s %lld\n", key, (long long)i2s_min_cols);
+    if (n0 <= 0 || (size_t)n0 >= sizeof line - 1) return false;
+    bool created = true; /* by this call: removed again when it stays empty */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        created = false;
+        fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+    }
     if (fd < 0) return false;
+    /* one writer at a time (where flock works), so that a failed append is cut off again without
+     * cutting another process's record */
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) continue;
     /* a file whose last byte is not a newline (an edit, a cut write) gets one first, so that this
      * record starts a line of its own */
     char last = '\n';
     const off_t size = lseek(fd, 0, SEEK_END);
     if (size > 0 && pread(fd, &last, 1, size - 1) != 1) last = '\n';
-    char line[1100];
-    const int n = snprintf(line, sizeof line, "%s%s %lld\n", last == '\n' ? "" : "\n", key, (long long)i2s_min_cols);
-    bool ok = n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) == n;
+    const char *rec = last == '\n' ? line + 1 : line;
+    const size_t n = (size_t)n0 + (last == '\n' ? 0 : 1);
+    line[0] = '\n';
+    bool ok = size >= 0 && write(fd, rec, n) == (ssize_t)n;
+    if (!ok && size >= 0) {
+        /* a full disk (ENOSPC), RLIMIT_FSIZE (EFBIG), ...: no partial line stays, nor an empty file of ours */
+        const bool cut = ftruncate(fd, size) == 0;
+        if (created && (size == 0 || !cut)) unlink(path);
+    }
     if (close(fd) != 0) ok = false;
     return ok;
 }

@@ -80,10 +80,12 @@ const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, 
  * true and *i2s_min_cols when found. A missing or unreadable file is "not found". */
 bool bitnet_kchoice_cache_get(const char *path, const char *key, int64_t *i2s_min_cols);
 
-/* Append "key i2s_min_cols" as one line (one write(2) with O_APPEND, so concurrent writers do not
- * interleave; preceded by a newline when the file does not end with one), creating the directories and
- * the file if needed. false when it cannot be written
- * (the choice is then measured again next time; nothing else changes). */
+/* Append "key i2s_min_cols" as one line (one write(2) with O_APPEND under an exclusive flock, so
+ * concurrent writers do not interleave; preceded by a newline when the file does not end with one),
+ * creating the directories and the file if needed. false when it cannot be written (the choice is then
+ * measured again next time; nothing else changes): a write that fails or stops short (a full disk:
+ * ENOSPC; RLIMIT_FSIZE: EFBIG) is cut off again (ftruncate to the old size) and a file this call
+ * created is removed, so the cache is left as it was. */
 bool bitnet_kchoice_cache_put(const char *path, const char *key, int64_t i2s_min_cols);
 
 #ifdef __cplusplus
