@@ -7,8 +7,8 @@ a tmpfs of 256 KiB (filled up first for the small files); elsewhere (a container
 non-root user) the tool runs under RLIMIT_FSIZE with SIGXFSZ ignored, so that write(2) fails with EFBIG
 at the limit. Either way the write fails in the middle of the file. Asserted:
 - the tools exit 1 with "<tool>: cannot write PATH: <reason>" naming the final file (bitnet-convert:
-  "bitnet-convert: error: cannot write ..."), and leave nothing in
-  the directory (no PATH, no PATH.tmp); a file that was there before keeps its bytes;
+  "bitnet-convert: error: cannot write ...") and leave nothing in the directory (no PATH, no PATH.tmp);
+  a file that was there before keeps its bytes;
 - llama-cli exits 0 (the cache is best effort), says once "could not write PATH", and leaves no cache file
   behind, or the old cache file byte for byte (no partial line).
 
@@ -54,6 +54,7 @@ class FullDisk(unittest.TestCase):
                             "--build-dir", BUILD],
                            capture_output=True, text=True)
         if r.returncode != 0:
+            shutil.rmtree(cls.scratch, ignore_errors=True)  # tearDownClass does not run after this
             raise AssertionError(f"make-hf-checkpoint failed: {r.stderr}")
 
     @classmethod
@@ -62,6 +63,7 @@ class FullDisk(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="bitnet-fulldisk-")
+        self.addCleanup(shutil.rmtree, self.dir, True)  # cleanups run even when setUp fails, last added first
         self.mounted = False
         if MODE not in ("auto", "tmpfs", "rlimit"):
             self.fail(f"BITNET_FULL_DISK={MODE!r}: expected auto, tmpfs or rlimit")
@@ -70,17 +72,17 @@ class FullDisk(unittest.TestCase):
                                capture_output=True, text=True)
             self.mounted = r.returncode == 0
             self.mount_error = r.stderr.strip()
+            if self.mounted:
+                self.addCleanup(self.unmount)
         else:
             self.mount_error = ("BITNET_FULL_DISK=rlimit" if MODE == "rlimit" else
                                 "not root" if os.geteuid() != 0 else "no mount(8)")
         if MODE == "tmpfs" and not self.mounted:
             self.fail(f"BITNET_FULL_DISK=tmpfs: cannot mount a tmpfs on {self.dir}: {self.mount_error}")
 
-    def tearDown(self):
-        if self.mounted:
-            r = subprocess.run(["umount", self.dir], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, f"umount {self.dir}: {r.stderr}")
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def unmount(self):
+        r = subprocess.run(["umount", self.dir], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, f"umount {self.dir}: {r.stderr}")
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -117,7 +119,7 @@ class FullDisk(unittest.TestCase):
 
     def expect_failure(self, p, tool, path):
         self.assertEqual(p.returncode, 1, f"{tool} exit {p.returncode}, stderr:\n{p.stderr}")
-        reason = "No space left on device" if self.mounted else "File too large"
+        reason = os.strerror(errno.ENOSPC if self.mounted else errno.EFBIG)
         # bitnet-convert reports through bitnet_tool_error, which says "error: " first
         self.assertRegex(p.stderr, f"(?m)^{re.escape(tool)}: (error: )?cannot write {re.escape(path)}: {reason}$")
 
