@@ -128,10 +128,6 @@ WEIGHTS = {"completion": 18, "completion-stream": 18, "chat": 14, "chat-stream":
 SLOWLORIS_REQUEST = b"GET /health HTTP/1.1\r\nHost: x\r\n"
 
 
-class BadArgs(Exception):
-    pass
-
-
 def parse_args(argv):
     if "--" in argv:
         i = argv.index("--")
@@ -202,10 +198,12 @@ def parse_args(argv):
               (0 <= a.warmup < a.duration, "--warmup must be in [0, --duration)"),
               (a.slowloris >= 0, "--slowloris must be >= 0"), (a.client_addrs >= 0, "--client-addrs must be >= 0"),
               (a.client_addrs <= 250, "--client-addrs must be <= 250"),
-              (a.sample_interval > 0, "--sample-interval must be > 0"), (a.rss_bound_mb > 0, "--rss-bound-mb must be > 0"),
+              (a.sample_interval > 0, "--sample-interval must be > 0"),
+              (a.rss_bound_mb > 0, "--rss-bound-mb must be > 0"),
               (a.timeout > 0, "--timeout must be > 0"), (a.slots >= 1, "--slots must be >= 1"),
               (a.ctx_per_slot >= 64, "--ctx-per-slot must be >= 64"), (a.threads >= 1, "--threads must be >= 1"),
-              (a.expect_request_timeout is None or a.expect_request_timeout > 0, "--expect-request-timeout must be > 0")]
+              (a.expect_request_timeout is None or a.expect_request_timeout > 0,
+               "--expect-request-timeout must be > 0")]
     for ok, msg in checks:
         if not ok:
             p.error(msg)
@@ -1060,7 +1058,8 @@ def summarize(args, soak, rc_stop, interrupted, model_desc, t_total):
                "rss_bound_mib": args.rss_bound_mb, "fds_warm": fd_w, "fds_min": min(s["fds"] for s in samples),
                "fds_max": max(s["fds"] for s in samples), "fds_max_after_warmup": fd_max, "fds_bound": fd_bound,
                "threads_min": min(s["threads"] for s in samples), "threads_max": max(s["threads"] for s in samples)}
-        if len(post) >= 3 and post[-1]["t_s"] - post[0]["t_s"] >= 600:  # least-squares slope of RSS after the warm-up, MiB per hour
+        # the least-squares slope of RSS after the warm-up, MiB per hour (over 10 minutes at least)
+        if len(post) >= 3 and post[-1]["t_s"] - post[0]["t_s"] >= 600:
             xs = [s["t_s"] for s in post]
             ys = [s["rss_kib"] / 1024 for s in post]
             mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -1145,7 +1144,8 @@ def summarize(args, soak, rc_stop, interrupted, model_desc, t_total):
           f"{soak.end['fds']} | {res.get('fds_after', '?')} | max after warm-up {res['fds_max_after_warmup']} ≤ "
           f"{res['fds_bound']}; after load ≤ before + 2 |")
         p(f"| threads | {res.get('threads_before', '?')} | {warm['threads']} | {res['threads_min']} | "
-          f"{res['threads_max']} | {soak.end['threads']} | {res.get('threads_after', '?')} | after load ≤ before + 2 |")
+          f"{res['threads_max']} | {soak.end['threads']} | {res.get('threads_after', '?')} | "
+          "after load ≤ before + 2 |")
         p("")
         curve = [s for s in soak.samples if s["rss_kib"] is not None]
         if len(curve) > 12:
