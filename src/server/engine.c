@@ -89,10 +89,13 @@ struct bitnet_engine {
     pthread_cond_t work;     /* the engine thread waits for requests */
     pthread_cond_t progress; /* callers wait for text or an end */
     bool quit, draining;
+    char abort_reason[200]; /* non-empty: every job not ended ends with ERROR and this message (bitnet_engine_abort) */
     slot *slots;
     int32_t n_busy, n_waiting;
     int32_t n_jobs;                                /* submitted and not ended */
     uint64_t n_finished, n_cancelled, n_generated; /* bitnet_engine_stats */
+    uint64_t n_prompt_eval, n_steps;               /* bitnet_engine_stats */
+    double busy_prompt_s, busy_gen_s;              /* bitnet_engine_stats */
     bitnet_job *q_head, *q_tail;
     uint64_t next_id, next_stamp;
     int32_t n_embd;
@@ -100,6 +103,7 @@ struct bitnet_engine {
     int32_t *b_tok, *b_pos, *b_seq; /* the step's batch (n_batch) */
     bool *b_logits;
     int32_t *order;                 /* slot indices, oldest job first */
+    int32_t step_sampled;           /* the step's batch: how many of its first tokens are sampled ones */
 };
 
 const char *bitnet_finish_name(bitnet_finish f) {
@@ -352,6 +356,7 @@ static int32_t build_batch(bitnet_engine *e) {
         s->in_batch = true;
         s->bi = n++;
     }
+    e->step_sampled = n;
     /* prompt chunks (and texts to embed): slots in the order they were given their job or text, which for
      * generation jobs is the order of the jobs' ids (insertion sort; n_slots is small) */
     int32_t k = 0;
@@ -428,19 +433,34 @@ static void publish(bitnet_engine *e) {
     }
 }
 
-/* Under e->mu: cancelled jobs out of their slots and the queue; free slots to waiting jobs. */
+/* Under e->mu: cancelled jobs out of their slots and the queue (after bitnet_engine_abort: every job, with
+ * ERROR); free slots to waiting jobs. */
 static void admit(bitnet_engine *e) {
+    const bool aborting = e->abort_reason[0] != 0;
     for (int32_t i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
-        if (s->job && (s->job->cancel || e->quit)) s->finish = BITNET_FINISH_CANCELLED;
+        if (!s->job || s->finish != BITNET_FINISH_NONE) continue;
+        if (s->job->cancel || e->quit) {
+            s->finish = BITNET_FINISH_CANCELLED;
+        } else if (aborting) {
+            s->finish = BITNET_FINISH_ERROR;
+            snprintf(s->error, sizeof s->error, "%s", e->abort_reason);
+        }
     }
     publish(e);
     for (bitnet_job *j = e->q_head, *next; j; j = next) {
         next = j->next;
-        if (!j->cancel && !e->quit) continue;
+        if (!j->cancel && !e->quit && !aborting) continue;
         queue_remove(e, j);
         if (j->embd) { /* its slots were freed above */
+            if (!j->cancel && !e->quit && !j->failed) {
+                j->failed = true;
+                snprintf(j->error, sizeof j->error, "%s", e->abort_reason);
+            }
             embd_maybe_end(e, j);
+        } else if (!j->cancel && !e->quit) {
+            e->n_finished++;
+            job_end(j, BITNET_FINISH_ERROR, e->abort_reason);
         } else {
             e->n_finished++;
             e->n_cancelled++;
@@ -504,6 +524,8 @@ static void *engine_main(void *arg) {
         }
         pthread_mutex_unlock(&e->mu);
 
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         const int32_t n = build_batch(e);
         bitnet_error err = {{0}};
         bitnet_status st = BITNET_OK;
@@ -531,7 +553,17 @@ static void *engine_main(void *arg) {
                 take_token(e, s, bitnet_sampler_sample(&s->smp, bitnet_get_logits_ith(e->ctx, s->bi)));
         }
 
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
         pthread_mutex_lock(&e->mu);
+        if (n > 0) {
+            /* a pass that evaluates prompt tokens counts for the prompt rate, one with sampled tokens for the
+             * generation rate (a mixed pass for both) */
+            e->n_steps++;
+            e->n_prompt_eval += (uint64_t)(n - e->step_sampled);
+            if (n > e->step_sampled) e->busy_prompt_s += dt;
+            if (e->step_sampled > 0) e->busy_gen_s += dt;
+        }
         publish(e);
     }
     pthread_mutex_unlock(&e->mu);
@@ -808,13 +840,47 @@ void bitnet_engine_get_stats(bitnet_engine *e, bitnet_engine_stats *out) {
     out->finished = e->n_finished;
     out->cancelled = e->n_cancelled;
     out->generated = e->n_generated;
+    out->prompt_evaluated = e->n_prompt_eval;
+    out->steps = e->n_steps;
+    out->busy_prompt_s = e->busy_prompt_s;
+    out->busy_gen_s = e->busy_gen_s;
+    out->slots = e->p.n_slots;
     pthread_mutex_unlock(&e->mu);
 }
 
-void bitnet_engine_drain(bitnet_engine *e) {
+bool bitnet_engine_drain_for(bitnet_engine *e, int timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until); /* the clock of e->progress (bitnet_engine_start) */
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
     pthread_mutex_lock(&e->mu);
     e->draining = true;
-    while (e->n_jobs > 0) pthread_cond_wait(&e->progress, &e->mu);
+    while (e->n_jobs > 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->progress, &e->mu);
+        } else if (timeout_ms == 0 || pthread_cond_timedwait(&e->progress, &e->mu, &until) == ETIMEDOUT) {
+            break;
+        }
+    }
+    const bool drained = e->n_jobs == 0;
+    pthread_mutex_unlock(&e->mu);
+    return drained;
+}
+
+void bitnet_engine_drain(bitnet_engine *e) { (void)bitnet_engine_drain_for(e, -1); }
+
+void bitnet_engine_abort(bitnet_engine *e, const char *reason) {
+    pthread_mutex_lock(&e->mu);
+    e->draining = true;
+    snprintf(e->abort_reason, sizeof e->abort_reason, "%s", reason && *reason ? reason : "the server is stopping");
+    pthread_cond_signal(&e->work);
+    while (e->n_jobs > 0 && !e->quit) pthread_cond_wait(&e->progress, &e->mu);
     pthread_mutex_unlock(&e->mu);
 }
 

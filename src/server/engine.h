@@ -138,15 +138,31 @@ void bitnet_job_release(bitnet_job *j);
 /* Busy slots and waiting requests (of an embedding engine: requests none of whose texts has a slot yet) now. */
 void bitnet_engine_load(bitnet_engine *e, int32_t *busy, int32_t *waiting);
 
-/* Counters since the start: requests that ended (any way) and of those cancelled, generated tokens. */
+/* The state now and counters since the start. A pass (forward pass + sampling) that evaluates prompt tokens
+ * (or texts to embed) adds its wall time to busy_prompt_s, one that evaluates sampled tokens to busy_gen_s
+ * (a mixed pass to both), so prompt_evaluated / busy_prompt_s and generated / busy_gen_s are the mean
+ * rates while busy, in tokens per second. */
 typedef struct bitnet_engine_stats {
-    int32_t busy, waiting;
-    uint64_t finished, cancelled, generated;
+    int32_t busy, waiting, slots; /* slots in use, requests waiting for one, slots in all */
+    uint64_t finished, cancelled; /* requests that ended (any way), and of those cancelled */
+    uint64_t generated;           /* generated tokens (end-of-generation tokens not counted) */
+    uint64_t prompt_evaluated;    /* prompt (and embedding) tokens evaluated */
+    uint64_t steps;               /* forward passes */
+    double busy_prompt_s, busy_gen_s;
 } bitnet_engine_stats;
 void bitnet_engine_get_stats(bitnet_engine *e, bitnet_engine_stats *out);
 
 /* Refuses new requests from now on and waits until every submitted one has finished. */
 void bitnet_engine_drain(bitnet_engine *e);
+
+/* bitnet_engine_drain that waits at most timeout_ms (< 0: without a bound, 0: not at all); returns whether
+ * every submitted request has finished. New requests stay refused either way. */
+bool bitnet_engine_drain_for(bitnet_engine *e, int timeout_ms);
+
+/* Ends every request that has not finished, running or waiting, with BITNET_FINISH_ERROR and `reason` as
+ * its message (an embedding job's message may carry a "text N: " prefix), refuses new ones, and waits
+ * until the engine has ended them all (at most one forward pass). Used when a drain's deadline passes. */
+void bitnet_engine_abort(bitnet_engine *e, const char *reason);
 
 /* Cancels what still runs, stops the thread and frees the engine and its context. Every job must have
  * been released before (the jobs use the engine's lock). NULL is fine. */

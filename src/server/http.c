@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/guard.h"
+#include "server/metrics.h"
 #include "server/request.h"
 #include "text/tokenizer.h"
 
@@ -38,21 +40,52 @@ struct bitnet_server {
     atomic_uint_fast64_t next_id;   /* response ids */
     atomic_uint_fast64_t seed_count; /* requests given a fresh seed */
     time_t started;
+    bitnet_guard *guard;     /* per-address limit, request and keep-alive deadlines (guard.h) */
+    bitnet_metrics *metrics; /* GET /metrics (metrics.h); kept whether or not the endpoint is on */
 };
 
 typedef enum route {
-    R_NONE = 0, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_EMBEDDINGS
+    R_NONE = 0, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE, R_EMBEDDINGS, R_METRICS
 } route;
 
-/* One request: its body as it arrives. */
+/* One request: its body as it arrives, and what /metrics learns of it. */
 typedef struct req_state {
     route r;
     char *body;
     size_t len, cap;
     bool too_large; /* the body passed the limit: what follows is dropped */
     size_t dropped;
-    bool answered; /* a response was queued before the body was read */
+    bool answered;  /* the request has been handled (a response queued, or none will be) */
+    int status;     /* the status of the response queued (0: none) */
+    bool queued;    /* a response was queued: a timeout from here on is a write timeout */
+    bool first_text;/* a generation request has had its first text (its time to first token taken) */
+    struct timespec t0; /* the headers arrived */
 } req_state;
+
+/* The request whose handler runs on this thread: libmicrohttpd calls a connection's handlers on the
+ * connection's own thread (MHD_USE_THREAD_PER_CONNECTION), so responses queued here are its. */
+static _Thread_local req_state *tl_rs;
+
+static bitnet_endpoint endpoint_of(route r) {
+    switch (r) {
+    case R_CHAT: return BITNET_EP_CHAT;
+    case R_COMPLETION: return BITNET_EP_COMPLETION;
+    case R_EMBEDDINGS: return BITNET_EP_EMBEDDINGS;
+    case R_MODELS: return BITNET_EP_MODELS;
+    case R_HEALTH: return BITNET_EP_HEALTH;
+    case R_TOKENIZE: return BITNET_EP_TOKENIZE;
+    case R_DETOKENIZE: return BITNET_EP_DETOKENIZE;
+    case R_METRICS: return BITNET_EP_METRICS;
+    default: return BITNET_EP_OTHER;
+    }
+}
+
+/* Notes on this thread's request that a response with `status` was queued. */
+static void note_queued(int status) {
+    if (!tl_rs) return;
+    tl_rs->status = status;
+    tl_rs->queued = true;
+}
 
 /* A streamed response: the job and the bytes of events not yet handed to libmicrohttpd. */
 typedef struct stream_state {
@@ -65,6 +98,8 @@ typedef struct stream_state {
     bool include_usage;
     struct timespec t0;
     bool role_sent, ended, done;
+    bool first_text;         /* the first text has been sent (its time to first token taken) */
+    struct timespec t_head;  /* the request's headers arrived */
     size_t have; /* bytes of the job's text already sent */
     char *buf;
     size_t len, off;
@@ -106,6 +141,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     const enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
+    if (ret == MHD_YES) note_queued((int)status);
     return ret;
 }
 
@@ -159,7 +195,7 @@ static route route_of(const char *url, const char *method, bool *wrong_method) {
         {"/v1/models", R_MODELS, false},         {"/models", R_MODELS, false},
         {"/health", R_HEALTH, false},            {"/v1/health", R_HEALTH, false},
         {"/tokenize", R_TOKENIZE, true},         {"/detokenize", R_DETOKENIZE, true},
-        {"/v1/embeddings", R_EMBEDDINGS, true},
+        {"/v1/embeddings", R_EMBEDDINGS, true},  {"/metrics", R_METRICS, false},
     };
     *wrong_method = false;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
@@ -308,12 +344,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         if (u.text_len > st->have) {
             ok = stream_event(st, chunk_json(st, text, u.text_len - st->have, NULL, false, NULL));
             st->have = u.text_len;
+            if (!st->first_text) {
+                st->first_text = true;
+                bitnet_metrics_ttft(st->s->metrics, ms_since(&st->t_head) / 1e3);
+            }
         }
         free(text);
         if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (u.finish == BITNET_FINISH_ERROR) {
             bitnet_srv_error e;
-            bitnet_srv_fail(&e, 500, "server_error", "", "", "generation failed: %s", u.error);
+            if (atomic_load(&st->s->stopping)) bitnet_srv_fail(&e, 503, "server_error", "", "", "%s", u.error);
+            else bitnet_srv_fail(&e, 500, "server_error", "", "", "generation failed: %s", u.error);
             stream_event(st, error_json(&e));
             st->ended = true;
         } else if (u.finish == BITNET_FINISH_CANCELLED) {
@@ -472,6 +513,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         ss->created = created;
         ss->include_usage = q->include_usage;
         ss->t0 = t0;
+        ss->t_head = tl_rs ? tl_rs->t0 : t0;
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, ss, stream_free);
         if (!r) {
             stream_free(ss);
@@ -481,6 +523,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
+        if (ret == MHD_YES) note_queued(MHD_HTTP_OK);
         return ret;
     }
 
@@ -493,6 +536,10 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
     for (;;) {
         char *more = NULL;
         bool ok = bitnet_job_poll(job, have, POLL_MS, &more, &u);
+        if (ok && u.text_len > 0 && tl_rs && !tl_rs->first_text) {
+            tl_rs->first_text = true;
+            bitnet_metrics_ttft(s->metrics, ms_since(&tl_rs->t0) / 1e3);
+        }
         if (ok && u.text_len > have) {
             char *grown = realloc(text, u.text_len);
             if ((ok = grown != NULL)) {
@@ -519,6 +566,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
     bitnet_job_release(job);
     if (u.finish == BITNET_FINISH_ERROR) {
         free(text);
+        if (atomic_load(&s->stopping)) return fail(c, 503, "server_error", "", "", "%s", u.error);
         return fail(c, 500, "server_error", "", "", "generation failed: %s", u.error);
     }
     if (u.finish == BITNET_FINISH_CANCELLED) {
@@ -671,6 +719,7 @@ static enum MHD_Result embeddings(bitnet_server *s, struct MHD_Connection *c, co
         if (u.finish == BITNET_FINISH_CANCELLED) {
             return fail(c, 503, "server_error", "", "", "the request was cancelled (the server is stopping)");
         }
+        if (atomic_load(&s->stopping)) return fail(c, 503, "server_error", "", "", "%s", u.error);
         return fail(c, 500, "server_error", "", "", "embedding failed: %s", u.error);
     }
     int32_t n_vec = 0, D = 0;
@@ -765,38 +814,118 @@ static enum MHD_Result models(bitnet_server *s, struct MHD_Connection *c) {
     return send_json(c, MHD_HTTP_OK, o);
 }
 
+/* GET /metrics: the Prometheus text (metrics.h). */
+static enum MHD_Result metrics(bitnet_server *s, struct MHD_Connection *c) {
+    if (!s->cfg.metrics) {
+        return fail(c, 404, "invalid_request_error", "", "not_found",
+                    "the metrics endpoint is off: start llama-server with --metrics");
+    }
+    bitnet_engine_stats es;
+    bitnet_guard_stats gs;
+    bitnet_engine_get_stats(s->e, &es);
+    bitnet_guard_get_stats(s->guard, &gs);
+    char *txt = bitnet_metrics_render(s->metrics, &es, &gs);
+    if (!txt) return fail(c, 500, "server_error", "", "", "out of memory");
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(txt);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    const enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES) note_queued(MHD_HTTP_OK);
+    return ret;
+}
+
 /* ---- libmicrohttpd callbacks ---------------------------------------------------------------- */
+
+/* The guard's record of connection c (set when it was accepted; NULL when out of memory then). */
+static bitnet_guard_conn *guard_conn(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static socklen_t addr_len(const struct sockaddr *a) {
+    if (!a) return 0;
+    return a->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+           : a->sa_family == AF_INET ? (socklen_t)sizeof(struct sockaddr_in)
+                                     : (socklen_t)sizeof(struct sockaddr);
+}
+
+/* Accept policy (called on the accepting thread): the per-address limit. Does not block. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+    bitnet_server *s = cls;
+    return bitnet_guard_admit(s->guard, addr, len) ? MHD_YES : MHD_NO;
+}
+
+/* A connection starts (accepting thread) or ends (before its socket is closed): in and out of the guard. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    bitnet_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *a = ai ? ai->client_addr : NULL;
+        const int fd = client_fd(c);
+        *socket_context = bitnet_guard_open(s->guard, fd, a, addr_len(a));
+        if (!*socket_context && fd >= 0) shutdown(fd, SHUT_RDWR); /* out of memory: no deadline, no connection */
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        bitnet_guard_close(s->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The request line of a request has arrived (its connection's thread): on a kept-alive connection, a new
+ * request's deadline starts. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)uri;
+    bitnet_server *s = cls;
+    bitnet_guard_phase_set(s->guard, guard_conn(c), BITNET_GUARD_RECEIVING);
+    return NULL;
+}
+
+/* The request is handled from here on: out of the guard's request deadline. False when the guard timed the
+ * connection out first (it has answered 408; nothing may be queued). */
+static bool begin_answer(bitnet_server *s, bitnet_guard_conn *gc, req_state *rs) {
+    rs->answered = true;
+    return bitnet_guard_phase_set(s->guard, gc, BITNET_GUARD_BUSY);
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
     bitnet_server *s = cls;
     req_state *rs = *con_cls;
+    bitnet_guard_conn *gc = guard_conn(c);
+    tl_rs = rs;
     if (!rs) { /* first call: the headers are in */
+        if (bitnet_guard_timed_out(s->guard, gc)) return MHD_NO; /* answered 408 by the guard */
         rs = calloc(1, sizeof *rs);
         if (!rs) return MHD_NO;
         *con_cls = rs;
+        tl_rs = rs;
+        clock_gettime(CLOCK_MONOTONIC, &rs->t0);
         atomic_fetch_add(&s->active, 1);
         bool wrong_method;
         rs->r = route_of(url, method, &wrong_method);
         if (rs->r == R_NONE) {
-            rs->answered = true;
+            if (!begin_answer(s, gc, rs)) return MHD_NO;
             return wrong_method ? fail(c, 405, "invalid_request_error", "", "", "%s is not allowed on %s", method, url)
                                 : fail(c, 404, "invalid_request_error", "", "not_found",
                                        "no endpoint %s %s (see llama-server --help)", method, url);
         }
         if (rs->r != R_HEALTH && !key_ok(s, c)) {
-            rs->answered = true;
+            if (!begin_answer(s, gc, rs)) return MHD_NO;
             return fail(c, 401, "invalid_request_error", "", "invalid_api_key",
                         "Invalid API key: send the key given with --api-key as \"Authorization: Bearer KEY\"");
         }
         if (atomic_load(&s->stopping) && (rs->r == R_CHAT || rs->r == R_COMPLETION || rs->r == R_EMBEDDINGS)) {
-            rs->answered = true;
+            if (!begin_answer(s, gc, rs)) return MHD_NO;
             return fail(c, 503, "server_error", "", "", "the server is shutting down");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
-            rs->answered = true;
+            if (!begin_answer(s, gc, rs)) return MHD_NO;
             return fail(c, 413, "invalid_request_error", "", "", "the request body has %s bytes, more than the %zu accepted",
                         cl, s->cfg.max_body);
         }
@@ -810,7 +939,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 rs->too_large = true;
                 rs->dropped += *upload_size;
                 if (rs->dropped > 4 * s->cfg.max_body + 65536) {
-                    rs->answered = true;
+                    if (!begin_answer(s, gc, rs)) return MHD_NO;
                     *upload_size = 0;
                     return fail(c, 413, "invalid_request_error", "", "",
                                 "the request body is larger than the %zu bytes accepted", s->cfg.max_body);
@@ -832,7 +961,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (rs->answered) return MHD_YES;
-    rs->answered = true;
+    if (!begin_answer(s, gc, rs)) return MHD_NO;
     if (rs->too_large) {
         return fail(c, 413, "invalid_request_error", "", "", "the request body is larger than the %zu bytes accepted",
                     s->cfg.max_body);
@@ -848,6 +977,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_json(c, MHD_HTTP_OK, o);
     }
     case R_MODELS: return models(s, c);
+    case R_METRICS: return metrics(s, c);
     default: break;
     }
     /* the mode's refusals come before the body is looked at */
@@ -895,12 +1025,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ret;
 }
 
+/* A request's end (its response sent, or the connection closed): counted for /metrics; the connection, if
+ * kept alive, waits for the next request under the keep-alive deadline. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c;
-    (void)toe;
     bitnet_server *s = cls;
     req_state *rs = *con_cls;
+    if (tl_rs == rs) tl_rs = NULL;
+    bitnet_guard_phase_set(s->guard, guard_conn(c), BITNET_GUARD_IDLE);
     if (!rs) return;
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
+        bitnet_metrics_timeout(s->metrics, rs->queued ? BITNET_TIMEOUT_WRITE : BITNET_TIMEOUT_READ);
+    }
+    if (rs->status) bitnet_metrics_request(s->metrics, endpoint_of(rs->r), rs->status, ms_since(&rs->t0) / 1e3);
     free(rs->body);
     free(rs);
     *con_cls = NULL;
@@ -922,6 +1058,23 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
     s->api_key = cfg->api_key ? strdup(cfg->api_key) : NULL;
     s->system_prompt = cfg->system_prompt ? strdup(cfg->system_prompt) : NULL;
     s->started = time(NULL);
+    if (s->cfg.request_timeout_s <= 0) s->cfg.request_timeout_s = BITNET_SERVER_REQUEST_TIMEOUT_S;
+    if (s->cfg.keepalive_timeout_s <= 0) s->cfg.keepalive_timeout_s = BITNET_SERVER_KEEPALIVE_TIMEOUT_S;
+    if (s->cfg.timeout_s <= 0) s->cfg.timeout_s = BITNET_SERVER_TIMEOUT_S;
+    if (s->cfg.shutdown_timeout_s < 0) s->cfg.shutdown_timeout_s = BITNET_SERVER_SHUTDOWN_TIMEOUT_S;
+    if (!s->cfg.max_connections) s->cfg.max_connections = 128;
+    if (!s->cfg.max_connections_per_address) {
+        s->cfg.max_connections_per_address = s->cfg.max_connections / 4 ? s->cfg.max_connections / 4 : 1;
+    }
+    const bitnet_guard_limits gl = {(int64_t)(s->cfg.request_timeout_s * 1000.0),
+                                    (int64_t)(s->cfg.keepalive_timeout_s * 1000.0),
+                                    s->cfg.max_connections_per_address, 50};
+    s->guard = bitnet_guard_create(&gl);
+    s->metrics = bitnet_metrics_create();
+    if (!s->guard || !s->metrics) {
+        bitnet_server_stop(s, 0);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "out of memory for the server (or its watchdog thread did not start)");
+    }
     atomic_init(&s->active, 0);
     atomic_init(&s->stopping, false);
     atomic_init(&s->next_id, 1);
@@ -944,10 +1097,14 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 64u,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 600u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_END);
+    /* libmicrohttpd's connection timeout closes a connection on which no byte has moved for timeout_s: a
+     * client that stops reading its answer (a stream's job is then cancelled by stream_free), or stops
+     * sending; the guard bounds the whole request and the keep-alive wait however the bytes trickle */
+    const unsigned idle_s = s->cfg.timeout_s < 1.0 ? 1u : (unsigned)(s->cfg.timeout_s + 0.5);
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         const int e2 = errno;
@@ -968,12 +1125,28 @@ void bitnet_server_stop(bitnet_server *s, int grace_ms) {
     if (s->d) {
         /* new generation requests are answered 503 from here on (on_request), others still served */
         atomic_store(&s->stopping, true);
-        bitnet_engine_drain(s->e);
-        /* the drained jobs' last bytes are being written: wait for the handlers to finish */
+        const double limit_s = s->cfg.shutdown_timeout_s;
+        if (!bitnet_engine_drain_for(s->e, (int)(limit_s * 1000.0))) {
+            char why[200];
+            snprintf(why, sizeof why,
+                     "the server is shutting down: the request did not finish within the %g s of --shutdown-timeout",
+                     limit_s);
+            if (s->cfg.log) {
+                int32_t busy, waiting;
+                bitnet_engine_load(s->e, &busy, &waiting);
+                fprintf(s->cfg.log, "llama-server: --shutdown-timeout %g s passed: ending %d running and %d waiting "
+                                    "requests with an error\n", limit_s, (int)busy, (int)waiting);
+                fflush(s->cfg.log);
+            }
+            bitnet_engine_abort(s->e, why);
+        }
+        /* the last bytes are being written: wait for the handlers to finish */
         const struct timespec tick = {0, 10 * 1000 * 1000};
         for (int waited = 0; atomic_load(&s->active) > 0 && waited < grace_ms; waited += 10) nanosleep(&tick, NULL);
         MHD_stop_daemon(s->d);
     }
+    bitnet_guard_free(s->guard);
+    bitnet_metrics_free(s->metrics);
     free(s->model_id);
     free(s->api_key);
     free(s->system_prompt);

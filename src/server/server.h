@@ -10,6 +10,7 @@
  *   POST /detokenize            {"tokens": [...]} -> {"content": "..."}
  *   POST /v1/embeddings         OpenAI's embeddings (request.h): one L2-normalized vector per input text,
  *                               pooled as config.pooling says, as floats or base64 float32 (little-endian)
+ *   GET  /metrics               Prometheus text (metrics.h), when config.metrics; else 404
  * The paths without "/v1" are accepted too, as llama.cpp's server does, except /embeddings: llama.cpp's
  * /embedding and /embeddings answer in a format of their own, which this server does not have (404).
  *
@@ -29,7 +30,11 @@
  * Errors are {"error": {"message", "type", "param", "code"}} with a 4xx/5xx status: 400 bad body or
  * field, 401 missing or wrong API key, 404 unknown path or model, 405 wrong method, 413 body larger than
  * the limit, 429 every slot busy and the queue full (with Retry-After), 503 shutting down.
- * A client that disconnects stops its generation (its slot is freed at the next step).
+ * A client that disconnects stops its generation (its slot is freed at the next step); so does one that
+ * stops reading for config.timeout_s. Hostile clients (guard.h): at most max_connections_per_address
+ * connections per client address (more are closed at accept, without blocking the accepting thread); a
+ * request must arrive whole within request_timeout_s (else 408 and close); a kept-alive connection may
+ * idle keepalive_timeout_s.
  * Log (config.log): "<id> <path>: prompt P tokens, G generated, finish F, T ms" per generation request,
  * F being stop, length, error or "client gone"; "<id> /v1/embeddings: N texts, P tokens, finish F, T ms" per
  * embeddings request. */
@@ -67,7 +72,28 @@ typedef struct bitnet_server_config {
     bitnet_pooling pooling;   /* embedding server: MEAN, CLS or LAST; NONE: /v1/embeddings answers 400 */
     int32_t max_embd_inputs;  /* texts in one embeddings request (< 1: 1) */
     int32_t max_embd_tokens;  /* tokens of all texts of one embeddings request (< 1: 1) */
+    /* hostile clients (guard.h); 0 takes the default named */
+    double request_timeout_s;   /* a whole request (line, headers, body) must arrive within this, else 408
+                                   and close (BITNET_SERVER_REQUEST_TIMEOUT_S) */
+    double keepalive_timeout_s; /* an idle kept-alive connection is closed after this
+                                   (BITNET_SERVER_KEEPALIVE_TIMEOUT_S) */
+    double timeout_s;           /* a connection on which no byte moves for this is closed: a client that
+                                   stops reading (a stream's generation is then cancelled and its slot
+                                   freed) or sending; whole seconds, at least 1 (BITNET_SERVER_TIMEOUT_S) */
+    unsigned max_connections_per_address; /* connections open at once from one client address; more are
+                                   closed at accept (0: max_connections / 4, at least 1) */
+    double shutdown_timeout_s;  /* bitnet_server_stop: requests still running this long after the stop
+                                   began end with a 503 error (< 0: BITNET_SERVER_SHUTDOWN_TIMEOUT_S; 0: at
+                                   once) */
+    bool metrics;               /* GET /metrics answers (Prometheus text, metrics.h); else 404 */
 } bitnet_server_config;
+
+enum {
+    BITNET_SERVER_REQUEST_TIMEOUT_S = 30,
+    BITNET_SERVER_KEEPALIVE_TIMEOUT_S = 15,
+    BITNET_SERVER_TIMEOUT_S = 30,
+    BITNET_SERVER_SHUTDOWN_TIMEOUT_S = 20,
+};
 
 typedef struct bitnet_server bitnet_server;
 
@@ -80,8 +106,10 @@ bitnet_status bitnet_server_start(bitnet_model *m, bitnet_engine *e, const bitne
 int bitnet_server_port(const bitnet_server *s);
 
 /* Graceful stop: generation requests received from now on are answered 503 (the others still served);
- * those already received run to their end and are answered; waits until every response is sent, at most
- * grace_ms after the engine has drained; then closes everything and frees the server. */
+ * those already received run to their end and are answered, for at most cfg.shutdown_timeout_s: the ones
+ * still running or waiting then end with a 503 error (a stream: an error event, then "data: [DONE]").
+ * Waits until every response is sent, at most grace_ms more; then closes every connection and frees the
+ * server. */
 void bitnet_server_stop(bitnet_server *s, int grace_ms);
 
 #ifdef __cplusplus

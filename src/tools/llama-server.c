@@ -63,6 +63,12 @@ typedef struct options {
     int pooling;          /* --pooling: -1 not given, else a bitnet_pooling value */
     long embd_max_inputs;
     long embd_max_tokens;
+    double request_timeout;   /* --request-timeout */
+    double keepalive_timeout; /* --keepalive-timeout */
+    long timeout;             /* -to, --timeout */
+    long max_conn_per_ip;     /* --max-connections-per-ip (0: --max-connections / 4) */
+    double shutdown_timeout;  /* --shutdown-timeout */
+    bool metrics;             /* --metrics */
 } options;
 
 #define fail(...) bitnet_tool_error("llama-server", BITNET_EXIT_FAILURE, __VA_ARGS__)
@@ -104,6 +110,26 @@ static int parse_args(int argc, char **argv, options *o) {
                    &o->max_body, .lo = 1, .hi = 1L << 30),
         BITNET_OPT("--max-connections", "N", "simultaneous connections (default 128)", BITNET_ARG_LONG,
                    &o->max_connections, .lo = 1, .hi = 65536),
+        BITNET_OPT("--max-connections-per-ip", "N", "connections open at once from one client address; more are\n"
+                                                    "closed at accept (default --max-connections / 4)",
+                   BITNET_ARG_LONG, &o->max_conn_per_ip, .lo = 1, .hi = 65536),
+        BITNET_OPT("--request-timeout", "S", "a request (line, headers, body) must arrive whole within S\n"
+                                             "seconds, however slowly its bytes come; else 408 and the\n"
+                                             "connection is closed (default 30)",
+                   BITNET_ARG_DOUBLE, &o->request_timeout, .flo = 0.1, .fhi = 86400.0),
+        BITNET_OPT("--keepalive-timeout", "S", "an idle kept-alive connection is closed after S seconds\n"
+                                               "(default 15)",
+                   BITNET_ARG_DOUBLE, &o->keepalive_timeout, .flo = 0.1, .fhi = 86400.0),
+        BITNET_OPT("-to, --timeout", "S", "read/write timeout: a connection on which no byte moves for S\n"
+                                          "seconds is closed, e.g. a client that stops reading a stream\n"
+                                          "(its generation stops, its slot is freed) (default 30)",
+                   BITNET_ARG_LONG, &o->timeout, .lo = 1, .hi = 86400),
+        BITNET_OPT("--shutdown-timeout", "S", "on SIGTERM/SIGINT, requests still running after S seconds end\n"
+                                              "with a 503 error (a stream: an error event) and the server\n"
+                                              "exits 0 (default 20; 0 = at once)",
+                   BITNET_ARG_DOUBLE, &o->shutdown_timeout, .flo = 0.0, .fhi = 86400.0),
+        BITNET_OPT("--metrics", NULL, "answer GET /metrics (Prometheus text format; under --api-key)",
+                   BITNET_ARG_FLAG, &o->metrics),
         BITNET_OPT("--temp", "T", "default temperature (default 0.8; 0 = greedy)", BITNET_ARG_FLOAT, &o->temp,
                    .flo = 0.0, .fhi = 2.0),
         BITNET_OPT("--top-k", "N", "default top-k (default 40; 0 = all)", BITNET_ARG_LONG, &o->top_k, .lo = 0, .hi = INT_MAX),
@@ -144,13 +170,15 @@ static int parse_args(int argc, char **argv, options *o) {
     char arch_names[256], desc[900];
     snprintf(desc, sizeof desc,
              "Serve a ternary (BitNet b1.58) model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
-             "/v1/completions (stream or not), GET /v1/models, /health, POST /tokenize, /detokenize.\n"
+             "/v1/completions (stream or not), GET /v1/models, /health, POST /tokenize, /detokenize,\n"
+             "GET /metrics (with --metrics).\n"
              "Embedding models (a GGUF with <arch>.pooling_type, or --embeddings): POST /v1/embeddings\n"
              "(L2-normalized vectors, float or base64) instead of generation.\n"
              "Architectures: %s. Listens on 127.0.0.1 unless --host says otherwise.\n",
              bitnet_arch_list(arch_names, sizeof arch_names, "", ", ", " or "));
     static const char *const epi =
-        "SIGINT/SIGTERM: finish the requests already received, then exit 0 (a second signal exits 1 at once).\n"
+        "SIGINT/SIGTERM: finish the requests already received (for at most --shutdown-timeout), then exit 0\n"
+        "(a second signal exits 1 at once).\n"
         BITNET_EXIT_STATUS_HELP;
     const bitnet_args args = BITNET_ARGS("llama-server", "usage: llama-server -m MODEL [options]", desc, epi, opts,
                                          .help_col = 27);
@@ -198,6 +226,8 @@ int main(int argc, char **argv) {
         .host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_batch = 512, .n_predict = -1, .queue = 64,
         .max_tokens = 4096, .max_body = 1 << 20, .max_connections = 128, .temp = 0.8f, .top_k = 40, .top_p = 0.95f,
         .seed = -1, .kernel = BITNET_PATH_AUTO, .pooling = -1, .embd_max_inputs = 512, .embd_max_tokens = 32768,
+        .request_timeout = BITNET_SERVER_REQUEST_TIMEOUT_S, .keepalive_timeout = BITNET_SERVER_KEEPALIVE_TIMEOUT_S,
+        .timeout = BITNET_SERVER_TIMEOUT_S, .shutdown_timeout = BITNET_SERVER_SHUTDOWN_TIMEOUT_S,
     };
     const int pr = parse_args(argc, argv, &o);
     if (pr >= 0) return pr;
@@ -317,6 +347,12 @@ int main(int argc, char **argv) {
         .pooling = pooling,
         .max_embd_inputs = (int32_t)o.embd_max_inputs,
         .max_embd_tokens = (int32_t)o.embd_max_tokens,
+        .request_timeout_s = o.request_timeout,
+        .keepalive_timeout_s = o.keepalive_timeout,
+        .timeout_s = (double)o.timeout,
+        .max_connections_per_address = (unsigned)o.max_conn_per_ip,
+        .shutdown_timeout_s = o.shutdown_timeout,
+        .metrics = o.metrics,
     };
     if (bitnet_server_start(model, engine, &cfg, &server, &err) != BITNET_OK) {
         fail("%s", err.msg);
@@ -344,7 +380,7 @@ int main(int argc, char **argv) {
     int32_t busy, waiting;
     bitnet_engine_load(engine, &busy, &waiting);
     fprintf(stderr, "llama-server: shutting down: finishing %d running and %d waiting requests\n", (int)busy, (int)waiting);
-    bitnet_server_stop(server, 10000);
+    bitnet_server_stop(server, 3000);
     server = NULL;
     rc = BITNET_EXIT_OK;
     fprintf(stderr, "llama-server: stopped\n");
