@@ -536,6 +536,58 @@ TEST_F(Engine, ReleaseCancelsAndDrainRefusesNewWork) {
     EXPECT_EQ(st.cancelled, 1u);
 }
 
+// A drain with a deadline that passes returns false; bitnet_engine_abort then ends the running and the waiting
+// request with ERROR and the reason, and the counters add up (prompt tokens evaluated, generated tokens).
+TEST_F(Engine, DrainDeadlineThenAbortEndsRunningAndWaiting) {
+    ModelPtr m = Load();
+    Req r;
+    r.prompt = {1, 300, 301};
+    r.ignore_eos = true;
+    r.max_tokens = 4000;
+    EnginePtr e = Start(m.get(), 1, 4096, 16, 1, 4);
+    bitnet_job *running = Submit(e.get(), r);
+    bitnet_job *waiting = Submit(e.get(), r);
+    ASSERT_NE(running, nullptr);
+    ASSERT_NE(waiting, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(bitnet_engine_drain_for(e.get(), 200)); // 4000 tokens take far longer than 200 ms
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(waited, 0.19);
+    EXPECT_LT(waited, 5.0);
+    bitnet_engine_abort(e.get(), "stopping: test deadline");
+    for (bitnet_job *j : {running, waiting}) {
+        char *t = nullptr;
+        bitnet_job_update u{};
+        ASSERT_TRUE(bitnet_job_poll(j, 0, 0, &t, &u));
+        free(t);
+        EXPECT_EQ(u.finish, BITNET_FINISH_ERROR);
+        EXPECT_STREQ(u.error, "stopping: test deadline");
+        if (j == running) {
+            EXPECT_GT(u.n_gen, 0);
+        } else {
+            EXPECT_EQ(u.n_gen, 0);
+        }
+        bitnet_job_release(j);
+    }
+    bitnet_engine_stats st{};
+    bitnet_engine_get_stats(e.get(), &st);
+    EXPECT_EQ(st.busy, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.slots, 1);
+    EXPECT_EQ(st.finished, 2u);
+    EXPECT_EQ(st.cancelled, 0u);
+    EXPECT_EQ(st.prompt_evaluated, 3u); // the running request's prompt; the waiting one never ran
+    EXPECT_GT(st.generated, 0u);
+    EXPECT_LT(st.generated, 4000u);
+    EXPECT_EQ(st.steps, st.generated); // pass k evaluates the prompt (k = 1) or token k-1 and samples token k
+    EXPECT_GT(st.busy_prompt_s, 0.0);
+    EXPECT_GT(st.busy_gen_s, 0.0);
+    EXPECT_TRUE(bitnet_engine_drain_for(e.get(), 0)); // nothing left
+    bool busy = true;
+    EXPECT_EQ(Submit(e.get(), r, &busy), nullptr); // still refused
+    EXPECT_FALSE(busy);
+}
+
 // ---- embedding engine -------------------------------------------------------------------------
 
 class EmbdEngine : public ::testing::Test {
