@@ -3,11 +3,15 @@
 #include "server/guard.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h> /* the kernel's struct tcp_info: glibc's lacks tcpi_bytes_acked */
+#include <stddef.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -221,4 +225,17 @@ void bitnet_guard_get_stats(bitnet_guard *g, bitnet_guard_stats *out) {
     pthread_mutex_lock(&g->mu);
     *out = g->st;
     pthread_mutex_unlock(&g->mu);
+}
+
+bool bitnet_guard_peer_progress(int fd, uint64_t *acked, uint32_t *pending) {
+    struct tcp_info ti;
+    memset(&ti, 0, sizeof ti);
+    socklen_t len = sizeof ti;
+    const socklen_t need = (socklen_t)(offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked);
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < need) return false;
+    int q = 0;
+    if (ioctl(fd, SIOCOUTQ, &q) != 0 || q < 0) return false;
+    *acked = ti.tcpi_bytes_acked;
+    *pending = (uint32_t)q;
+    return true;
 }

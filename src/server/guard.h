@@ -81,6 +81,13 @@ void bitnet_guard_close(bitnet_guard *g, bitnet_guard_conn *c);
 
 void bitnet_guard_get_stats(bitnet_guard *g, bitnet_guard_stats *out);
 
+/* How far the peer of TCP socket fd has taken what was written: *acked = bytes it has acknowledged since the
+ * connection opened (TCP_INFO tcpi_bytes_acked, RFC 4898 HCThruOctetsAcked), *pending = bytes written and not
+ * yet acknowledged (SIOCOUTQ). A peer whose application stops reading closes its receive window, so *acked
+ * stops growing while *pending stays above 0. Returns false when fd is not a TCP socket or the kernel does
+ * not say (Linux only). */
+bool bitnet_guard_peer_progress(int fd, uint64_t *acked, uint32_t *pending);
+
 #ifdef __cplusplus
 }
 #endif

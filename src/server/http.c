@@ -99,6 +99,8 @@ typedef struct stream_state {
     struct timespec t0;
     bool role_sent, ended, done;
     bool first_text;         /* the first text has been sent (its time to first token taken) */
+    uint64_t acked;          /* bytes the client had acknowledged at the last progress */
+    struct timespec progress;/* the client last took bytes (or had none waiting) */
     struct timespec t_head;  /* the request's headers arrived */
     size_t have; /* bytes of the job's text already sent */
     char *buf;
@@ -321,10 +323,31 @@ static bool stream_event(stream_state *st, json_object *o) {
     return ok;
 }
 
+/* Whether the client of a stream has taken no byte for timeout_s while bytes wait for it: the write
+ * timeout. The kernel's send buffer (megabytes on loopback) takes the events long after the client has
+ * stopped reading, so progress is what the client acknowledges (guard.h bitnet_guard_peer_progress); when
+ * the buffer is full, libmicrohttpd's own idle timeout closes the connection after the same time. */
+static bool stream_stalled(stream_state *st) {
+    uint64_t acked;
+    uint32_t pending;
+    if (!bitnet_guard_peer_progress(st->fd, &acked, &pending)) return false;
+    if (pending == 0 || acked != st->acked) {
+        st->acked = acked;
+        clock_gettime(CLOCK_MONOTONIC, &st->progress);
+        return false;
+    }
+    return ms_since(&st->progress) > st->s->cfg.timeout_s * 1e3;
+}
+
 /* libmicrohttpd's content reader: the next events, waiting for the job when none are ready. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     (void)pos;
     stream_state *st = cls;
+    if (!st->done && stream_stalled(st)) {
+        bitnet_metrics_timeout(st->s->metrics, BITNET_TIMEOUT_WRITE);
+        bitnet_job_cancel(st->job);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
     while (st->off == st->len) {
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
         if (st->ended) {
@@ -365,6 +388,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
             st->ended = true;
         } else if (st->off == st->len && client_gone(st->fd)) {
+            bitnet_job_cancel(st->job);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        } else if (st->off == st->len && stream_stalled(st)) {
+            bitnet_metrics_timeout(st->s->metrics, BITNET_TIMEOUT_WRITE);
             bitnet_job_cancel(st->job);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -514,6 +541,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         ss->include_usage = q->include_usage;
         ss->t0 = t0;
         ss->t_head = tl_rs ? tl_rs->t0 : t0;
+        clock_gettime(CLOCK_MONOTONIC, &ss->progress);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, ss, stream_free);
         if (!r) {
             stream_free(ss);
