@@ -104,7 +104,7 @@ TEST(Guard, PerAddressLimitCountsHostsNotPorts) {
 }
 
 TEST(Guard, RequestDeadlineIsNotStretchedAndWrites408) {
-    const bitnet_guard_limits lim = {300, 60000, 8, 10};
+    const bitnet_guard_limits lim = {1000, 60000, 8, 10};
     bitnet_guard *g = bitnet_guard_create(&lim);
     ASSERT_NE(g, nullptr);
     Pair p;
@@ -113,17 +113,17 @@ TEST(Guard, RequestDeadlineIsNotStretchedAndWrites408) {
     bitnet_guard_conn *c = bitnet_guard_open(g, p.server, SA(&a), sizeof a);
     ASSERT_NE(c, nullptr);
     // a request line arriving later (RECEIVING again) keeps the deadline of the connection's start
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_TRUE(bitnet_guard_phase_set(g, c, BITNET_GUARD_RECEIVING));
     bool ended = false;
     const std::string got = ReadUntilEnd(p.client, 3000, &ended);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_TRUE(ended);
-    EXPECT_GE(dt, 0.29);
-    EXPECT_LT(dt, 1.5);
+    EXPECT_GE(dt, 0.99);
+    EXPECT_LT(dt, 3.0);
     EXPECT_EQ(got.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << got;
     EXPECT_NE(got.find("\"code\":\"request_timeout\""), std::string::npos) << got;
-    EXPECT_NE(got.find("300 ms"), std::string::npos) << got;
+    EXPECT_NE(got.find("1000 ms"), std::string::npos) << got;
     // the length header is the body's length
     const size_t body = got.find("\r\n\r\n") + 4;
     EXPECT_NE(got.find("Content-Length: " + std::to_string(got.size() - body) + "\r\n"), std::string::npos) << got;
@@ -138,7 +138,7 @@ TEST(Guard, RequestDeadlineIsNotStretchedAndWrites408) {
 }
 
 TEST(Guard, BusyHasNoDeadlineAndIdleClosesSilently) {
-    const bitnet_guard_limits lim = {200, 300, 8, 10};
+    const bitnet_guard_limits lim = {1000, 300, 8, 10};
     bitnet_guard *g = bitnet_guard_create(&lim);
     ASSERT_NE(g, nullptr);
     Pair p;
@@ -146,7 +146,7 @@ TEST(Guard, BusyHasNoDeadlineAndIdleClosesSilently) {
     bitnet_guard_conn *c = bitnet_guard_open(g, p.server, SA(&a), sizeof a);
     ASSERT_TRUE(bitnet_guard_phase_set(g, c, BITNET_GUARD_BUSY));
     bool ended = false;
-    EXPECT_EQ(ReadUntilEnd(p.client, 600, &ended), ""); // 3 times the request deadline: still open
+    EXPECT_EQ(ReadUntilEnd(p.client, 1500, &ended), ""); // past the request deadline: still open
     EXPECT_FALSE(ended);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(bitnet_guard_phase_set(g, c, BITNET_GUARD_IDLE));
@@ -155,7 +155,7 @@ TEST(Guard, BusyHasNoDeadlineAndIdleClosesSilently) {
     EXPECT_TRUE(ended);
     EXPECT_EQ(got, ""); // nothing is owed to an idle connection
     EXPECT_GE(dt, 0.29);
-    EXPECT_LT(dt, 1.5);
+    EXPECT_LT(dt, 2.5);
     bitnet_guard_stats st{};
     bitnet_guard_get_stats(g, &st);
     EXPECT_EQ(st.timeout_request, 0u);

@@ -451,7 +451,7 @@ class Conn:
                 block, buf = buf.split(b"\n\n", 1)
                 text = block.decode("utf-8")
                 for line in text.split("\n"):
-                    if not line.strip():
+                    if not line.strip() or line.startswith(":"):  # an SSE comment (": keep-alive")
                         continue
                     if not line.startswith("data: "):
                         raise Failure(f"a stream line that is not 'data: ...': {line[:120]!r}")

@@ -89,7 +89,7 @@ static void *watchdog(void *arg) {
     pthread_mutex_lock(&g->mu);
     while (!g->quit) {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += (long)g->lim.tick_ms * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
@@ -123,7 +123,12 @@ bitnet_guard *bitnet_guard_create(const bitnet_guard_limits *lim) {
         free(g);
         return NULL;
     }
-    if (pthread_cond_init(&g->wake, NULL) != 0) {
+    pthread_condattr_t ca; /* deadlines on the monotonic clock: a wall clock stepped back must not stall them */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    const int cr = pthread_cond_init(&g->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (cr != 0) {
         pthread_mutex_destroy(&g->mu);
         free(g);
         return NULL;

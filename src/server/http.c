@@ -100,6 +100,7 @@ typedef struct stream_state {
     bool role_sent, ended, done;
     bool first_text;         /* the first text has been sent (its time to first token taken) */
     uint64_t acked;          /* bytes the client had acknowledged at the last progress */
+    struct timespec last_out;/* bytes were last handed to libmicrohttpd */
     struct timespec progress;/* the client last took bytes (or had none waiting) */
     struct timespec t_head;  /* the request's headers arrived */
     size_t have; /* bytes of the job's text already sent */
@@ -394,11 +395,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             bitnet_metrics_timeout(st->s->metrics, BITNET_TIMEOUT_WRITE);
             bitnet_job_cancel(st->job);
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        } else if (st->off == st->len && ms_since(&st->last_out) > st->s->cfg.timeout_s * 500.0) {
+            /* waiting for text (a queue, a long prompt) for half the idle timeout: an SSE comment, which
+             * clients ignore, so that the connection is not closed as idle while the client is fine */
+            if (!stream_add(st, ": keep-alive\n\n", 14)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
         }
     }
     const size_t n = st->len - st->off < max ? st->len - st->off : max;
     memcpy(out, st->buf + st->off, n);
     st->off += n;
+    clock_gettime(CLOCK_MONOTONIC, &st->last_out);
     return (ssize_t)n;
 }
 
@@ -542,6 +549,7 @@ static enum MHD_Result generate(bitnet_server *s, struct MHD_Connection *c, cons
         ss->t0 = t0;
         ss->t_head = tl_rs ? tl_rs->t0 : t0;
         clock_gettime(CLOCK_MONOTONIC, &ss->progress);
+        ss->last_out = ss->progress;
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, ss, stream_free);
         if (!r) {
             stream_free(ss);
@@ -868,6 +876,17 @@ static enum MHD_Result metrics(bitnet_server *s, struct MHD_Connection *c) {
 
 /* ---- libmicrohttpd callbacks ---------------------------------------------------------------- */
 
+/* libmicrohttpd's idle timeout of connection c for a phase: while a request arrives and while the connection
+ * idles between requests, one second past the guard's deadline (the guard answers 408 or closes first,
+ * and counts it); while a request is answered, --timeout. */
+static void set_idle_timeout(const bitnet_server *s, struct MHD_Connection *c, bitnet_guard_phase p) {
+    const double t = p == BITNET_GUARD_RECEIVING ? s->cfg.request_timeout_s + 1.0
+                     : p == BITNET_GUARD_IDLE    ? s->cfg.keepalive_timeout_s + 1.0
+                                                 : s->cfg.timeout_s;
+    const double whole = ceil(t) < 1.0 ? 1.0 : ceil(t) > 4000000.0 ? 4000000.0 : ceil(t);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)whole);
+}
+
 /* The guard's record of connection c (set when it was accepted; NULL when out of memory then). */
 static bitnet_guard_conn *guard_conn(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -897,6 +916,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const int fd = client_fd(c);
         *socket_context = bitnet_guard_open(s->guard, fd, a, addr_len(a));
         if (!*socket_context && fd >= 0) shutdown(fd, SHUT_RDWR); /* out of memory: no deadline, no connection */
+        set_idle_timeout(s, c, BITNET_GUARD_RECEIVING); /* before the connection's thread exists */
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         bitnet_guard_close(s->guard, *socket_context);
         *socket_context = NULL;
@@ -909,13 +929,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     (void)uri;
     bitnet_server *s = cls;
     bitnet_guard_phase_set(s->guard, guard_conn(c), BITNET_GUARD_RECEIVING);
+    set_idle_timeout(s, c, BITNET_GUARD_RECEIVING);
     return NULL;
 }
 
 /* The request is handled from here on: out of the guard's request deadline. False when the guard timed the
  * connection out first (it has answered 408; nothing may be queued). */
-static bool begin_answer(bitnet_server *s, bitnet_guard_conn *gc, req_state *rs) {
+static bool begin_answer(bitnet_server *s, struct MHD_Connection *c, bitnet_guard_conn *gc, req_state *rs) {
     rs->answered = true;
+    set_idle_timeout(s, c, BITNET_GUARD_BUSY);
     return bitnet_guard_phase_set(s->guard, gc, BITNET_GUARD_BUSY);
 }
 
@@ -937,23 +959,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         bool wrong_method;
         rs->r = route_of(url, method, &wrong_method);
         if (rs->r == R_NONE) {
-            if (!begin_answer(s, gc, rs)) return MHD_NO;
+            if (!begin_answer(s, c, gc, rs)) return MHD_NO;
             return wrong_method ? fail(c, 405, "invalid_request_error", "", "", "%s is not allowed on %s", method, url)
                                 : fail(c, 404, "invalid_request_error", "", "not_found",
                                        "no endpoint %s %s (see llama-server --help)", method, url);
         }
         if (rs->r != R_HEALTH && !key_ok(s, c)) {
-            if (!begin_answer(s, gc, rs)) return MHD_NO;
+            if (!begin_answer(s, c, gc, rs)) return MHD_NO;
             return fail(c, 401, "invalid_request_error", "", "invalid_api_key",
                         "Invalid API key: send the key given with --api-key as \"Authorization: Bearer KEY\"");
         }
         if (atomic_load(&s->stopping) && (rs->r == R_CHAT || rs->r == R_COMPLETION || rs->r == R_EMBEDDINGS)) {
-            if (!begin_answer(s, gc, rs)) return MHD_NO;
+            if (!begin_answer(s, c, gc, rs)) return MHD_NO;
             return fail(c, 503, "server_error", "", "", "the server is shutting down");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
-            if (!begin_answer(s, gc, rs)) return MHD_NO;
+            if (!begin_answer(s, c, gc, rs)) return MHD_NO;
             return fail(c, 413, "invalid_request_error", "", "", "the request body has %s bytes, more than the %zu accepted",
                         cl, s->cfg.max_body);
         }
@@ -967,7 +989,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 rs->too_large = true;
                 rs->dropped += *upload_size;
                 if (rs->dropped > 4 * s->cfg.max_body + 65536) {
-                    if (!begin_answer(s, gc, rs)) return MHD_NO;
+                    if (!begin_answer(s, c, gc, rs)) return MHD_NO;
                     *upload_size = 0;
                     return fail(c, 413, "invalid_request_error", "", "",
                                 "the request body is larger than the %zu bytes accepted", s->cfg.max_body);
@@ -989,7 +1011,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (rs->answered) return MHD_YES;
-    if (!begin_answer(s, gc, rs)) return MHD_NO;
+    if (!begin_answer(s, c, gc, rs)) return MHD_NO;
     if (rs->too_large) {
         return fail(c, 413, "invalid_request_error", "", "", "the request body is larger than the %zu bytes accepted",
                     s->cfg.max_body);
@@ -1060,10 +1082,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_state *rs = *con_cls;
     if (tl_rs == rs) tl_rs = NULL;
     bitnet_guard_phase_set(s->guard, guard_conn(c), BITNET_GUARD_IDLE);
-    if (!rs) return;
-    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
-        bitnet_metrics_timeout(s->metrics, rs->queued ? BITNET_TIMEOUT_WRITE : BITNET_TIMEOUT_READ);
+    set_idle_timeout(s, c, BITNET_GUARD_IDLE);
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) { /* rs NULL: the headers never came whole */
+        bitnet_metrics_timeout(s->metrics, rs && rs->queued ? BITNET_TIMEOUT_WRITE : BITNET_TIMEOUT_READ);
     }
+    if (!rs) return;
     if (rs->status) bitnet_metrics_request(s->metrics, endpoint_of(rs->r), rs->status, ms_since(&rs->t0) / 1e3);
     free(rs->body);
     free(rs);
@@ -1167,6 +1190,7 @@ void bitnet_server_stop(bitnet_server *s, int grace_ms) {
                 fflush(s->cfg.log);
             }
             bitnet_engine_abort(s->e, why);
+            if (grace_ms > 2000) grace_ms = 2000; /* the error events are short: the deadline has passed */
         }
         /* the last bytes are being written: wait for the handlers to finish */
         const struct timespec tick = {0, 10 * 1000 * 1000};

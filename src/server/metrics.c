@@ -159,6 +159,9 @@ char *bitnet_metrics_render(bitnet_metrics *m, const bitnet_engine_stats *es, co
                 st, (unsigned long long)m->req[ep][si]);
         }
     }
+    if (gs->timeout_request) { /* the guard's answers (guard.h): no endpoint is known before the request is whole */
+        put(&b, "bitnet_requests_total{endpoint=\"other\",status=\"408\"} %llu\n", (unsigned long long)gs->timeout_request);
+    }
     family(&b, "request_duration_seconds", "histogram",
            "Seconds from a request's headers to its last byte handed to the socket.");
     for (int ep = 0; ep < BITNET_EP_COUNT; ep++) {

@@ -4,7 +4,11 @@
  *
  * Families (all names start with bitnet_):
  *   requests_total{endpoint,status}              counter: answered requests (status "other" for a code not
- *                                                listed in metrics.c)
+ *                                                listed in metrics.c; the guard's 408s under endpoint
+ *                                                "other"). Not here: requests whose client left before the
+ *                                                answer (engine_requests_cancelled_total counts their
+ *                                                generations) and libmicrohttpd's own answers to requests
+ *                                                it cannot parse
  *   request_duration_seconds{endpoint}            histogram: from the request's headers to its last byte
  *                                                handed to the socket (or the connection's end)
  *   time_to_first_token_seconds                   histogram: generation requests, headers to first text
@@ -15,7 +19,10 @@
  *   connections_open, connections_accepted_total  gauge, counter
  *   rejected_total{reason}                        counter: queue_full (429), body_too_large (413),
  *                                                per_address_limit (refused at accept), request_timeout
- *                                                (408), keepalive_timeout, write_timeout, read_timeout
+ *                                                (408), keepalive_timeout, write_timeout (a stream's
+ *                                                client acknowledged nothing for --timeout, or an answer
+ *                                                moved no byte for it), read_timeout (libmicrohttpd closed
+ *                                                a connection on which no byte came in for its idle time)
  * All functions are thread-safe. */
 #ifndef BITNET_SERVER_METRICS_H
 #define BITNET_SERVER_METRICS_H

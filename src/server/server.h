@@ -72,14 +72,16 @@ typedef struct bitnet_server_config {
     bitnet_pooling pooling;   /* embedding server: MEAN, CLS or LAST; NONE: /v1/embeddings answers 400 */
     int32_t max_embd_inputs;  /* texts in one embeddings request (< 1: 1) */
     int32_t max_embd_tokens;  /* tokens of all texts of one embeddings request (< 1: 1) */
-    /* hostile clients (guard.h); 0 takes the default named */
+    /* hostile clients (guard.h); 0 takes the default named (shutdown_timeout_s: < 0) */
     double request_timeout_s;   /* a whole request (line, headers, body) must arrive within this, else 408
                                    and close (BITNET_SERVER_REQUEST_TIMEOUT_S) */
     double keepalive_timeout_s; /* an idle kept-alive connection is closed after this
                                    (BITNET_SERVER_KEEPALIVE_TIMEOUT_S) */
-    double timeout_s;           /* a connection on which no byte moves for this is closed: a client that
-                                   stops reading (a stream's generation is then cancelled and its slot
-                                   freed) or sending; whole seconds, at least 1 (BITNET_SERVER_TIMEOUT_S) */
+    double timeout_s;           /* write timeout: a stream whose client acknowledges no byte for this, or
+                                   an answer that moves no byte for it, is ended (a stream's generation is
+                                   cancelled and its slot freed); a stream waiting this / 2 for text sends
+                                   the SSE comment ": keep-alive" so that a healthy one is not; whole
+                                   seconds, at least 1 (BITNET_SERVER_TIMEOUT_S) */
     unsigned max_connections_per_address; /* connections open at once from one client address; more are
                                    closed at accept (0: max_connections / 4, at least 1) */
     double shutdown_timeout_s;  /* bitnet_server_stop: requests still running this long after the stop

@@ -380,7 +380,7 @@ int main(int argc, char **argv) {
     int32_t busy, waiting;
     bitnet_engine_load(engine, &busy, &waiting);
     fprintf(stderr, "llama-server: shutting down: finishing %d running and %d waiting requests\n", (int)busy, (int)waiting);
-    bitnet_server_stop(server, 3000);
+    bitnet_server_stop(server, 10000);
     server = NULL;
     rc = BITNET_EXIT_OK;
     fprintf(stderr, "llama-server: stopped\n");

@@ -217,6 +217,36 @@ class StuckReader(unittest.TestCase):
         self.assertEqual(rc, 0)
 
 
+    def test_a_stream_that_waits_long_for_its_text_is_kept(self):
+        # --timeout 1: a stream queued behind a ~3 s request waits long for its first text; the server sends
+        # SSE comments meanwhile, so it is not closed as idle, and it arrives whole
+        s = Server(TINY, "-np", 1, "-c", 4096, "-t", 1, "--max-tokens", 4000, "--timeout", 1)
+        try:
+            long = threading.Thread(target=lambda: timed_post(
+                s.url("/v1/completions"), {"prompt": "Once", "max_tokens": 3000, "ignore_eos": True,
+                                           "temperature": 0}, 60))
+            long.start()
+            s.wait_until(lambda h: h["slots_processing"] == 1, what="the long request running")
+            t0 = time.monotonic()
+            status, raw, _ = timed_post(s.url("/v1/completions"),
+                                        {"prompt": "The cat", "max_tokens": 6, "temperature": 0, "stream": True}, 60)
+            waited = time.monotonic() - t0
+            long.join(60)
+            alone = timed_post(s.url("/v1/completions"), {"prompt": "The cat", "max_tokens": 6, "temperature": 0}, 60)
+        finally:
+            rc = s.stop()
+        self.assertEqual(rc, 0)
+        self.assertEqual(status, 200)
+        raw = raw.decode()
+        self.assertGreater(waited, 1.5)  # it did wait longer than --timeout
+        self.assertIn(": keep-alive\n\n", raw)
+        events = [json.loads(b[6:]) for b in raw.split("\n\n") if b.startswith("data: {")]
+        self.assertTrue(raw.rstrip().endswith("data: [DONE]"), raw[-200:])
+        self.assertEqual(events[-1]["choices"][0]["finish_reason"], "length")
+        self.assertEqual("".join(e["choices"][0]["text"] or "" for e in events),
+                         json.loads(alone[1])["choices"][0]["text"])
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_ends_long_requests_at_the_shutdown_timeout(self):
         s = Server(TINY, "-np", 1, "-c", 16384, "-t", 1, "--max-tokens", 16000, "--shutdown-timeout", 2)
@@ -312,8 +342,12 @@ class Metrics(unittest.TestCase):
             self.assertEqual(timed_post(s.url("/v1/completions"), {"prompt": "x", "max_tokens": 1}, 30, auth)[0], 429)
             long.join(60)
             gen_tokens += 3000
-            status, text, _ = timed_get(urllib.request.Request(s.url("/metrics"), headers=auth), 5)
-            text = text.decode()
+            # the long answer's bytes can reach the client a moment before the server has counted it
+            for _ in range(100):  # bounded: 5 s
+                text = timed_get(urllib.request.Request(s.url("/metrics"), headers=auth), 5)[1].decode()
+                if metric(text, "bitnet_requests_total", endpoint="/v1/completions", status="200") == 4:
+                    break
+                time.sleep(0.05)
         finally:
             rc = s.stop()
         self.assertEqual(rc, 0)

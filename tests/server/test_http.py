@@ -72,6 +72,8 @@ def sse_events(body):
         if not block.strip():
             continue
         line = block.strip()
+        if line.startswith(":"):  # an SSE comment (": keep-alive" while a stream waits long for text)
+            continue
         assert line.startswith("data: "), block
         payload = line[6:]
         if payload == "[DONE]":
