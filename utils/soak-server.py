@@ -403,17 +403,18 @@ class Conn:
         self.used += 1
         return resp
 
+    def send_resending(self, method, path, body):
+        """self.send, sent once more on a new connection when the kept-alive one was found closed (counted)."""
+        try:
+            return self.send(method, path, body)
+        except Stale:
+            STALE[0] += 1
+            return self.send(method, path, body)
+
     def request(self, method, path, body=None):
         """A whole request: Result with the body bytes."""
         t0 = time.monotonic()
-        for attempt in (0, 1):
-            try:
-                resp = self.send(method, path, body)
-                break
-            except Stale:
-                if attempt:
-                    raise
-                STALE[0] += 1
+        resp = self.send_resending(method, path, body)
         data = resp.read()
         lat = time.monotonic() - t0
         if resp.will_close:
@@ -424,14 +425,7 @@ class Conn:
         """A streamed request: Result with the parsed events. cancel_after: close the socket abruptly after that
         many data events (rst: with SO_LINGER 0, a reset)."""
         t0 = time.monotonic()
-        for attempt in (0, 1):
-            try:
-                resp = self.send(method, path, body)
-                break
-            except Stale:
-                if attempt:
-                    raise
-                STALE[0] += 1
+        resp = self.send_resending(method, path, body)
         hdrs = dict((k.lower(), v) for k, v in resp.getheaders())
         if resp.status != 200:
             data = resp.read()
