@@ -218,16 +218,35 @@ class StuckReader(unittest.TestCase):
 
 
     def test_a_stream_that_waits_long_for_its_text_is_kept(self):
-        # --timeout 1: a stream queued behind a ~3 s request waits long for its first text; the server sends
-        # SSE comments meanwhile, so it is not closed as idle, and it arrives whole
-        s = Server(TINY, "-np", 1, "-c", 4096, "-t", 1, "--max-tokens", 4000, "--timeout", 1)
+        # --timeout 1: a stream queued behind a long request waits 2.5 s for its first text, however fast the
+        # machine (the long request is a stream whose client reads it and hangs up after 2.5 s); the server
+        # sends SSE comments meanwhile, so the queued stream is not closed as idle, and it arrives whole
+        s = Server(TINY, "-np", 1, "-c", 16384, "-t", 1, "--max-tokens", 16000, "--timeout", 1)
+        hold = 2.5
+
+        def long_stream():
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            body = json.dumps({"prompt": "Once", "max_tokens": 15000, "ignore_eos": True, "temperature": 0,
+                               "stream": True}).encode()
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            t_start = time.monotonic()
+            while time.monotonic() - t_start < 30:  # bounded even if the main thread never signals
+                r, _, _ = select.select([c], [], [], 0.05)
+                if r and not c.recv(65536):
+                    break
+                if started.is_set() and time.monotonic() - started.t0 >= hold:
+                    break
+            c.close()
+
+        started = threading.Event()
         try:
-            long = threading.Thread(target=lambda: timed_post(
-                s.url("/v1/completions"), {"prompt": "Once", "max_tokens": 3000, "ignore_eos": True,
-                                           "temperature": 0}, 60))
+            long = threading.Thread(target=long_stream)
             long.start()
             s.wait_until(lambda h: h["slots_processing"] == 1, what="the long request running")
-            t0 = time.monotonic()
+            started.t0 = time.monotonic()
+            started.set()
+            t0 = started.t0
             status, raw, _ = timed_post(s.url("/v1/completions"),
                                         {"prompt": "The cat", "max_tokens": 6, "temperature": 0, "stream": True}, 60)
             waited = time.monotonic() - t0
