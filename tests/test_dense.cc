@@ -1,7 +1,8 @@
 // test_dense.cc — the dense dot products of kernels/dense/dense.h (the output head and the attention)
 // against this file's own scalar versions of the orders dense.h defines, bit for bit: whichever
-// version bitnet_dense_init chose (AVX2/F16C on x86-64, NEON on AArch64 — under qemu in the cross
-// build —, scalar with BITNET_ISA=scalar) must give exactly these floats, for lengths with and
+// version bitnet_dense_init chose (AVX-512 or AVX2/F16C on x86-64 — ctest test_dense_avx2 and test_dense_scalar
+// cap the ISA —, NEON on AArch64 — under qemu in the cross build —, scalar with BITNET_ISA=scalar) must give
+// exactly these floats, for lengths with and
 // without a tail (n % 32 != 0) and for the head kernels of F32, F16 and Q8_0 rows.
 #include <gtest/gtest.h>
 
@@ -189,8 +190,9 @@ TEST_P(Dense, F16ColumnSumsAreEachTheSingleDotOfTheColumn) {
     }
 }
 
-// Rows × columns (the AVX2 version works in blocks of 8 rows × 8 columns × 256 values, three columns per
-// pass; NEON two columns per pass): for row counts 1, 3, 8, 9, 17 and column counts 1..10 and 17, every output
+// Rows × columns (one column: AVX2 two rows per pass, AVX-512 four; several: AVX2 in blocks of 8 rows × 8
+// columns × 256 values, three columns per pass, AVX-512 4 rows × 16 columns, eight per pass; NEON two columns
+// per pass): for row counts 1, 3, 8, 9, 17 and column counts 1..10, 16, 17, 24 and 33, every output
 // is the defined order's float for its own row and column at out[j · out_stride + r], the places in between
 // untouched; rows n + 3 values apart and columns n + 5 floats apart (unaligned), lengths with and without a
 // tail and across several 256-value chunks (1000, 2560).
@@ -202,7 +204,7 @@ TEST_P(Dense, F16RowsTimesColumnsAreEachTheSingleDot) {
         const auto af = randoms(rng, (int64_t)a_stride * rows, 0.5f);
         std::vector<uint16_t> a(af.size());
         for (size_t i = 0; i < a.size(); i++) a[i] = bitnet_fp32_to_fp16(af[i]);
-        for (int64_t cols : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17}) {
+        for (int64_t cols : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 16, 17, 24, 33}) {
             const auto bf = randoms(rng, (int64_t)b_stride * cols, 2.0f);
             std::vector<float> b(bf.size());
             for (size_t i = 0; i < b.size(); i++) b[i] = bitnet_dense_round_f16(bf[i]);

@@ -1,9 +1,9 @@
 /* dense.h — dense (non-ternary) dot products with a fixed summation order: F32 · F32, F16 · F32 and
  * Q8_0 · Q8_0, each in a scalar and (where built) an AVX2 and a NEON version that compute exactly the
- * same floats; the F16 → F32 table they share; and the dense kernels of the output head per stored type
- * (bitnet_dense_kernel_for), the kernel half of the per-type traits (the format half is
- * bitnet_type_traits in base/types.h). Versions live in dense.c (scalar, dispatch), dense_avx2.c and
- * dense_neon.c. */
+ * same floats (the F16 head's product also in AVX-512); the F16 → F32 table they share; and the dense kernels
+ * of the output head per stored type (bitnet_dense_kernel_for), the kernel half of the per-type traits (the
+ * format half is bitnet_type_traits in base/types.h). Versions live in dense.c (scalar, dispatch),
+ * dense_avx2.c, dense_avx512.c and dense_neon.c. */
 #ifndef BITNET_DENSE_H
 #define BITNET_DENSE_H
 
@@ -16,7 +16,8 @@ extern "C" {
 #endif
 
 /* Fills bitnet_dense_f16_table (hosted builds) and chooses the F16 and Q8_0 dot versions for this CPU
- * (AVX2 when bitnet_cpu_supports("avx2"), NEON when bitnet_cpu_supports("neon"), else scalar;
+ * (AVX2 when bitnet_cpu_supports("avx2"), and bitnet_dense_mul_f16 in AVX-512 when bitnet_cpu_supports("avx512");
+ * NEON when bitnet_cpu_supports("neon"), else scalar;
  * BITNET_ISA=scalar keeps the scalar ones). Runs once (pthread_once; a flag in the one-thread bare-metal
  * build); call it before any other function of this header. */
 void bitnet_dense_init(void);
@@ -87,10 +88,13 @@ void bitnet_dense_dot_f16_columns(const uint16_t *a, size_t a_stride, const floa
 
 /* out[j · out_stride + r] = bitnet_dense_dot_f16(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
  * j < n_cols: binary16 rows (a_stride values apart) times float columns (b_stride floats apart, holding
- * binary16 values), each result the single dot's float (same lanes, same fold per pair). The AVX2 version
- * works in blocks of 8 rows × 8 columns × 256 values that stay in L1, widening each 8 binary16 values once for
- * three columns; NEON widens each 4 once for two. The output head of a batch of sequences: vocabulary rows
- * times every sequence's head input, each row read from memory once per call. */
+ * binary16 values), each result the single dot's float (same lanes, same fold per pair). One column (the
+ * generated token) streams the rows from start to end: AVX2 two rows at a time, AVX-512 four (the 32 lanes in
+ * two zmm registers), each with a software prefetch 1 KiB ahead. Several columns: AVX2 in blocks of 8 rows ×
+ * 8 columns × 256 values that stay in L1, widening each 8 binary16 values once for three columns; AVX-512 in
+ * blocks of 4 rows × 16 columns × 256 values, each 32 values widened once for eight columns; NEON widens each
+ * 4 once for two. The output head: vocabulary rows times every sequence's head input, each row read from
+ * memory once per call (once per 16 columns with AVX-512, 8 with AVX2). */
 void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                           int64_t n_cols, int64_t n, float *out, size_t out_stride);
 
