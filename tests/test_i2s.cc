@@ -255,6 +255,24 @@ TEST(I2s, PortableReadsByteAlignedBuffers) {
     }
 }
 
+TEST(I2s, OneColumnFourRowBlocksRangesAndExtremes) {
+    // one column with K % 128 == 0 (the AVX-512 kernel's four-row GEMV): row ranges that leave 1..3 rows
+    // after the four-row blocks and start at odd rows, then the largest sums the per-mask lanes can hold
+    // (K = 65536, every weight +1 or -1 against 127 or -128)
+    const int64_t M = 23, K = 2560;
+    const auto w = random_ternary(M * K, 21);
+    const auto q = random_q(K, 22);
+    for (auto [m0, m1] : std::vector<std::pair<int64_t, int64_t>>{{0, 23}, {1, 2}, {3, 10}, {5, 22}, {21, 23}, {7, 14}, {0, 4}})
+        check_all(w, M, K, q, 1, m0, m1, 0, "one column, rows");
+    const int64_t M2 = 5, K2 = 65536;
+    for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<int8_t> w2((size_t)(M2 * K2)), q2((size_t)K2);
+        for (int64_t j = 0; j < M2 * K2; ++j) w2[(size_t)j] = pattern == 1 ? -1 : 1;
+        for (int64_t k = 0; k < K2; ++k) q2[(size_t)k] = pattern == 0 ? 127 : pattern == 1 ? -128 : (k % 2 ? 127 : -128);
+        check_all(w2, M2, K2, q2, 1, 0, M2, 0, "one column, extremes");
+    }
+}
+
 TEST(I2s, ExtremesAndZeros) {
     const int64_t M = 8, K = 8640;
     for (int pattern = 0; pattern < 5; ++pattern) {

@@ -169,6 +169,53 @@ bitnet_i2s_row512(const uint8_t *w, int64_t G, int64_t n_runs, const int8_t *con
     }
 }
 
+/* Bytes ahead of the current block that the four-row GEMV asks the memory for (row 0's pointer; the four
+ * rows are one contiguous stretch of K bytes). */
+#define BITNET_I2S_GEMV_PREFETCH 1024
+
+/* One column, rows [m0, m0 + 4·n4) four at a time, K % 128 == 0 (every row whole blocks): each row's block
+ * masked with 0xC0, 0x30, 0x0C, 0x03 and multiplied into its own four accumulators as in bitnet_i2s_row512,
+ * the four activation loads of a block shared by the four rows, sixteen independent vpdpbusd chains. Every
+ * lane of the 0xC0 accumulator is a sum of products code·64·q, so an exact multiple of 64 (likewise 16, 4),
+ * and is divided back lane by lane (arithmetic shift, exact) before one horizontal sum per row.
+ * out[m − m0] = Σ code·q for those rows (Σ q not yet subtracted). |lane| ≤ 192·128·4·K/128 < 2^31 for
+ * K ≤ 65536. */
+BITNET_I2S_T512 static void bitnet_i2s_gemv4_512(const uint8_t *w, int64_t K, const int8_t *q, int64_t m0,
+                                                 int64_t n4, int32_t *out) {
+    const __m256i k6 = _mm256_set1_epi8((char)0xC0), k4 = _mm256_set1_epi8(0x30), k2 = _mm256_set1_epi8(0x0C);
+    const __m256i k0 = _mm256_set1_epi8(3);
+    const size_t row = (size_t)(K / 4);
+    for (int64_t i = 0; i < n4; ++i) {
+        const uint8_t *p = w + (size_t)(m0 + 4 * i) * row;
+        __m256i e[4][4];
+        for (int r = 0; r < 4; ++r)
+            for (int j = 0; j < 4; ++j) e[r][j] = _mm256_setzero_si256();
+        for (int64_t b = 0; b < K / 128; ++b) {
+            _mm_prefetch((const char *)p + 32 * b + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + row + 32 * b + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + 2 * row + 32 * b + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + 3 * row + 32 * b + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+            const int8_t *qb = q + 128 * b;
+            const __m256i q6 = _mm256_loadu_si256((const __m256i *)qb);
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qb + 32));
+            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(qb + 64));
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)(qb + 96));
+            for (int r = 0; r < 4; ++r) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(p + (size_t)r * row + 32 * b));
+                e[r][0] = _mm256_dpbusd_epi32(e[r][0], _mm256_and_si256(v, k6), q6);
+                e[r][1] = _mm256_dpbusd_epi32(e[r][1], _mm256_and_si256(v, k4), q4);
+                e[r][2] = _mm256_dpbusd_epi32(e[r][2], _mm256_and_si256(v, k2), q2);
+                e[r][3] = _mm256_dpbusd_epi32(e[r][3], _mm256_and_si256(v, k0), q0);
+            }
+        }
+        for (int r = 0; r < 4; ++r) {
+            const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_srai_epi32(e[r][0], 6), _mm256_srai_epi32(e[r][1], 4)),
+                                               _mm256_add_epi32(_mm256_srai_epi32(e[r][2], 2), e[r][3]));
+            out[4 * i + r] = bitnet_i2s_hsum_avx2(t);
+        }
+    }
+}
+
 /* Rows [m0, m1) × C (≤ BITNET_I2S_DIRECT_MAX) columns with the on-the-fly kernel above. */
 BITNET_I2S_T512 static void bitnet_i2s_direct512(const uint8_t *w, int64_t K, const int8_t *const *q, int C,
                                                  int64_t m0, int64_t m1, int32_t *const *out) {
@@ -200,6 +247,17 @@ BITNET_I2S_T512 void bitnet_i2s_gemm__avx512(const uint8_t *w, int64_t M, int64_
     if (K % 32 != 0 || (n_cols > BITNET_I2S_DIRECT_MAX && n_cols < BITNET_I2S_DECODE_MIN) ||
         (n_cols <= BITNET_I2S_DIRECT_MAX && K > 65536)) {
         bitnet_i2s_gemm__avx2(w, M, K, q, q_stride, qsum, n_cols, m0, m1, acc, acc_stride);
+        return;
+    }
+    if (n_cols == 1 && K % 128 == 0) {
+        const int64_t n4 = (m1 - m0) / 4;
+        bitnet_i2s_gemv4_512(w, K, q, m0, n4, acc);
+        if (m0 + 4 * n4 < m1) {
+            int32_t *oc = acc + 4 * n4;
+            bitnet_i2s_direct512(w, K, &q, 1, m0 + 4 * n4, m1, &oc);
+        }
+        const int32_t s = qsum ? qsum[0] : bitnet_i2s_qsum(q, K);
+        for (int64_t m = m0; m < m1; ++m) acc[m - m0] -= s;
         return;
     }
     if (n_cols <= BITNET_I2S_DIRECT_MAX) {
