@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -599,6 +600,61 @@ TEST(TL2, RoundTrip) {
         }
         EXPECT_TRUE(std::equal(tiled.begin(), tiled.begin() + (long)used, buf.begin()));
     }
+}
+
+// bitnet_repack_i2s (I2_S straight to TL1/TL2, one tile in flight) writes exactly the bytes of unpack + pack,
+// for several tiles per tensor, a two-part (K % BK != 0) and the 2B-4T ffn_up shape; a code 3 is refused with
+// the row and column, a non-finite scale and a target that is not TL1/TL2 too.
+TEST(RepackI2s, SameBytesAsUnpackThenPack) {
+    struct Case {
+        int type;
+        int64_t M, K;
+        bitnet_tiles t;
+    } cases[] = {
+        {BITNET_TYPE_TL2, 64, 352, {32, 96, 32}},     {BITNET_TYPE_TL2, 96, 288, {32, 24, 32}},
+        {BITNET_TYPE_TL2, 128, 256, {64, 96, 32}},    {BITNET_TYPE_TL2, 512, 2560, {256, 96, 32}},
+        {BITNET_TYPE_TL1, 64, 256, {32, 128, 32}},    {BITNET_TYPE_TL1, 128, 512, {64, 64, 32}},
+    };
+    uint32_t seed = 900;
+    for (const auto &c : cases) {
+        SCOPED_TRACE(testing::Message() << bitnet_type_name(c.type) << " M=" << c.M << " K=" << c.K << " tiles "
+                                        << c.t.BM << "/" << c.t.BK << "/" << c.t.bm);
+        const auto w = random_ternary(c.M * c.K, seed++);
+        std::vector<uint8_t> i2s(bitnet_i2s_nbytes(c.M, c.K));
+        bitnet_error err{};
+        ASSERT_EQ(bitnet_pack_i2s(w.data(), c.M, c.K, 0.25f, i2s.data(), &err), BITNET_OK) << err.msg;
+        const size_t n = bitnet_ternary_nbytes(c.type, c.M, c.K);
+        std::vector<uint8_t> want(n, 0xEE), got(n, 0xEE);
+        ASSERT_EQ(c.type == BITNET_TYPE_TL2 ? bitnet_pack_tl2(w.data(), c.M, c.K, c.t, 0.25f, want.data(), &err)
+                                            : bitnet_pack_tl1(w.data(), c.M, c.K, c.t, 0.25f, want.data(), &err),
+                  BITNET_OK)
+            << err.msg;
+        float scale = 0;
+        ASSERT_EQ(bitnet_repack_i2s(i2s.data(), c.M, c.K, c.type, c.t, got.data(), &scale, &err), BITNET_OK) << err.msg;
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(scale, 0.25f);
+    }
+    // errors
+    const int64_t M = 64, K = 256;
+    const bitnet_tiles t{32, 96, 32};
+    const auto w = random_ternary(M * K, 7);
+    std::vector<uint8_t> i2s(bitnet_i2s_nbytes(M, K)), out(bitnet_tl2_nbytes(M, K));
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_pack_i2s(w.data(), M, K, 1.0f, i2s.data(), &err), BITNET_OK);
+    auto bad = i2s;
+    const int64_t j = 40 * K + 77;  // row 40, column 77: block j / 128, byte j % 32, run (j % 128) / 32
+    bad[(size_t)(32 * (j / 128) + j % 32)] |= (uint8_t)(3 << (6 - 2 * ((j % 128) / 32)));
+    EXPECT_EQ(bitnet_repack_i2s(bad.data(), M, K, BITNET_TYPE_TL2, t, out.data(), nullptr, &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("row 40, column 77"), std::string::npos) << err.msg;
+    bad = i2s;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bad.data() + M * K / 4, &nan, 4);
+    EXPECT_EQ(bitnet_repack_i2s(bad.data(), M, K, BITNET_TYPE_TL2, t, out.data(), nullptr, &err), BITNET_ERR_FORMAT);
+    EXPECT_NE(std::string(err.msg).find("not finite"), std::string::npos) << err.msg;
+    EXPECT_EQ(bitnet_repack_i2s(i2s.data(), M, K, BITNET_TYPE_I2_S, t, out.data(), nullptr, &err), BITNET_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(err.msg).find("not TL1 or TL2"), std::string::npos) << err.msg;
+    EXPECT_EQ(bitnet_repack_i2s(i2s.data(), M, K, BITNET_TYPE_TL2, bitnet_tiles{32, 100, 32}, out.data(), nullptr, &err),
+              BITNET_ERR_INVALID_ARG);
 }
 
 TEST(TL2, Errors) {

@@ -479,14 +479,23 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         (target == BITNET_TYPE_I2_S || (stored_tiles->BM == tiles->BM && stored_tiles->BK == tiles->BK &&
                                         stored_tiles->bm == tiles->bm));
     const bool in_place = same_layout && ((uintptr_t)t->data % BITNET_WEIGHT_ALIGN) == 0;
+    /* I2_S to TL1/TL2 streams tile by tile (bitnet_repack_i2s) below: here it is only checked */
+    const bool stream = stored == BITNET_TYPE_I2_S && target != BITNET_TYPE_I2_S;
     int8_t *w = NULL;
-    if (!in_place && (w = (int8_t *)bitnet_malloc((size_t)(M * K))) == NULL)
+    if (!in_place && !stream && (w = (int8_t *)bitnet_malloc((size_t)(M * K))) == NULL)
         return bitnet_fail(err, BITNET_ERR_NOMEM, "tensor '%s' (M = %lld, K = %lld): out of memory decoding", name,
                            (long long)M, (long long)K);
     float scale = 0.0f;
     bitnet_status st;
     switch (stored) {
-    case BITNET_TYPE_I2_S: st = bitnet_unpack_i2s((const uint8_t *)t->data, M, K, w, &scale, &sub); break;
+    case BITNET_TYPE_I2_S:
+        if (stream) { /* the scale only: the codes are checked while they are repacked */
+            memcpy(&scale, (const uint8_t *)t->data + M * K / 4, sizeof scale);
+            st = BITNET_OK;
+        } else {
+            st = bitnet_unpack_i2s((const uint8_t *)t->data, M, K, w, &scale, &sub);
+        }
+        break;
     case BITNET_TYPE_TL1: st = bitnet_unpack_tl1((const uint8_t *)t->data, M, K, *stored_tiles, w, &scale, &sub); break;
     default: st = bitnet_unpack_tl2((const uint8_t *)t->data, M, K, *stored_tiles, w, &scale, &sub); break;
     }
@@ -519,6 +528,13 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         if (same_layout) {
             memcpy(buf, t->data, packed);
             st = BITNET_OK;
+        } else if (stream) {
+            st = bitnet_repack_i2s((const uint8_t *)t->data, M, K, target, *tiles, buf, NULL, &sub);
+            if (st != BITNET_OK) {
+                bitnet_free(buf);
+                return bitnet_fail(err, st, "tensor '%s' (I2_S, M = %lld, K = %lld): %s", name, (long long)M,
+                                   (long long)K, sub.msg);
+            }
         } else if (target == BITNET_TYPE_I2_S) {
             st = bitnet_pack_i2s(w, M, K, scale, buf, &sub);
         } else if (target == BITNET_TYPE_TL1) {

@@ -9,6 +9,7 @@
  */
 #include "kernels/lut/pack.h"
 
+#include "base/mem.h"
 #include "base/types.h"
 
 #include <math.h>
@@ -193,6 +194,10 @@ static bitnet_status check_dims(const char *what, int64_t M, int64_t K, bitnet_e
 
 static bitnet_status check_ternary(const char *what, const int8_t *w, int64_t rows, int64_t K, int64_t row0,
                                    bitnet_error *err) {
+    /* a branch-free pass first (vectorized by the compiler), the search for the place only when it fails */
+    unsigned bad = 0;
+    for (int64_t j = 0; j < rows * K; j++) bad |= (uint8_t)(w[j] + 1) > 2;
+    if (!bad) return BITNET_OK;
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t k = 0; k < K; k++) {
             const int8_t v = w[r * K + k];
@@ -247,22 +252,13 @@ bitnet_status bitnet_pack_i2s(const int8_t *w, int64_t M, int64_t K, float scale
     return BITNET_OK;
 }
 
-bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale,
-                                bitnet_error *err) {
-    bitnet_status st = check_dims("I2_S unpack", M, K, err);
-    if (st) return st;
-    const int64_t n = M * K;
-    if (n % 128 != 0) {
-        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                           "I2_S unpack: M*K = %lld x %lld = %lld is not a multiple of 128", (long long)M,
-                           (long long)K, (long long)n);
-    }
-    float s;
-    memcpy(&s, src + n / 4, sizeof s);
-    if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
-    /* block by block (32 bytes = 128 weights: byte b, bits 7-2r..6-2r hold weight 32r + b); a block with
-     * a code-3 pair (both bits set) is looked at weight by weight for the error message */
-    for (int64_t blk = 0; blk < n / 128; blk++) {
+/* Blocks [blk0, blk1) of an x86-order I2_S tensor (32 bytes = 128 weights: byte b, bits 7-2r..6-2r hold
+ * weight 32r + b) decoded into w (weight blk0·128 at w[0]; NULL: only checked). A block with a code-3 pair
+ * (both bits set) is looked at weight by weight for the error message, which names the flat index, row and
+ * column in the M x K tensor. */
+static bitnet_status i2s_decode_blocks(const uint8_t *src, int64_t M, int64_t K, int64_t blk0, int64_t blk1, int8_t *w,
+                                       bitnet_error *err) {
+    for (int64_t blk = blk0; blk < blk1; blk++) {
         const uint8_t *p = src + blk * 32;
         unsigned bad = 0;
         for (int b = 0; b < 32; b++) bad |= (unsigned)(p[b] & (p[b] >> 1) & 0x55);
@@ -278,10 +274,27 @@ bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t
                 }
         }
         if (!w) continue;
-        int8_t *o = w + blk * 128;
+        int8_t *o = w + (blk - blk0) * 128;
         for (int r = 0; r < 4; r++)
             for (int b = 0; b < 32; b++) o[32 * r + b] = (int8_t)((p[b] >> (6 - 2 * r) & 3) - 1);
     }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_unpack_i2s(const uint8_t *src, int64_t M, int64_t K, int8_t *w, float *scale,
+                                bitnet_error *err) {
+    bitnet_status st = check_dims("I2_S unpack", M, K, err);
+    if (st) return st;
+    const int64_t n = M * K;
+    if (n % 128 != 0) {
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
+                           "I2_S unpack: M*K = %lld x %lld = %lld is not a multiple of 128", (long long)M,
+                           (long long)K, (long long)n);
+    }
+    float s;
+    memcpy(&s, src + n / 4, sizeof s);
+    if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    if ((st = i2s_decode_blocks(src, M, K, 0, n / 128, w, err))) return st;
     if (scale) *scale = s;
     return BITNET_OK;
 }
@@ -533,10 +546,6 @@ static int64_t qrow(int64_t b) {
     return qmap[b / 8] * 8 + b % 8;
 }
 
-/* Three-weight group: v = 9*w0 + 3*w1 + w2. */
-static int group_value(const int8_t *w3) {
-    return 9 * w3[0] + 3 * w3[1] + w3[2];
-}
 
 typedef struct tl2_geom {
     int64_t M, K, BM, BK, three_k, two_k;
@@ -574,44 +583,57 @@ static bitnet_status tl2_prepare(const char *what, int64_t M, int64_t K, bitnet_
     return BITNET_OK;
 }
 
-/* Pack tile t (wt: [BM][K]) into the three streams of dst. */
-static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_t *dst) {
-    const int64_t BM = g->BM, BK = g->BK, K = g->K;
-    /* 1. index stream */
-    uint8_t *out = dst + t * BM * g->three_k / 6;
-    for (int64_t kb = 0; kb < g->three_k / BK; kb++) {
-        for (int64_t mt = 0; mt < BM / 32; mt++) {
-            for (int64_t s = 0; s < BK / 6; s++) {
-                const int64_t k0 = kb * BK + 6 * s; /* = 3 * G */
-                for (int64_t b = 0; b < 32; b++) {
-                    const int8_t *row = wt + (mt * 32 + qrow(b)) * K;
-                    const int v0 = group_value(row + k0), v1 = group_value(row + k0 + 3);
-                    *out++ = (uint8_t)(abs(v0) << 4 | abs(v1));
+/* Pack tile t (wt: [BM][K]) into the three streams of dst. The group values v of the tile's three-part
+ * of one 32-row micro tile at a time are computed once into gv (three_k/3 groups × 32 rows, group-major:
+ * gv[G·32 + r], signed bytes), then that micro tile's bytes of the index and sign streams (LAYOUTS.md §4)
+ * are written at their places from 32-byte runs of gv, each value read twice instead of decoded twice from
+ * three weights. */
+static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_t *dst, int8_t *gv) {
+    const int64_t BM = g->BM, BK = g->BK, K = g->K, NG = g->three_k / 3;
+    uint8_t *idx = dst + t * BM * g->three_k / 6;
+    uint8_t *sgn = dst + g->sign_off + t * BM * g->three_k / 24;
+    const int64_t n_kb = g->three_k / BK, n_mt = BM / 32, s_per_kb = BK / 6, u_per_kb = BK / 24;
+    for (int64_t mt = 0; mt < n_mt; mt++) {
+        const int8_t *rows = wt + mt * 32 * K;
+        for (int64_t G = 0; G < NG; G++) /* three-weight group: v = 9·w0 + 3·w1 + w2 */
+            for (int64_t r = 0; r < 32; r++) {
+                const int8_t *w3 = rows + r * K + 3 * G;
+                gv[G * 32 + r] = (int8_t)(9 * w3[0] + 3 * w3[1] + w3[2]);
+            }
+        for (int64_t kb = 0; kb < n_kb; kb++) {
+            /* index stream: byte b of a 32-byte run holds row qrow(b) = {0, 2, 1, 3}[b / 8]·8 + b % 8 */
+            uint8_t *out = idx + ((kb * n_mt + mt) * s_per_kb) * 32;
+            for (int64_t s = 0; s < s_per_kb; s++, out += 32) {
+                const int8_t *g0 = gv + (kb * BK / 3 + 2 * s) * 32, *g1 = g0 + 32;
+                uint8_t nib[32];
+                for (int r = 0; r < 32; r++) {
+                    const int v0 = g0[r], v1 = g1[r];
+                    nib[r] = (uint8_t)((v0 < 0 ? -v0 : v0) << 4 | (v1 < 0 ? -v1 : v1));
+                }
+                memcpy(out, nib, 8);
+                memcpy(out + 8, nib + 16, 8);
+                memcpy(out + 16, nib + 8, 8);
+                memcpy(out + 24, nib + 24, 8);
+            }
+            /* sign stream: 16 little-endian words per 24 weights; word c has bit 15 − 2j for row c and
+             * 14 − 2j for row c + 16 of group j */
+            uint8_t *so = sgn + ((kb * n_mt + mt) * u_per_kb) * 32;
+            for (int64_t u = 0; u < u_per_kb; u++) {
+                const int8_t *gu = gv + (kb * BK / 3 + 8 * u) * 32;
+                unsigned word[16] = {0};
+                for (int j = 0; j < 8; j++)
+                    for (int c = 0; c < 16; c++)
+                        word[c] |= (unsigned)(gu[j * 32 + c] < 0) << (15 - 2 * j) |
+                                   (unsigned)(gu[j * 32 + c + 16] < 0) << (14 - 2 * j);
+                for (int c = 0; c < 16; c++) {
+                    *so++ = (uint8_t)(word[c] & 0xff);
+                    *so++ = (uint8_t)(word[c] >> 8);
                 }
             }
         }
     }
-    /* 2. sign stream: 16 little-endian words per 24 weights */
-    out = dst + g->sign_off + t * BM * g->three_k / 24;
-    for (int64_t kb = 0; kb < g->three_k / BK; kb++) {
-        for (int64_t mt = 0; mt < BM / 32; mt++) {
-            for (int64_t u = 0; u < BK / 24; u++) {
-                for (int64_t c = 0; c < 16; c++) {
-                    const int8_t *r0 = wt + (mt * 32 + c) * K, *r1 = wt + (mt * 32 + c + 16) * K;
-                    unsigned word = 0;
-                    for (int j = 0; j < 8; j++) {
-                        const int64_t k = kb * BK + 24 * u + 3 * j;
-                        if (group_value(r0 + k) < 0) word |= 1u << (15 - 2 * j);
-                        if (group_value(r1 + k) < 0) word |= 1u << (14 - 2 * j);
-                    }
-                    *out++ = (uint8_t)(word & 0xff);
-                    *out++ = (uint8_t)(word >> 8);
-                }
-            }
-        }
-    }
-    /* 3. two-part stream: 32-weight blocks, 4 weights (two pairs) per byte */
-    out = dst + g->two_off + t * BM * g->two_k / 4;
+    /* two-part stream: 32-weight blocks, 4 weights (two pairs) per byte */
+    uint8_t *out = dst + g->two_off + t * BM * g->two_k / 4;
     for (int64_t kb2 = 0; kb2 < g->two_k / 32; kb2++) {
         for (int64_t mt = 0; mt < BM / 32; mt++) {
             for (int64_t s = 0; s < 8; s++) {
@@ -635,7 +657,10 @@ bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, b
                            (long long)tile, (long long)M, (int)tiles.BM);
     }
     if ((st = check_ternary("TL2 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
-    tl2_pack_tile(w_tile, &g, tile, dst);
+    int8_t *gv = (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1);
+    if (gv == NULL) return bitnet_fail(err, BITNET_ERR_NOMEM, "TL2 pack: out of memory (M=%lld, K=%lld)", (long long)M, (long long)K);
+    tl2_pack_tile(w_tile, &g, tile, dst, gv);
+    bitnet_free(gv);
     return BITNET_OK;
 }
 
@@ -646,10 +671,59 @@ bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tile
     if (st) return st;
     if ((st = check_ternary("TL2 pack", w, M, K, 0, err))) return st;
     if ((st = check_scale("TL2 pack", scale, BITNET_ERR_INVALID_ARG, err))) return st;
-    for (int64_t t = 0; t < M / tiles.BM; t++) tl2_pack_tile(w + t * tiles.BM * K, &g, t, dst);
+    int8_t *gv = (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1);
+    if (gv == NULL) return bitnet_fail(err, BITNET_ERR_NOMEM, "TL2 pack: out of memory (M=%lld, K=%lld)", (long long)M, (long long)K);
+    for (int64_t t = 0; t < M / tiles.BM; t++) tl2_pack_tile(w + t * tiles.BM * K, &g, t, dst, gv);
+    bitnet_free(gv);
     const size_t used = g.two_off + (size_t)(g.two_k * M / 4);
     memset(dst + used, 0, g.padded - used); /* 4. zero padding up to the formula size */
     write_tail(dst, g.padded, scale);
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_repack_i2s(const uint8_t *src, int64_t M, int64_t K, int target, bitnet_tiles tiles, uint8_t *dst,
+                                float *scale, bitnet_error *err) {
+    const bool tl2 = target == BITNET_TYPE_TL2;
+    if (!tl2 && target != BITNET_TYPE_TL1)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "I2_S repack: target %s (id %d) is not TL1 or TL2",
+                           bitnet_type_name(target), target);
+    const char *what = tl2 ? "I2_S to TL2 repack" : "I2_S to TL1 repack";
+    tl2_geom g = {0};
+    bitnet_status st = tl2 ? tl2_prepare(what, M, K, tiles, &g, err) : tl1_prepare(what, M, K, tiles, err);
+    if (st) return st;
+    /* a BM-row tile is BM·K weights, a whole number of 128-weight blocks (BM is a multiple of 32 and the
+     * tile rules make K a multiple of 4) */
+    if ((tiles.BM * K) % 128 != 0)
+        return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "%s: a tile of BM = %d rows x K = %lld is not whole I2_S blocks",
+                           what, (int)tiles.BM, (long long)K);
+    float s;
+    memcpy(&s, src + M * K / 4, sizeof s);
+    if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    const int64_t tile_blocks = tiles.BM * K / 128;
+    int8_t *wt = (int8_t *)bitnet_malloc((size_t)(tiles.BM * K));
+    int8_t *gv = tl2 ? (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1) : NULL;
+    if (wt == NULL || (tl2 && gv == NULL)) {
+        bitnet_free(wt);
+        bitnet_free(gv);
+        return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for a %d x %lld tile", what, (int)tiles.BM,
+                           (long long)K);
+    }
+    for (int64_t t = 0; t < M / tiles.BM && st == BITNET_OK; t++) {
+        if ((st = i2s_decode_blocks(src, M, K, t * tile_blocks, (t + 1) * tile_blocks, wt, err))) break;
+        if (tl2) tl2_pack_tile(wt, &g, t, dst, gv);
+        else tl1_pack_tile(wt, M, K, tiles, t, dst);
+    }
+    bitnet_free(wt);
+    bitnet_free(gv);
+    if (st) return st;
+    if (tl2) {
+        const size_t used = g.two_off + (size_t)(g.two_k * M / 4);
+        memset(dst + used, 0, g.padded - used);
+        write_tail(dst, g.padded, s);
+    } else {
+        write_tail(dst, bitnet_ternary_scale_offset(BITNET_TYPE_TL1, M, K), s);
+    }
+    if (scale) *scale = s;
     return BITNET_OK;
 }
 

@@ -71,6 +71,17 @@ bitnet_status bitnet_unpack_tl1(const uint8_t *src, int64_t M, int64_t K, bitnet
 bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tiles tiles, float scale, uint8_t *dst, bitnet_error *err);
 bitnet_status bitnet_unpack_tl2(const uint8_t *src, int64_t M, int64_t K, bitnet_tiles tiles, int8_t *w, float *scale, bitnet_error *err);
 
+/* An x86-order I2_S tensor (src: bitnet_i2s_nbytes(M, K) bytes, LAYOUTS.md §2) repacked as TL1 or TL2
+ * (`target`) with `tiles` into dst (bitnet_ternary_nbytes(target, M, K) bytes), tile by tile: each
+ * BM-row tile is decoded into a BM·K-byte buffer and packed from there, so the memory in flight is one tile,
+ * not the M·K bytes of bitnet_unpack_i2s + bitnet_pack_tl1/tl2, whose bytes it writes exactly (the same
+ * streams, padding and scale). *scale (may be NULL) gets the tensor scale. Errors: those of
+ * bitnet_unpack_i2s (code 3 naming the row and column, a scale that is not finite: BITNET_ERR_FORMAT) and of
+ * the packers (tiles that break a rule); a target other than TL1/TL2 → BITNET_ERR_INVALID_ARG; no memory for
+ * the tile → BITNET_ERR_NOMEM. dst may be partly written on error. */
+bitnet_status bitnet_repack_i2s(const uint8_t *src, int64_t M, int64_t K, int target, bitnet_tiles tiles, uint8_t *dst,
+                                float *scale, bitnet_error *err);
+
 /* Pack one BM-row tile only: w_tile is [BM*K] (rows tile*BM .. tile*BM+BM-1 of the matrix, row-major);
  * writes exactly the bytes of that tile inside the full packed tensor dst (bitnet_tl1_nbytes /
  * bitnet_tl2_nbytes bytes; the scale, tail and TL2 padding are not touched). Tiles of one tensor are
