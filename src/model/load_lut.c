@@ -250,6 +250,86 @@ static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_t
     return BITNET_OK;
 }
 
+/* One weight's repacking (bitnet_lut_transform_tensor) with the tiles chosen for it, and its outcome. */
+typedef struct transform_job {
+    const char *path; /* the model file, for the messages */
+    weight *w;
+    bitnet_tiles stored_tiles, tiles;
+    int target;
+    bitnet_status st;
+} transform_job;
+
+typedef struct transform_run {
+    transform_job *jobs;
+    bitnet_error *errs; /* errs[i]: job i's message */
+    int n;
+    _Atomic int next; /* the next job to take */
+} transform_run;
+
+/* A job's transform (its status in j->st, the message in err), and a weight the host attached nothing to is
+ * an error. */
+static bitnet_status transform_one(transform_job *j, bitnet_error *err) {
+    j->st = bitnet_lut_transform_tensor(&j->w->t, &j->stored_tiles, j->target, &j->tiles, err);
+    if (j->st == BITNET_OK && !j->w->t.extra)
+        j->st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights", j->path,
+                            j->w->t.name);
+    return j->st;
+}
+
+#ifndef BITNET_BARE_METAL
+#include <stdatomic.h>
+#include <unistd.h>
+
+/* Every thread takes the next job until none is left (the weights differ in size, so no fixed split). */
+static void transform_task(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    transform_run *r = arg;
+    for (int i; (i = atomic_fetch_add(&r->next, 1)) < r->n;) transform_one(&r->jobs[i], &r->errs[i]);
+}
+#endif
+
+/* Threads for the repacking at load: every online CPU (at most 64) in a hosted build when the caller uses no
+ * arena (an arena belongs to its thread, and the node's arena must hold no job list), else 1. Each weight's
+ * repacking is the same either way; the host locks its extras table. */
+static int transform_threads(void) {
+#ifndef BITNET_BARE_METAL
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (bitnet_arena_current() == NULL && ncpu > 1) return (int)(ncpu < 64 ? ncpu : 64);
+#endif
+    return 1;
+}
+
+/* The n collected jobs on nth threads (a pool made here; if it or the messages' memory cannot be had, one
+ * after another). The first failed job in weight order is the error, its message as
+ * bitnet_lut_transform_tensor wrote it, as when the weights are repacked one at a time. */
+static bitnet_status run_transforms(loader *ld, transform_job *jobs, int n, int nth) {
+#ifndef BITNET_BARE_METAL
+    bitnet_threadpool *tp = NULL;
+    bitnet_error terr;
+    bitnet_error *errs = bitnet_malloc((size_t)n * sizeof *errs);
+    if (nth > n) nth = n;
+    if (errs && nth > 1 && bitnet_threadpool_create(nth, &tp, &terr) == BITNET_OK) {
+        transform_run r = {jobs, errs, n, 0};
+        bitnet_threadpool_run(tp, transform_task, &r);
+        bitnet_threadpool_free(tp);
+        for (int i = 0; i < n; i++) {
+            if (jobs[i].st == BITNET_OK) continue;
+            const bitnet_status st = bitnet_fail(ld->err, jobs[i].st, "%s", errs[i].msg);
+            bitnet_free(errs);
+            return st;
+        }
+        bitnet_free(errs);
+        return BITNET_OK;
+    }
+    bitnet_free(errs);
+#endif
+    (void)nth;
+    for (int i = 0; i < n; i++)
+        if (transform_one(&jobs[i], ld->err) != BITNET_OK) return jobs[i].st;
+    return BITNET_OK;
+}
+
 /* Hand every ternary weight to the LUT host for the model's path, with tiles:
  *  - stored tiles (TL1/TL2 files): stored_tiles_of (the file's key, else the user's table; never a
  *    guess);
@@ -273,6 +353,12 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
 
     bitnet_status st = BITNET_OK;
     tiles_origin origin = {false, NULL};
+    /* several threads: the jobs are collected, then run (run_transforms); one: each weight at once */
+    const int nth = transform_threads();
+    transform_job *jobs = NULL;
+    if (nth > 1 && (jobs = bitnet_malloc((size_t)(m->l_end - m->l_begin + 1) * N_PROJ * sizeof *jobs)) == NULL)
+        return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
+    int n_jobs = 0;
     for (int32_t l = m->l_begin; l < m->l_end && st == BITNET_OK; l++) {
         for (int p = 0; p < N_PROJ && st == BITNET_OK; p++) {
             weight *w = layer_proj(&m->layers[l], p);
@@ -336,13 +422,13 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
                 break;
             }
             m->lut_used = true; /* from the first transform on, this model holds host extras */
-            st = bitnet_lut_transform_tensor(&w->t, &stored_tiles, target, &tiles, ld->err);
-            if (st == BITNET_OK && !w->t.extra) {
-                st = bitnet_fail(ld->err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights",
-                                 ld->path, w->t.name);
-            }
+            transform_job job = {ld->path, w, stored_tiles, tiles, target, BITNET_OK};
+            if (jobs) jobs[n_jobs++] = job;
+            else st = transform_one(&job, ld->err);
         }
     }
+    if (st == BITNET_OK && n_jobs > 0) st = run_transforms(ld, jobs, n_jobs, nth);
+    bitnet_free(jobs);
     if (st != BITNET_OK) return st;
     write_summary(m, target, target_table, origin);
     return BITNET_OK;
