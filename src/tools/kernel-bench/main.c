@@ -36,6 +36,7 @@
 #include "kernels/lut/pack.h"
 #include "tools/common/args.h"
 #include "tools/common/bench_util.h"
+#include "tools/kernel-bench/head.h"
 #include "tools/kernel-bench/report.h"
 #include "tools/kernel-bench/run.h"
 
@@ -74,14 +75,14 @@ static int kb_bad(const bitnet_args *args, const char *flag, const char *value, 
     return bitnet_args_fail(args, "%s %s: %s", flag, value ? value : "(missing)", why);
 }
 
-static int on_shape(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
-    kb_opts *o = opt->dst;
+/* Appends the comma-separated MxK list v to list (at most KB_MAX_SHAPES); 0, or the usage exit after a message. */
+static int parse_shapes(const bitnet_args *args, const char *flag, const char *v, kb_shape *list, int *n) {
     char buf[512];
     if (strlen(v) >= sizeof buf) return kb_bad(args, flag, v, "too long");
     strcpy(buf, v);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_shapes >= KB_MAX_SHAPES) return kb_bad(args, flag, v, "too many shapes");
-        kb_shape *sh = &o->shapes[o->n_shapes];
+        if (*n >= KB_MAX_SHAPES) return kb_bad(args, flag, v, "too many shapes");
+        kb_shape *sh = &list[*n];
         const char *x = strpbrk(tok, "xX*");
         char m[32];
         const bool ok = x && (size_t)(x - tok) < sizeof m &&
@@ -89,9 +90,19 @@ static int on_shape(const bitnet_args *args, const bitnet_arg_opt *opt, const ch
                          bitnet_args_to_int64(m, 1, INT64_C(1) << 20, &sh->M) &&
                              bitnet_args_to_int64(x + 1, 1, INT64_C(1) << 20, &sh->K));
         if (!ok) return kb_bad(args, flag, tok, "expected MxK with positive integers up to 1048576, e.g. 2560x6912");
-        o->n_shapes++;
+        (*n)++;
     }
     return 0;
+}
+
+static int on_shape(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    kb_opts *o = opt->dst;
+    return parse_shapes(args, flag, v, o->shapes, &o->n_shapes);
+}
+
+static int on_head(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
+    kb_opts *o = opt->dst;
+    return parse_shapes(args, flag, v, o->heads, &o->n_heads);
 }
 
 static int on_tiles(const bitnet_args *args, const bitnet_arg_opt *opt, const char *flag, const char *v) {
@@ -184,6 +195,11 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
                    "without it a shape gets the tiles the runtime would pick (registry\n"
                    "table, else the default tile rule). The tiles must pass the kernel rules.",
                    BITNET_ARG_CALL, o, .fn = on_tiles),
+        BITNET_OPT("--head", "VxD[,VxD..]",
+                   "also the output head: V rows (vocabulary) x D (n_embd) in F16 and Q8_0, one\n"
+                   "column (repeatable); with no --shape/--config/--table only the head,\n"
+                   "e.g. --head 128256x2560 (BitNet-b1.58-2B-4T's tied F16 head)",
+                   BITNET_ARG_CALL, o, .fn = on_head),
         BITNET_OPT("--generic", NULL, "run the generic SIMD kernel even where a specialized one is compiled",
                    BITNET_ARG_FLAG, &o->force_generic),
         BITNET_OPT("--list", NULL, "print what would be measured and exit", BITNET_ARG_FLAG, &o->list_only),
@@ -269,6 +285,7 @@ static int kb_parse_args(int argc, char **argv, kb_opts *o) {
 
 /* Every job has legal tiles; -1, or the exit status after a message (a bad command line). */
 static int kb_check_jobs(const kb_opts *o, const kb_job *jobs, int n_jobs) {
+    if (n_jobs == 0 && o->n_heads > 0) return -1;
     if (n_jobs == 0) {
         return bitnet_tool_error("bitnet-kernel-bench", BITNET_EXIT_USAGE,
                                  "nothing to measure (no registry table of the target%s%s%s)",
@@ -304,6 +321,7 @@ static int kb_run(const kb_opts *o, const kb_job *jobs, int n_jobs) {
     kb_pool_costs(&s);
     kb_report_pool(&s);
     kb_run_jobs(&s);
+    kb_run_heads(&s);
     kb_bandwidth_end(&s);
     bitnet_tool_loadavg(s.load1);
     kb_report_tables(&s);
@@ -321,7 +339,8 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     kb_job *jobs = (kb_job *)calloc(KB_MAX_JOBS, sizeof *jobs);
     if (!jobs) return bitnet_tool_error("bitnet-kernel-bench", BITNET_EXIT_FAILURE, "out of memory");
-    const int n_jobs = kb_build_jobs(&o, jobs);
+    const bool head_only = o.n_heads > 0 && !o.n_shapes && !o.config && !o.table;
+    const int n_jobs = head_only ? 0 : kb_build_jobs(&o, jobs);
     rc = kb_check_jobs(&o, jobs, n_jobs);
     if (rc < 0 && o.list_only) {
         for (int j = 0; j < n_jobs; ++j)

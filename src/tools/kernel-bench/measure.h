@@ -32,6 +32,8 @@ typedef struct kb_opts {
     int n_targets;
     kb_shape shapes[KB_MAX_SHAPES];
     int n_shapes;
+    kb_shape heads[KB_MAX_SHAPES]; /* --head VxD: M = V rows (vocabulary), K = D (n_embd) */
+    int n_heads;
     bitnet_tiles tiles[KB_MAX_TILES];
     int n_tiles;
     const char *config;   /* registry mode filter */

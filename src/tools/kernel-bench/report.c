@@ -347,6 +347,11 @@ void kb_report_tables(const kb_session *s) {
                    bw[i].gbps_median);
         printf("\n");
     }
+    if (n_done == 0 && s->n_jobs == 0) { /* --head only */
+        printf("# load average at the end: %.2f %.2f %.2f; wall time %.1f s\n", s->load1[0], s->load1[1], s->load1[2],
+               bitnet_tool_now_s() - s->t_start);
+        return;
+    }
     kb_report_gemv(s);
     kb_report_batch(s);
     kb_report_choice(s);
