@@ -238,6 +238,41 @@ TEST_P(Dense, Q8_0DotIsGgmlsDefinitionOnEveryIsa) {
     EXPECT_EQ(bitnet_dense_dot_q8_0(a.data(), b.data(), n), ref_dot_q8_0(a.data(), b.data(), n)) << "n = " << n;
 }
 
+// Q8_0 rows × columns (the AVX2 version: four rows per pass, then single rows): row counts 1, 3, 4, 5, 8, 9, 17
+// with 1..3 columns, rows and columns a few blocks apart, every output the defined order's float and the
+// places in between untouched.
+TEST_P(Dense, Q8_0RowsTimesColumnsAreEachTheSingleDot) {
+    const int64_t n = GetParam() / 32 * 32;
+    if (n == 0) GTEST_SKIP() << "Q8_0 needs whole 32-blocks";
+    std::mt19937 rng(500 + (uint32_t)n);
+    const size_t nb = (size_t)n / 32, a_stride = nb + 2, b_stride = nb + 1;
+    for (int64_t rows : {1, 3, 4, 5, 8, 9, 17}) {
+        std::vector<bitnet_block_q8_0> a(a_stride * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) {
+            const auto af = randoms(rng, n, 1.0f);
+            bitnet_quantize_row_q8_0(af.data(), a.data() + (size_t)r * a_stride, n);
+        }
+        a[0].qs[0] = -128;  // a may hold -128 (dense.h)
+        for (int64_t cols : {1, 2, 3}) {
+            std::vector<bitnet_block_q8_0> b(b_stride * (size_t)cols);
+            for (int64_t j = 0; j < cols; j++) {
+                const auto bf = randoms(rng, n, 4.0f);
+                bitnet_quantize_row_q8_0(bf.data(), b.data() + (size_t)j * b_stride, n);
+            }
+            const size_t out_stride = (size_t)rows + 1;
+            std::vector<float> out(out_stride * (size_t)cols, -12345.0f);
+            bitnet_dense_mul_q8_0(a.data(), a_stride, rows, b.data(), b_stride, cols, n, out.data(), out_stride);
+            for (int64_t j = 0; j < cols; j++) {
+                for (int64_t r = 0; r < rows; r++)
+                    ASSERT_EQ(out[(size_t)j * out_stride + (size_t)r],
+                              ref_dot_q8_0(a.data() + (size_t)r * a_stride, b.data() + (size_t)j * b_stride, n))
+                        << "n = " << n << ", row " << r << " of " << rows << ", column " << j;
+                ASSERT_EQ(out[(size_t)j * out_stride + (size_t)rows], -12345.0f);
+            }
+        }
+    }
+}
+
 TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
     const int64_t n = GetParam() / 32 * 32;
     if (n == 0) GTEST_SKIP() << "the head kernels take whole 32-blocks here";

@@ -75,6 +75,13 @@ static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0
     return sum;
 }
 
+static void mul_q8_0_scalar(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
+                            size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] = dot_q8_0_scalar(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
+
 static void to_f16_scalar(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[(size_t)i * stride] = bitnet_fp32_to_fp16(x[i] * scale);
 }
@@ -93,6 +100,8 @@ static void (*g_mul_f16)(const uint16_t *a, size_t a_stride, int64_t n_rows, con
 static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
 static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
+static void (*g_mul_q8_0)(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
+                          size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_q8_0_scalar;
 static void dense_init_once(void) {
 #ifndef BITNET_BARE_METAL
     for (uint32_t i = 0; i < (1u << 16); i++) bitnet_dense_f16_table[i] = bitnet_fp16_to_fp32((uint16_t)i);
@@ -104,6 +113,7 @@ static void dense_init_once(void) {
         g_dot_f16_columns = bitnet_dense_dot_f16_columns__avx2;
         g_dot_f16_rows = bitnet_dense_dot_f16_rows__avx2;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
+        g_mul_q8_0 = bitnet_dense_mul_q8_0__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
         g_round_f16_row = bitnet_dense_round_f16_row__avx2;
         if (bitnet_cpu_supports("avx512")) g_mul_f16 = bitnet_dense_mul_f16__avx512;
@@ -162,6 +172,11 @@ float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 
     return g_dot_q8_0(a, b, n);
 }
 
+void bitnet_dense_mul_q8_0(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
+                           size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    g_mul_q8_0(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
+}
+
 /* ---- the output head's kernels per stored type ------------------------------------------------ */
 
 static size_t act_bytes_f32(int64_t n) { return (size_t)n * sizeof(float); }
@@ -180,7 +195,7 @@ static float dot_row_f32(const void *row, const void *act, int64_t n) { return b
 static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
 static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
 
-/* out[j · out_stride + r] = dot(row r, activation j) pair by pair: the F32 and Q8_0 kernels' mul */
+/* out[j · out_stride + r] = dot(row r, activation j) pair by pair: the F32 kernel's mul */
 static void mul_pairs(float (*dot)(const void *, const void *, int64_t), const void *rows, size_t row_bytes,
                       int64_t n_rows, const void *act, size_t act_stride, int64_t n_cols, int64_t n, float *out,
                       size_t out_stride) {
@@ -202,9 +217,11 @@ static void mul_f16(const void *rows, size_t row_bytes, int64_t n_rows, const vo
                          out_stride);
 }
 
+/* row_bytes and act_stride are whole numbers of blocks (row sizes, act_bytes_q8_0) */
 static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
                      int64_t n_cols, int64_t n, float *out, size_t out_stride) {
-    mul_pairs(dot_row_q8_0, rows, row_bytes, n_rows, act, act_stride, n_cols, n, out, out_stride);
+    bitnet_dense_mul_q8_0(rows, row_bytes / sizeof(bitnet_block_q8_0), n_rows, act, act_stride / sizeof(bitnet_block_q8_0),
+                          n_cols, n, out, out_stride);
 }
 
 static const bitnet_dense_kernel k_kernels[] = {

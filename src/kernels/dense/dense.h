@@ -105,6 +105,13 @@ void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, co
  * order. b must hold values in [-127, 127] (bitnet_quantize_row_q8_0's output); a may hold -128. */
 float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 
+/* out[j · out_stride + r] = bitnet_dense_dot_q8_0(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
+ * j < n_cols (strides in blocks), each result the single dot's float. The AVX2 version runs four rows per pass
+ * over a column, their block sums and float steps in the four lanes of one vector (the same operations per
+ * row, four independent sums): the Q8_0 output head. */
+void bitnet_dense_mul_q8_0(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
+                           size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride);
+
 /* The dense kernel that multiplies rows of one stored type by a float activation x[n]:
  * prepare converts x into the kernel's input format (act_bytes(n) bytes: F32 copies it, F16 rounds
  * each value to binary16 and keeps floats, Q8_0 quantizes it with bitnet_quantize_row_q8_0), then

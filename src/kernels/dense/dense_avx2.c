@@ -285,6 +285,40 @@ __attribute__((target("avx2,f16c"))) float bitnet_dense_dot_q8_0__avx2(const bit
     }
     return sum;
 }
+/* Four rows of one column at a time: per block, the four rows' integer sums (as in the single dot) gathered
+ * into the lanes of one vector, then per lane the single dot's float steps, p = (float)isum · (da·db) and
+ * sum += p in block order, so each lane is its row's bitnet_dense_dot_q8_0 while four independent sums hide
+ * the latency of the additions; the activation block is read once for the four rows. */
+__attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride,
+                                                                     int64_t n_rows, const bitnet_block_q8_0 *b,
+                                                                     size_t b_stride, int64_t n_cols, int64_t n,
+                                                                     float *out, size_t out_stride) {
+    const int64_t nb = n / 32;
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        const bitnet_block_q8_0 *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride,
+                                *a3 = a2 + a_stride;
+        for (int64_t j = 0; j < n_cols; j++) {
+            const bitnet_block_q8_0 *bj = b + (size_t)j * b_stride;
+            __m128 sum = _mm_setzero_ps();
+            for (int64_t i = 0; i < nb; i++) {
+                const __m256i s0 = q8_block_dot(a0 + i, bj + i), s1 = q8_block_dot(a1 + i, bj + i);
+                const __m256i s2 = q8_block_dot(a2 + i, bj + i), s3 = q8_block_dot(a3 + i, bj + i);
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+                const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                const __m128 da = _mm_cvtph_ps(_mm_setr_epi16((short)a0[i].d, (short)a1[i].d, (short)a2[i].d,
+                                                              (short)a3[i].d, 0, 0, 0, 0));
+                const __m128 d = _mm_mul_ps(da, _mm_set1_ps(bitnet_dense_f16(bj[i].d)));
+                sum = _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
+            }
+            _mm_storeu_ps(out + (size_t)j * out_stride + (size_t)r, sum);
+        }
+    }
+    for (; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] =
+                bitnet_dense_dot_q8_0__avx2(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
 #else
 typedef int bitnet_dense_avx2_not_built; /* keeps the translation unit non-empty */
 #endif
