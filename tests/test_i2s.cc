@@ -257,8 +257,8 @@ TEST(I2s, PortableReadsByteAlignedBuffers) {
 
 TEST(I2s, OneColumnFourRowBlocksRangesAndExtremes) {
     // one column with K % 128 == 0 (the AVX-512 kernel's four-row GEMV): row ranges that leave 1..3 rows
-    // after the four-row blocks and start at odd rows, then the largest sums the per-mask lanes can hold
-    // (K = 65536, every weight +1 or -1 against 127 or -128)
+    // after the four-row blocks and start at odd rows, then the longest rows it takes (K = 65536, every weight
+    // +1 or -1 against 127 or -128: the largest sums of the per-mask lanes at that K, about 5e7)
     const int64_t M = 23, K = 2560;
     const auto w = random_ternary(M * K, 21);
     const auto q = random_q(K, 22);

@@ -612,6 +612,23 @@ TEST_F(LutHost, TransformErrorsNameTheTensor) {
         EXPECT_EQ(transform(*W, BITNET_TYPE_I2_S, nullptr, &msg), BITNET_ERR_FORMAT);
         EXPECT_NE(msg.find("nan.weight"), std::string::npos) << msg;
     }
+    for (int target : {BITNET_TYPE_TL1, BITNET_TYPE_TL2}) {  // the same two, repacked tile by tile to TL1/TL2
+        bitnet_tiles tt;
+        ASSERT_TRUE(bitnet_lut_default_tiles(target, M, K, &tt));
+        auto W = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 1.0f, 0, "code3.weight");
+        const int64_t j = 50 * K + 77;  // row 50, column 77 (x86 layout: block j / 128, byte j % 32, run (j % 128) / 32)
+        static_cast<uint8_t *>(W->t.data)[32 * (j / 128) + j % 32] |= (uint8_t)(3 << (6 - 2 * ((j % 128) / 32)));
+        EXPECT_EQ(transform(*W, target, &tt, &msg), BITNET_ERR_FORMAT);
+        for (const char *s : {"code3.weight", "row 50, column 77"})
+            EXPECT_NE(msg.find(s), std::string::npos) << s << " in: " << msg;
+        EXPECT_EQ(W->t.extra, nullptr);
+        auto N = make_weight(BITNET_TYPE_I2_S, w, M, K, {0, 0, 0}, 1.0f, 0, "nan.weight");
+        const float nan = NAN;
+        std::memcpy(static_cast<uint8_t *>(N->t.data) + M * K / 4, &nan, 4);
+        EXPECT_EQ(transform(*N, target, &tt, &msg), BITNET_ERR_FORMAT);
+        EXPECT_NE(msg.find("nan.weight"), std::string::npos) << msg;
+        EXPECT_EQ(N->t.extra, nullptr);
+    }
     {  // TL1 stored without its tiles, and with wrong stored tiles
         bitnet_tiles t1;
         ASSERT_TRUE(bitnet_lut_default_tiles(BITNET_TYPE_TL1, M, K, &t1));

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -1218,6 +1219,37 @@ TEST(ModelErrors, WrongTensorShape) {
     msg = LoadError(path2, BITNET_PATH_I2S, BITNET_ERR_FORMAT);
     EXPECT_NE(msg.find("blk.1.ffn_sub_norm.weight"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[768]"), std::string::npos) << msg;
+}
+
+// Two weights with a code 3 (blk.0.ffn_down, blk.1.attn_q): the weights are repacked on a thread pool, and the
+// error is always the first bad weight in the model's order, on the TL2 and the I2_S path, every time.
+TEST(ModelErrors, FirstBadWeightInOrderIsTheErrorWhateverTheThreads) {
+    const std::string path = TmpDir() + "/two-bad-weights.gguf";
+    std::vector<char> bytes;
+    {
+        std::ifstream in(kTinyI2S, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    ASSERT_FALSE(bytes.empty());
+    bitnet_gguf *g = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_gguf_open(kTinyI2S.c_str(), &g, &err), BITNET_OK) << err.msg;
+    for (const char *name : {"blk.0.ffn_down.weight", "blk.1.attn_q.weight"}) {
+        const bitnet_gguf_tensor_info *ti = bitnet_gguf_find_tensor(g, name);
+        ASSERT_NE(ti, nullptr) << name;
+        bytes[bitnet_gguf_data_offset(g) + ti->offset + 5] |= (char)0xC0;  // weight 5 of the tensor: code 3
+    }
+    bitnet_gguf_close(g);
+    {
+        std::ofstream out(path, std::ios::binary);
+        out.write(bytes.data(), (std::streamsize)bytes.size());
+    }
+    for (int i = 0; i < 5; i++)
+        for (bitnet_kernel_path kp : {BITNET_PATH_TL2, BITNET_PATH_I2S}) {
+            const std::string msg = LoadError(path, kp, BITNET_ERR_FORMAT);
+            EXPECT_NE(msg.find("blk.0.ffn_down.weight"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("code 3"), std::string::npos) << msg;
+        }
 }
 
 TEST(ModelErrors, MissingFile) {

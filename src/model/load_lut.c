@@ -3,6 +3,9 @@
  * the user's --lut-tiles table, never a guess), the target tiles (stored, or the preferred built-in
  * table per shape), repacking through bitnet_lut_transform_tensor, and the kernel summary
  * (bitnet_model_kernel_summary). */
+#if !defined(BITNET_BARE_METAL) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "model/model_internal.h"
 
 #include "base/mem.h"
@@ -277,8 +280,8 @@ static bitnet_status transform_one(transform_job *j, bitnet_error *err) {
 }
 
 #ifndef BITNET_BARE_METAL
+#include <sched.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 /* Every thread takes the next job until none is left (the weights differ in size, so no fixed split). */
 static void transform_task(void *arg, int ith, int nth) {
@@ -289,38 +292,43 @@ static void transform_task(void *arg, int ith, int nth) {
 }
 #endif
 
-/* Threads for the repacking at load: every online CPU (at most 64) in a hosted build when the caller uses no
- * arena (an arena belongs to its thread, and the node's arena must hold no job list), else 1. Each weight's
- * repacking is the same either way; the host locks its extras table. */
+/* Threads for the repacking at load: the CPUs this process may run on (its affinity mask, at most 64) in a
+ * hosted build when the caller uses no arena (an arena belongs to its thread, and the node's arena must hold
+ * no job list), else 1. Each weight's repacking is the same either way; the host locks its extras table. */
 static int transform_threads(void) {
 #ifndef BITNET_BARE_METAL
-    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (bitnet_arena_current() == NULL && ncpu > 1) return (int)(ncpu < 64 ? ncpu : 64);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (bitnet_arena_current() == NULL && sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 1) return n < 64 ? n : 64;
+    }
 #endif
     return 1;
 }
 
-/* The n collected jobs on nth threads (a pool made here; if it or the messages' memory cannot be had, one
- * after another). The first failed job in weight order is the error, its message as
- * bitnet_lut_transform_tensor wrote it, as when the weights are repacked one at a time. */
+/* The n collected jobs, in parallel on nth threads when every one is an I2_S weight (repacked one tile at a
+ * time: the memory in flight is a tile per thread; other stored layouts are decoded whole, M·K bytes per
+ * weight, so they run one after another), and one after another when the pool or the messages' memory cannot
+ * be had. The first failed job in weight order is the error, its message as bitnet_lut_transform_tensor
+ * wrote it, as when the weights are repacked one at a time. */
 static bitnet_status run_transforms(loader *ld, transform_job *jobs, int n, int nth) {
 #ifndef BITNET_BARE_METAL
+    bool all_i2s = true;
+    for (int i = 0; i < n; i++) all_i2s = all_i2s && jobs[i].w->t.type == BITNET_TYPE_I2_S;
+    if (nth > n) nth = n;
     bitnet_threadpool *tp = NULL;
     bitnet_error terr;
-    bitnet_error *errs = bitnet_malloc((size_t)n * sizeof *errs);
-    if (nth > n) nth = n;
-    if (errs && nth > 1 && bitnet_threadpool_create(nth, &tp, &terr) == BITNET_OK) {
+    bitnet_error *errs = all_i2s && nth > 1 ? bitnet_malloc((size_t)n * sizeof *errs) : NULL;
+    if (errs && bitnet_threadpool_create(nth, &tp, &terr) == BITNET_OK) {
         transform_run r = {jobs, errs, n, 0};
         bitnet_threadpool_run(tp, transform_task, &r);
         bitnet_threadpool_free(tp);
-        for (int i = 0; i < n; i++) {
-            if (jobs[i].st == BITNET_OK) continue;
-            const bitnet_status st = bitnet_fail(ld->err, jobs[i].st, "%s", errs[i].msg);
-            bitnet_free(errs);
-            return st;
-        }
+        bitnet_status st = BITNET_OK;
+        for (int i = 0; i < n && st == BITNET_OK; i++)
+            if (jobs[i].st != BITNET_OK) st = bitnet_fail(ld->err, jobs[i].st, "%s", errs[i].msg);
         bitnet_free(errs);
-        return BITNET_OK;
+        return st;
     }
     bitnet_free(errs);
 #endif
@@ -353,11 +361,10 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
 
     bitnet_status st = BITNET_OK;
     tiles_origin origin = {false, NULL};
-    /* several threads: the jobs are collected, then run (run_transforms); one: each weight at once */
+    /* several threads: the jobs are collected, then run (run_transforms); one thread, or no memory for the
+     * list: each weight at once */
     const int nth = transform_threads();
-    transform_job *jobs = NULL;
-    if (nth > 1 && (jobs = bitnet_malloc((size_t)(m->l_end - m->l_begin + 1) * N_PROJ * sizeof *jobs)) == NULL)
-        return bitnet_fail(ld->err, BITNET_ERR_NOMEM, "%s: out of memory", ld->path);
+    transform_job *jobs = nth > 1 ? bitnet_malloc((size_t)(m->l_end - m->l_begin + 1) * N_PROJ * sizeof *jobs) : NULL;
     int n_jobs = 0;
     for (int32_t l = m->l_begin; l < m->l_end && st == BITNET_OK; l++) {
         for (int p = 0; p < N_PROJ && st == BITNET_OK; p++) {
@@ -427,7 +434,15 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
             else st = transform_one(&job, ld->err);
         }
     }
-    if (st == BITNET_OK && n_jobs > 0) st = run_transforms(ld, jobs, n_jobs, nth);
+    if (n_jobs > 0) {
+        /* the weights before a refused one are repacked too, so that a failure among them is the error, as
+         * when each weight is repacked at once */
+        bitnet_error first = {{0}};
+        if (st != BITNET_OK && ld->err) first = *ld->err;
+        const bitnet_status jst = run_transforms(ld, jobs, n_jobs, nth);
+        if (jst != BITNET_OK) st = jst;
+        else if (st != BITNET_OK && ld->err) *ld->err = first;
+    }
     bitnet_free(jobs);
     if (st != BITNET_OK) return st;
     write_summary(m, target, target_table, origin);

@@ -1,6 +1,6 @@
 /* dense.c — the F16 → F32 table, the scalar F32 / F16 / Q8_0 dot products, the choice of the F16 and
  * Q8_0 versions for this CPU, and the output head's dense kernels per stored type (contracts in
- * dense.h; the AVX2 and NEON versions are in dense_avx2.c and dense_neon.c). */
+ * dense.h; the AVX2, AVX-512 and NEON versions are in dense_avx2.c, dense_avx512.c and dense_neon.c). */
 #include "kernels/dense/dense.h"
 
 #include <string.h>
@@ -75,11 +75,13 @@ static float dot_q8_0_scalar(const bitnet_block_q8_0 *a, const bitnet_block_q8_0
     return sum;
 }
 
-static void mul_q8_0_scalar(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
-                            size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+/* bitnet_dense_mul_q8_0 pair by pair through the chosen single dot (NEON on AArch64, else scalar) */
+static void mul_q8_0_loop(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
+                          size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) {
     for (int64_t r = 0; r < n_rows; r++)
         for (int64_t j = 0; j < n_cols; j++)
-            out[(size_t)j * out_stride + (size_t)r] = dot_q8_0_scalar(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+            out[(size_t)j * out_stride + (size_t)r] =
+                bitnet_dense_dot_q8_0(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
 }
 
 static void to_f16_scalar(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
@@ -101,7 +103,7 @@ static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride,
 static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
 static void (*g_mul_q8_0)(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
-                          size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_q8_0_scalar;
+                          size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_q8_0_loop;
 static void dense_init_once(void) {
 #ifndef BITNET_BARE_METAL
     for (uint32_t i = 0; i < (1u << 16); i++) bitnet_dense_f16_table[i] = bitnet_fp16_to_fp32((uint16_t)i);

@@ -146,7 +146,8 @@ __attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_c
 }
 
 /* How far ahead of the current block the GEMV asks for each row's bytes (the AVX-512 version's distance;
- * measured on the 2B-4T head, 128256 × 2560: 1024 B gave 89 % of the plain read bandwidth, none 80 %). */
+ * on the 2B-4T head, 128256 × 2560, measured as the AVX-512 one: 1024 B gave 89 % of a plain read of the
+ * same buffer, no prefetch 80 %). */
 enum { F16_PREFETCH_BYTES = 1024 };
 
 /* One column (the generated token): two rows at a time, each read from start to end so that the weights

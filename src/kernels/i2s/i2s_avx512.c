@@ -1,6 +1,7 @@
 /* i2s_avx512.c — the AVX-512 VNNI I2_S × int8 product (bitnet_i2s_gemm__avx512): 1..3 columns
- * straight from the packed bytes, 16 or more after decoding rows to one byte per code (i2s.h); other
- * column counts run the AVX2 version. Layout in docs/LAYOUTS.md §2.
+ * straight from the packed bytes (one column with K % 128 == 0: four rows per pass), 16 or more after
+ * decoding rows to one byte per code (i2s.h); other column counts run the AVX2 version. Layout in
+ * docs/LAYOUTS.md §2.
 
  * Layout facts used here: weight j of the flattened tensor (j = m·K + k) lives in block j / 128
  * (32 bytes), byte j % 32, bits 7-2r .. 6-2r with r = (j % 128) / 32; code c means w = c − 1.
@@ -234,13 +235,14 @@ BITNET_I2S_T512 static void bitnet_i2s_direct512(const uint8_t *w, int64_t K, co
  * buffer that stays in L1/L2) and reused for every column; 4 × 4 (row, column) blocks of
  * _mm512_dpbusd_epi32 accumulators give 16 multiply-adds per 8 loads. Σ w·q = Σ code·q − Σ q.
  * N = 1, 2, 3 read the packed bytes directly (bitnet_i2s_row512: few columns do not repay a decoding
- * pass). 4 ≤ N < BITNET_I2S_DECODE_MIN, K % 32 ≠ 0, and K > 65536 on the direct path take the AVX2
+ * pass); N = 1 with K % 128 == 0 four rows at a time (bitnet_i2s_gemv4_512: 1 thread, weights from DRAM,
+ * the 2B-4T shapes 10.5-11.7 GB/s where one row at a time gave 6.1-7.4, Xeon VM with AVX-512). 4 ≤ N < BITNET_I2S_DECODE_MIN, K % 32 ≠ 0, and K > 65536 on the direct path take the AVX2
  * kernel. N = 4..15: three-column direct passes lost to AVX2's four-column tiles (N = 8, 1 thread,
  * weights from DRAM, GOP/s avx2 / direct: 2560x2560 210-213 / 171-174, 6912x2560 224-230 / 179-183)
  * and decoding does not pay yet (2560x6912 N = 8: 206 / 190). N = 1 (bitnet-kernel-bench
  * --config BitNet-b1.58-2B-4T --threads 1 --batch none, min µs of 7 reps in three alternating runs,
- * AVX2 / direct): 640x2560 36-39 / 28.5-30, 2560x2560 122-140 / 89-113, 2560x6912 288-293 / 230-284,
- * 6912x2560 303-322 / 233-276. */
+ * AVX2 / one row at a time, on the Zen 4 VM): 640x2560 36-39 / 28.5-30, 2560x2560 122-140 / 89-113,
+ * 2560x6912 288-293 / 230-284, 6912x2560 303-322 / 233-276. */
 BITNET_I2S_T512 void bitnet_i2s_gemm__avx512(const uint8_t *w, int64_t M, int64_t K, const int8_t *q,
                                                     size_t q_stride, const int32_t *qsum, int64_t n_cols, int64_t m0,
                                                     int64_t m1, int32_t *acc, size_t acc_stride) {

@@ -583,28 +583,31 @@ static bitnet_status tl2_prepare(const char *what, int64_t M, int64_t K, bitnet_
     return BITNET_OK;
 }
 
-/* Pack tile t (wt: [BM][K]) into the three streams of dst. The group values v of the tile's three-part
- * of one 32-row micro tile at a time are computed once into gv (three_k/3 groups × 32 rows, group-major:
- * gv[G·32 + r], signed bytes), then that micro tile's bytes of the index and sign streams (LAYOUTS.md §4)
- * are written at their places from 32-byte runs of gv, each value read twice instead of decoded twice from
- * three weights. */
-static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_t *dst, int8_t *gv) {
-    const int64_t BM = g->BM, BK = g->BK, K = g->K, NG = g->three_k / 3;
+/* Pack tile t (wt: [BM][K]) into the three streams of dst. For each 32-row micro tile and each BK-wide block
+ * of the three-part, the group values v (BK/3 groups × 32 rows, group-major: gv[G·32 + r], at most 85 × 32
+ * signed bytes on the stack) are computed once, then that block's bytes of the index and sign streams
+ * (LAYOUTS.md §4) are written from 32-byte runs of gv: each value read twice instead of decoded twice from
+ * three weights. No memory beyond the stack (the bare-metal build has no heap). */
+enum { TL2_GV_GROUPS = 255 / 3 }; /* BK <= 255 (bitnet_tiles_check) */
+
+static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_t *dst) {
+    const int64_t BM = g->BM, BK = g->BK, K = g->K;
     uint8_t *idx = dst + t * BM * g->three_k / 6;
     uint8_t *sgn = dst + g->sign_off + t * BM * g->three_k / 24;
     const int64_t n_kb = g->three_k / BK, n_mt = BM / 32, s_per_kb = BK / 6, u_per_kb = BK / 24;
-    for (int64_t mt = 0; mt < n_mt; mt++) {
-        const int8_t *rows = wt + mt * 32 * K;
-        for (int64_t G = 0; G < NG; G++) /* three-weight group: v = 9·w0 + 3·w1 + w2 */
-            for (int64_t r = 0; r < 32; r++) {
-                const int8_t *w3 = rows + r * K + 3 * G;
-                gv[G * 32 + r] = (int8_t)(9 * w3[0] + 3 * w3[1] + w3[2]);
-            }
-        for (int64_t kb = 0; kb < n_kb; kb++) {
+    int8_t gv[TL2_GV_GROUPS * 32];
+    for (int64_t kb = 0; kb < n_kb; kb++) {
+        for (int64_t mt = 0; mt < n_mt; mt++) {
+            const int8_t *rows = wt + mt * 32 * K + kb * BK;
+            for (int64_t G = 0; G < BK / 3; G++) /* three-weight group: v = 9·w0 + 3·w1 + w2 */
+                for (int64_t r = 0; r < 32; r++) {
+                    const int8_t *w3 = rows + r * K + 3 * G;
+                    gv[G * 32 + r] = (int8_t)(9 * w3[0] + 3 * w3[1] + w3[2]);
+                }
             /* index stream: byte b of a 32-byte run holds row qrow(b) = {0, 2, 1, 3}[b / 8]·8 + b % 8 */
             uint8_t *out = idx + ((kb * n_mt + mt) * s_per_kb) * 32;
             for (int64_t s = 0; s < s_per_kb; s++, out += 32) {
-                const int8_t *g0 = gv + (kb * BK / 3 + 2 * s) * 32, *g1 = g0 + 32;
+                const int8_t *g0 = gv + 2 * s * 32, *g1 = g0 + 32;
                 uint8_t nib[32];
                 for (int r = 0; r < 32; r++) {
                     const int v0 = g0[r], v1 = g1[r];
@@ -619,7 +622,7 @@ static void tl2_pack_tile(const int8_t *wt, const tl2_geom *g, int64_t t, uint8_
              * 14 − 2j for row c + 16 of group j */
             uint8_t *so = sgn + ((kb * n_mt + mt) * u_per_kb) * 32;
             for (int64_t u = 0; u < u_per_kb; u++) {
-                const int8_t *gu = gv + (kb * BK / 3 + 8 * u) * 32;
+                const int8_t *gu = gv + 8 * u * 32;
                 unsigned word[16] = {0};
                 for (int j = 0; j < 8; j++)
                     for (int c = 0; c < 16; c++)
@@ -657,10 +660,7 @@ bitnet_status bitnet_pack_tl2_tile(const int8_t *w_tile, int64_t M, int64_t K, b
                            (long long)tile, (long long)M, (int)tiles.BM);
     }
     if ((st = check_ternary("TL2 pack", w_tile, tiles.BM, K, tile * tiles.BM, err))) return st;
-    int8_t *gv = (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1);
-    if (gv == NULL) return bitnet_fail(err, BITNET_ERR_NOMEM, "TL2 pack: out of memory (M=%lld, K=%lld)", (long long)M, (long long)K);
-    tl2_pack_tile(w_tile, &g, tile, dst, gv);
-    bitnet_free(gv);
+    tl2_pack_tile(w_tile, &g, tile, dst);
     return BITNET_OK;
 }
 
@@ -671,10 +671,7 @@ bitnet_status bitnet_pack_tl2(const int8_t *w, int64_t M, int64_t K, bitnet_tile
     if (st) return st;
     if ((st = check_ternary("TL2 pack", w, M, K, 0, err))) return st;
     if ((st = check_scale("TL2 pack", scale, BITNET_ERR_INVALID_ARG, err))) return st;
-    int8_t *gv = (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1);
-    if (gv == NULL) return bitnet_fail(err, BITNET_ERR_NOMEM, "TL2 pack: out of memory (M=%lld, K=%lld)", (long long)M, (long long)K);
-    for (int64_t t = 0; t < M / tiles.BM; t++) tl2_pack_tile(w + t * tiles.BM * K, &g, t, dst, gv);
-    bitnet_free(gv);
+    for (int64_t t = 0; t < M / tiles.BM; t++) tl2_pack_tile(w + t * tiles.BM * K, &g, t, dst);
     const size_t used = g.two_off + (size_t)(g.two_k * M / 4);
     memset(dst + used, 0, g.padded - used); /* 4. zero padding up to the formula size */
     write_tail(dst, g.padded, scale);
@@ -698,23 +695,18 @@ bitnet_status bitnet_repack_i2s(const uint8_t *src, int64_t M, int64_t K, int ta
                            what, (int)tiles.BM, (long long)K);
     float s;
     memcpy(&s, src + M * K / 4, sizeof s);
-    if ((st = check_scale("I2_S unpack", s, BITNET_ERR_FORMAT, err))) return st;
+    if ((st = check_scale(what, s, BITNET_ERR_FORMAT, err))) return st;
     const int64_t tile_blocks = tiles.BM * K / 128;
     int8_t *wt = (int8_t *)bitnet_malloc((size_t)(tiles.BM * K));
-    int8_t *gv = tl2 ? (int8_t *)bitnet_malloc((size_t)(32 * (g.three_k / 3)) + 1) : NULL;
-    if (wt == NULL || (tl2 && gv == NULL)) {
-        bitnet_free(wt);
-        bitnet_free(gv);
+    if (wt == NULL)
         return bitnet_fail(err, BITNET_ERR_NOMEM, "%s: out of memory for a %d x %lld tile", what, (int)tiles.BM,
                            (long long)K);
-    }
     for (int64_t t = 0; t < M / tiles.BM && st == BITNET_OK; t++) {
         if ((st = i2s_decode_blocks(src, M, K, t * tile_blocks, (t + 1) * tile_blocks, wt, err))) break;
-        if (tl2) tl2_pack_tile(wt, &g, t, dst, gv);
+        if (tl2) tl2_pack_tile(wt, &g, t, dst);
         else tl1_pack_tile(wt, M, K, tiles, t, dst);
     }
     bitnet_free(wt);
-    bitnet_free(gv);
     if (st) return st;
     if (tl2) {
         const size_t used = g.two_off + (size_t)(g.two_k * M / 4);
