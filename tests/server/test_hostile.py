@@ -56,6 +56,14 @@ def closed_within(sock, seconds):
     return False, got, time.monotonic() - t0
 
 
+def post_stream(c, max_tokens=15000):
+    """Sends on the connected socket c a streamed completion of "Once" for max_tokens tokens (EOS ignored)."""
+    body = json.dumps({"prompt": "Once", "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0,
+                       "stream": True}).encode()
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
 def timed_get(url, timeout):
     """GET url with urllib; returns (status, body, seconds)."""
     t0 = time.monotonic()
@@ -188,10 +196,7 @@ class StuckReader(unittest.TestCase):
             c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server's writes block
             c.settimeout(10)
             c.connect(("127.0.0.1", s.port))
-            body = json.dumps({"prompt": "Once", "max_tokens": 15000, "ignore_eos": True, "temperature": 0,
-                               "stream": True}).encode()
-            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            post_stream(c)
             first = c.recv(1024)
             self.assertTrue(first.startswith(b"HTTP/1.1 200"), first[:80])
             t0 = time.monotonic()
@@ -226,10 +231,7 @@ class StuckReader(unittest.TestCase):
 
         def long_stream():
             c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-            body = json.dumps({"prompt": "Once", "max_tokens": 15000, "ignore_eos": True, "temperature": 0,
-                               "stream": True}).encode()
-            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            post_stream(c)
             t_start = time.monotonic()
             while time.monotonic() - t_start < 30:  # bounded even if the main thread never signals
                 r, _, _ = select.select([c], [], [], 0.05)
@@ -273,10 +275,7 @@ class Shutdown(unittest.TestCase):
 
         def stream():
             c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
-            body = json.dumps({"prompt": "Once", "max_tokens": 15000, "ignore_eos": True, "temperature": 0,
-                               "stream": True}).encode()
-            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            post_stream(c)
             got = b""
             while True:
                 try:
