@@ -259,11 +259,14 @@ TEST(I2s, OneColumnFourRowBlocksRangesAndExtremes) {
     // one column with K % 128 == 0 (the AVX-512 kernel's four-row GEMV): row ranges that leave 1..3 rows
     // after the four-row blocks and start at odd rows, then the longest rows it takes (K = 65536, every weight
     // +1 or -1 against 127 or -128: the largest sums of the per-mask lanes at that K, about 5e7)
-    const int64_t M = 23, K = 2560;
-    const auto w = random_ternary(M * K, 21);
-    const auto q = random_q(K, 22);
-    for (auto [m0, m1] : std::vector<std::pair<int64_t, int64_t>>{{0, 23}, {1, 2}, {3, 10}, {5, 22}, {21, 23}, {7, 14}, {0, 4}})
-        check_all(w, M, K, q, 1, m0, m1, 0, "one column, rows");
+    // K = 128 and 3200 have an odd number of 128-weight blocks (the last one alone in the low half of a zmm)
+    const int64_t M = 23;
+    for (int64_t K : {int64_t(128), int64_t(2560), int64_t(3200)}) {
+        const auto w = random_ternary(M * K, 21);
+        const auto q = random_q(K, 22);
+        for (auto [m0, m1] : std::vector<std::pair<int64_t, int64_t>>{{0, 23}, {1, 2}, {3, 10}, {5, 22}, {21, 23}, {7, 14}, {0, 4}})
+            check_all(w, M, K, q, 1, m0, m1, 0, "one column, rows");
+    }
     const int64_t M2 = 5, K2 = 65536;
     for (int pattern = 0; pattern < 3; ++pattern) {
         std::vector<int8_t> w2((size_t)(M2 * K2)), q2((size_t)K2);

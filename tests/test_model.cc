@@ -8,8 +8,10 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -709,6 +711,67 @@ TEST_F(Golden, ContextChoosesTheKernelPerBatchSize) {
     ExpectSameRun(runs[0], runs[1], "measured vs cached choice");
     bitnet_lut_set_i2s_min_cols(-1);
     ASSERT_EQ(unsetenv("BITNET_KERNEL_CACHE"), 0);
+}
+
+// Resident kilobytes of the process's mappings of `path` (/proc/self/smaps), -1 when it cannot be read.
+long MappedRssKb(const std::string &path) {
+    std::ifstream f("/proc/self/smaps");
+    if (!f) return -1;
+    long kb = 0;
+    bool in = false;
+    for (std::string l; std::getline(f, l);) {
+        const size_t dash = l.find('-');
+        if (dash != std::string::npos && dash > 0 && l.find(' ') > dash && std::isxdigit((unsigned char)l[0]) &&
+            l.find(':') > l.find(' ')) {
+            in = l.size() >= path.size() && l.compare(l.size() - path.size(), path.size(), path) == 0;
+        } else if (in && l.rfind("Rss:", 0) == 0) {
+            kb += std::stol(l.substr(4));
+        }
+    }
+    return kb;
+}
+
+// One copy of the ternary weights: a TL1/TL2 model repacked from I2_S bytes in the file's mapping takes
+// those bytes out of the resident set while no product reads them (threshold 0: the prompt path runs the
+// LUT kernel too), and keeps them while the I2_S kernel takes prompt batches; the ids and logits are the
+// same bytes either way.
+TEST_F(Golden, UnreadI2sBytesLeaveTheResidentSet) {
+    if (getenv("BITNET_LUT_I2S_MIN_COLS")) GTEST_SKIP() << "BITNET_LUT_I2S_MIN_COLS fixes the threshold";
+    if (MappedRssKb(path_[0]) < 0) GTEST_SKIP() << "no /proc/self/smaps";
+    const bitnet_kernel_path native = bitnet_model_path(Load(path_[0]).get());
+    if (native == BITNET_PATH_I2S) GTEST_SKIP() << "the native path is I2_S: nothing is repacked";
+    bitnet_gguf *g = nullptr;
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_gguf_open(path_[0].c_str(), &g, &err), BITNET_OK) << err.msg;
+    size_t i2s_bytes = 0, n_i2s = 0;
+    for (int64_t i = 0; i < bitnet_gguf_n_tensors(g); i++) {
+        const bitnet_gguf_tensor_info *t = bitnet_gguf_tensor(g, i);
+        if (t->type == BITNET_TYPE_I2_S) i2s_bytes += t->nbytes, n_i2s++;
+    }
+    bitnet_gguf_close(g);
+    ASSERT_GT(n_i2s, 0u);
+    const long page_kb = sysconf(_SC_PAGESIZE) / 1024;
+    // whole pages inside the I2_S tensors: each tensor may lose a partial page at either end
+    const long i2s_kb = (long)(i2s_bytes / 1024) - 2 * (long)n_i2s * page_kb;
+    ASSERT_GT(i2s_kb, 0);
+    const std::string cache = TmpDir() + "/kernel-choice-rss.txt";
+    std::remove(cache.c_str());
+    ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", cache.c_str(), 1), 0);
+    long rss[2];
+    std::vector<GreedyRun> runs;
+    const int64_t thresholds[2] = {16, 0};
+    for (int i = 0; i < 2; i++) {
+        bitnet_lut_set_i2s_min_cols(thresholds[i]);
+        ModelPtr m = Load(path_[0], native);
+        ASSERT_TRUE(m);
+        rss[i] = MappedRssKb(path_[0]);
+        runs.push_back(Greedy(m.get(), kGoldenPrompt, 8, 2, 3));
+    }
+    bitnet_lut_set_i2s_min_cols(-1);
+    ASSERT_EQ(unsetenv("BITNET_KERNEL_CACHE"), 0);
+    EXPECT_GE(rss[0], i2s_kb) << "threshold 16: the I2_S bytes are read by prompt batches";
+    EXPECT_LE(rss[1], rss[0] - i2s_kb) << "threshold 0: " << i2s_kb << " KiB of I2_S pages should have left";
+    ExpectSameRun(runs[0], runs[1], "I2_S bytes kept vs released");
 }
 
 // ---- the Q8_0 head option (bitnet_model_params.head_type) -------------------------------------

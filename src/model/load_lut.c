@@ -256,6 +256,7 @@ static bitnet_status stored_tiles_of(loader *ld, const weight *w, const bitnet_t
 /* One weight's repacking (bitnet_lut_transform_tensor) with the tiles chosen for it, and its outcome. */
 typedef struct transform_job {
     const char *path; /* the model file, for the messages */
+    const bitnet_gguf *g; /* its mapping (release_unread_i2s) */
     weight *w;
     bitnet_tiles stored_tiles, tiles;
     int target;
@@ -269,6 +270,16 @@ typedef struct transform_run {
     _Atomic int next; /* the next job to take */
 } transform_run;
 
+/* A TL1/TL2 weight repacked from I2_S bytes in the file's mapping keeps a pointer to them for the prompt
+ * path (bitnet_lut_uses_i2s). While its threshold is 0 no product reads them, so their pages leave the
+ * process's resident set (bitnet_gguf_release: the mapping stays valid, and a later read, after a context
+ * raised the threshold, pages them in again from the file); the model then holds one copy of its ternary
+ * weights, the repacked one. Bytes outside the mapping (an I2_S copy rewritten at load) are left alone. */
+static void release_unread_i2s(const bitnet_gguf *g, const bitnet_tensor_extra *ex) {
+    if (!ex || ex->type == BITNET_TYPE_I2_S || !ex->i2s_codes || ex->i2s_min_cols > 0) return;
+    bitnet_gguf_release(g, ex->i2s_codes, bitnet_i2s_nbytes(ex->shape.M, ex->shape.K));
+}
+
 /* A job's transform (its status in j->st, the message in err), and a weight the host attached nothing to is
  * an error. */
 static bitnet_status transform_one(transform_job *j, bitnet_error *err) {
@@ -276,6 +287,7 @@ static bitnet_status transform_one(transform_job *j, bitnet_error *err) {
     if (j->st == BITNET_OK && !j->w->t.extra)
         j->st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights", j->path,
                             j->w->t.name);
+    if (j->st == BITNET_OK) release_unread_i2s(j->g, j->w->t.extra);
     return j->st;
 }
 
@@ -429,7 +441,7 @@ bitnet_status bitnet_model_prepare_lut_weights(loader *ld, bitnet_model *m, cons
                 break;
             }
             m->lut_used = true; /* from the first transform on, this model holds host extras */
-            transform_job job = {ld->path, w, stored_tiles, tiles, target, BITNET_OK};
+            transform_job job = {ld->path, ld->g, w, stored_tiles, tiles, target, BITNET_OK};
             if (jobs) jobs[n_jobs++] = job;
             else st = transform_one(&job, ld->err);
         }
@@ -654,7 +666,10 @@ static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, 
             n_measured++;
             if (!bitnet_kchoice_cache_put(path, key, v)) n_unsaved++;
         }
-        for (int j = 0; j < g; j++) grp[j]->extra->i2s_min_cols = v;
+        for (int j = 0; j < g; j++) {
+            grp[j]->extra->i2s_min_cols = v;
+            release_unread_i2s(m->gguf, grp[j]->extra); /* the measurement may have read them */
+        }
         n_shapes++;
     }
     bitnet_free(all), bitnet_free(grp), bitnet_free(done);
