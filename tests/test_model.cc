@@ -1967,6 +1967,53 @@ TEST(Archs, Q6KTokenEmbeddingDecodesAsTheFormatDefines) {
     EXPECT_GT(amax, 0.1f);
 }
 
+// A BF16 token embedding and tied head (what converters that keep a checkpoint's dtype write): each value
+// is the upper half of a binary32, so a file holding the same values as F32 must give bit-identical ids
+// and logits, on the I2_S path and the native one, with one and several tokens per batch.
+TEST(Archs, Bf16TokenEmbeddingAndHeadAreTheirValuesExactly) {
+    const std::string src = TmpDir() + "/bf16-src.gguf", a = TmpDir() + "/bf16-embd.gguf", b = TmpDir() + "/bf16-f32.gguf";
+    bitnet_dummy_params p = ArchParams(BITNET_DUMMY_ARCH_BITNET_B158, BITNET_DUMMY_I2_S, 22);
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, src.c_str(), &err), BITNET_OK) << err.msg;
+    bitnet_gguf *g = nullptr;
+    ASSERT_EQ(bitnet_gguf_open(src.c_str(), &g, &err), BITNET_OK) << err.msg;
+    const bitnet_gguf_tensor_info *te = bitnet_gguf_find_tensor(g, "token_embd.weight");
+    ASSERT_TRUE(te);
+    const int64_t n = te->ne[0] * te->ne[1];
+    std::vector<float> vals((size_t)n);
+    ASSERT_EQ(bitnet_row_to_f32(te->type, te->data, vals.data(), n, &err), BITNET_OK) << err.msg;
+    bitnet_gguf_close(g);
+    std::vector<uint8_t> bf((size_t)n * 2), f32((size_t)n * 4);
+    uint32_t lcg = 777;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        std::memcpy(&u, &vals[(size_t)i], 4);
+        lcg = lcg * 1664525u + 1013904223u;
+        const uint16_t h = (uint16_t)((u >> 16) ^ ((lcg >> 31) & 1)); // the value's upper half, last bit varied
+        std::memcpy(&bf[(size_t)i * 2], &h, 2);
+        const uint32_t w = (uint32_t)h << 16;
+        std::memcpy(&f32[(size_t)i * 4], &w, 4);
+    }
+    Edit ea, eb;
+    ea.retype_tensor = eb.retype_tensor = "token_embd.weight";
+    ea.new_type = BITNET_TYPE_BF16;
+    ea.new_data = bf;
+    eb.new_type = BITNET_TYPE_F32;
+    eb.new_data = f32;
+    CopyGguf(src, a, ea);
+    CopyGguf(src, b, eb);
+    for (bitnet_kernel_path kp : {BITNET_PATH_I2S, BITNET_PATH_AUTO}) {
+        ModelPtr ma = Load(a, kp), mb = Load(b, kp);
+        ASSERT_TRUE(ma && mb);
+        EXPECT_EQ(bitnet_model_head_type(ma.get()), BITNET_TYPE_BF16);
+        const GreedyRun ra = Greedy(ma.get(), kGoldenPrompt, 6, 2), rb = Greedy(mb.get(), kGoldenPrompt, 6, 1, 3);
+        ExpectSameRun(ra, rb, "BF16 vs F32 token_embd");
+        float amax = 0;
+        for (float v : ra.logits[0]) amax = std::max(amax, std::fabs(v));
+        EXPECT_GT(amax, 0.1f);
+    }
+}
+
 // Q6_K written by this project's quantizer (quants.h, ggml's rule; --quant-embd q6_k) reads back through
 // the runtime's own decoder (src/base/types.c) exactly as the format defines it: a dummy file whose token_embd
 // the writer quantized to Q6_K and a copy holding the same values decoded by the tests' decoder as F32

@@ -310,7 +310,7 @@ static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
 }
 
 /* The head's dense kernel: the one of its type's dense_dot_type (types.h: F32, F16 and Q8_0 rows are
- * multiplied as stored, Q6_K rows are converted to float and use the F32 kernel). The type was checked
+ * multiplied as stored, BF16 and Q6_K rows are converted to float and use the F32 kernel). The type was checked
  * against the traits before. */
 static void choose_head_kernel(bitnet_model *m) {
     m->head_kernel = bitnet_dense_kernel_for(bitnet_type_traits_of(m->head_type)->dense_dot_type);
@@ -457,9 +457,9 @@ static bitnet_status load_from_gguf(bitnet_gguf *g, const char *path, const bitn
     for (int i = 0; i < 2; i++) {
         const int t = dense2[i]->type;
         const bitnet_type_traits *tt = bitnet_type_traits_of(t);
-        if (!tt || tt->dense_dot_type < 0) { /* F32, F16, Q8_0 and Q6_K have a head kernel */
+        if (!tt || tt->dense_dot_type < 0) { /* F32, F16, BF16, Q8_0 and Q6_K have a head kernel */
             st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED,
-                             "%s: tensor '%s' has type %s (id %d); expected F32, F16, Q8_0 or Q6_K", path,
+                             "%s: tensor '%s' has type %s (id %d); expected F32, F16, BF16, Q8_0 or Q6_K", path,
                              dense2[i]->name, bitnet_type_name(t), t);
             goto fail;
         }

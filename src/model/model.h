@@ -54,10 +54,12 @@
  * tokenizer.ggml.tokens; llama.cpp-made files of older converters omit it). A rope_freqs.weight tensor
  * (Llama 3.1 frequency factors) is refused with a message.
  *
- * token_embd.weight / output.weight may be F32, F16, Q8_0 or Q6_K (published 2B-4T files carry F16 or
- * Q6_K, formats.md). A Q6_K head is multiplied as float rows (decoded by the format's definition) times
- * the float head input, not as ggml's Q6_K x Q8_K integer product, so its logits can differ from
- * bitnet.cpp's by that rounding.
+ * token_embd.weight / output.weight may be F32, F16, BF16, Q8_0 or Q6_K (published 2B-4T files carry F16
+ * or Q6_K, formats.md; converters that keep a checkpoint's dtype write BF16). A Q6_K head is multiplied as
+ * float rows (decoded by the format's definition) times the float head input, not as ggml's Q6_K x Q8_K
+ * integer product, so its logits can differ from bitnet.cpp's by that rounding. A BF16 head likewise: each
+ * row widened exactly to float (the upper half of a binary32), times the float head input, where ggml
+ * rounds the input to BF16 first (vec_dot_bf16); bit-identical to an F32 head holding the same values.
  *
  * Ternary weights (I2_S, TL1, TL2) are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the
  * I2_S reference path. F32/F16 projection weights (ternary-valued, e.g. bitnet.cpp's
