@@ -238,7 +238,7 @@ TEST_P(Dense, Q8_0DotIsGgmlsDefinitionOnEveryIsa) {
     EXPECT_EQ(bitnet_dense_dot_q8_0(a.data(), b.data(), n), ref_dot_q8_0(a.data(), b.data(), n)) << "n = " << n;
 }
 
-// Q8_0 rows × columns (the AVX2 version: four rows per pass, then single rows): row counts 1, 3, 4, 5, 8, 9, 17
+// Q8_0 rows × columns (the AVX2 and AVX-512 VNNI versions: four rows per pass, then single rows): row counts 1, 3, 4, 5, 8, 9, 17
 // with 1..3 columns, rows and columns a few blocks apart, every output the defined order's float and the
 // places in between untouched.
 TEST_P(Dense, Q8_0RowsTimesColumnsAreEachTheSingleDot) {

@@ -118,7 +118,10 @@ static void dense_init_once(void) {
         g_mul_q8_0 = bitnet_dense_mul_q8_0__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
         g_round_f16_row = bitnet_dense_round_f16_row__avx2;
-        if (bitnet_cpu_supports("avx512")) g_mul_f16 = bitnet_dense_mul_f16__avx512;
+        if (bitnet_cpu_supports("avx512")) {
+            g_mul_f16 = bitnet_dense_mul_f16__avx512;
+            g_mul_q8_0 = bitnet_dense_mul_q8_0__avx512;
+        }
     }
 #elif defined(__aarch64__)
     if (bitnet_cpu_supports("neon")) {

@@ -108,7 +108,8 @@ float bitnet_dense_dot_q8_0(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 
 /* out[j · out_stride + r] = bitnet_dense_dot_q8_0(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
  * j < n_cols (strides in blocks), each result the single dot's float. The AVX2 version runs four rows per pass
  * over a column, their block sums and float steps in the four lanes of one vector (the same operations per
- * row, four independent sums): the Q8_0 output head. */
+ * row, four independent sums), each row prefetched 1 KiB ahead; the AVX-512 version is the same with one
+ * VNNI vpdpbusd per block in place of maddubs + madd: the Q8_0 output head. */
 void bitnet_dense_mul_q8_0(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
                            size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride);
 

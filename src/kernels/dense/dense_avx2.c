@@ -290,6 +290,9 @@ __attribute__((target("avx2,f16c"))) float bitnet_dense_dot_q8_0__avx2(const bit
  * into the lanes of one vector, then per lane the single dot's float steps, p = (float)isum · (da·db) and
  * sum += p in block order, so each lane is its row's bitnet_dense_dot_q8_0 while four independent sums hide
  * the latency of the additions; the activation block is read once for the four rows. */
+#ifndef BITNET_Q8_0_PREFETCH
+#define BITNET_Q8_0_PREFETCH 1024
+#endif
 __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride,
                                                                      int64_t n_rows, const bitnet_block_q8_0 *b,
                                                                      size_t b_stride, int64_t n_cols, int64_t n,
@@ -303,6 +306,10 @@ __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitn
             const bitnet_block_q8_0 *bj = b + (size_t)j * b_stride;
             __m128 sum = _mm_setzero_ps();
             for (int64_t i = 0; i < nb; i++) {
+                _mm_prefetch((const char *)(a0 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a1 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a2 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a3 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
                 const __m256i s0 = q8_block_dot(a0 + i, bj + i), s1 = q8_block_dot(a1 + i, bj + i);
                 const __m256i s2 = q8_block_dot(a2 + i, bj + i), s3 = q8_block_dot(a3 + i, bj + i);
                 const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));

@@ -150,6 +150,51 @@ AVX512_F16 void bitnet_dense_mul_f16__avx512(const uint16_t *a, size_t a_stride,
         }
     }
 }
+/* bitnet_dense_mul_q8_0 with AVX-512 VNNI: the AVX2 version's four rows per pass, each block's 32 products
+ * summed by one vpdpbusd (|qa| as u8 ≤ 128 times qb with qa's sign, |qb| ≤ 127: the same exact int32 lane
+ * sums as maddubs + madd), the same hadd tree to one int32 block sum per row, and the same float steps
+ * (p = (float)isum · (da·db), sum += p in block order), so the floats are those of every other version.
+ * Each row's bytes are prefetched 1 KiB ahead as in the AVX2 version. */
+#define AVX512_Q8 __attribute__((target("avx512f,avx512vl,avx512vnni,avx2,f16c")))
+AVX512_Q8 static inline __m256i q8_block_dot_vnni(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b) {
+    const __m256i va = _mm256_loadu_si256((const __m256i *)a->qs);
+    const __m256i vb = _mm256_loadu_si256((const __m256i *)b->qs);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(va), _mm256_sign_epi8(vb, va));
+}
+
+AVX512_Q8 void bitnet_dense_mul_q8_0__avx512(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows,
+                                             const bitnet_block_q8_0 *b, size_t b_stride, int64_t n_cols, int64_t n,
+                                             float *out, size_t out_stride) {
+    const int64_t nb = n / 32;
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        const bitnet_block_q8_0 *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride,
+                                *a3 = a2 + a_stride;
+        for (int64_t j = 0; j < n_cols; j++) {
+            const bitnet_block_q8_0 *bj = b + (size_t)j * b_stride;
+            __m128 sum = _mm_setzero_ps();
+            for (int64_t i = 0; i < nb; i++) {
+                _mm_prefetch((const char *)(a0 + i) + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a1 + i) + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a2 + i) + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a3 + i) + 1024, _MM_HINT_T0);
+                const __m256i s0 = q8_block_dot_vnni(a0 + i, bj + i), s1 = q8_block_dot_vnni(a1 + i, bj + i);
+                const __m256i s2 = q8_block_dot_vnni(a2 + i, bj + i), s3 = q8_block_dot_vnni(a3 + i, bj + i);
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+                const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                const __m128 da = _mm_cvtph_ps(_mm_setr_epi16((short)a0[i].d, (short)a1[i].d, (short)a2[i].d,
+                                                              (short)a3[i].d, 0, 0, 0, 0));
+                const __m128 d = _mm_mul_ps(da, _mm_set1_ps(bitnet_dense_f16(bj[i].d)));
+                sum = _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
+            }
+            _mm_storeu_ps(out + (size_t)j * out_stride + (size_t)r, sum);
+        }
+    }
+    for (; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] =
+                bitnet_dense_dot_q8_0__avx2(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
 #else
 typedef int bitnet_dense_avx512_not_built; /* keeps the translation unit non-empty */
 #endif

@@ -47,14 +47,18 @@ void bitnet_dense_dot_f16_columns__avx2(const uint16_t *a, size_t a_stride, cons
                                         float *out);
 void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
-/* AVX-512 (F, with F16C and FMA; call only after bitnet_cpu_supports("avx512")). */
-void bitnet_dense_mul_f16__avx512(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
-                                  int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
                                  size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride);
 void bitnet_dense_to_f16__avx2(const float *x, float scale, uint16_t *h, size_t stride, int64_t n);
 void bitnet_dense_round_f16_row__avx2(const float *x, float scale, float *y, int64_t n);
+/* AVX-512 (F, with F16C and FMA; the Q8_0 product also VL and VNNI; call only after
+ * bitnet_cpu_supports("avx512"), which includes all of them). */
+void bitnet_dense_mul_f16__avx512(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                                  int64_t n_cols, int64_t n, float *out, size_t out_stride);
+void bitnet_dense_mul_q8_0__avx512(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows,
+                                   const bitnet_block_q8_0 *b, size_t b_stride, int64_t n_cols, int64_t n,
+                                   float *out, size_t out_stride);
 #elif defined(__aarch64__)
 float bitnet_dense_dot_f16__neon(const uint16_t *a, const float *b, int64_t n);
 void bitnet_dense_mul_f16__neon(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
