@@ -273,6 +273,43 @@ TEST_P(Dense, Q8_0RowsTimesColumnsAreEachTheSingleDot) {
     }
 }
 
+bool SameBits(float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; }
+
+// BF16 rows × columns: every output the F32 dot of the row widened exactly (the upper half of a binary32), bit
+// for bit, whatever n % 8 (the tail lanes) and the row count left after the four-row passes, with 1..5
+// columns; the places in between untouched. Values: random bit patterns without Inf/NaN (±0 and subnormals included).
+TEST_P(Dense, Bf16RowsTimesColumnsAreTheF32DotOfTheWidenedRow) {
+    const int64_t n = GetParam();
+    std::mt19937 rng(900 + (uint32_t)n);
+    const size_t a_stride = (size_t)n + 5, b_stride = (size_t)n + 3;
+    for (int64_t rows : {1, 3, 4, 5, 8, 9, 17}) {
+        std::vector<uint16_t> a(a_stride * (size_t)rows);
+        std::vector<float> wide(a.size());
+        for (size_t i = 0; i < a.size(); i++) {
+            uint16_t h = (uint16_t)(rng() >> 16);
+            if ((h & 0x7f80) == 0x7f80) h &= 0xbfff;  // no Inf/NaN: keep the sums finite
+            a[i] = h;
+            const uint32_t u = (uint32_t)h << 16;
+            std::memcpy(&wide[i], &u, 4);
+        }
+        for (int64_t cols : {1, 2, 5}) {
+            const auto bv = randoms(rng, (int64_t)b_stride * cols, 2.0f);
+            const size_t out_stride = (size_t)rows + 1;
+            std::vector<float> out(out_stride * (size_t)cols, -12345.0f);
+            bitnet_dense_mul_bf16(a.data(), a_stride, rows, bv.data(), b_stride, cols, n, out.data(), out_stride);
+            for (int64_t j = 0; j < cols; j++) {
+                for (int64_t r = 0; r < rows; r++) {
+                    const float want = bitnet_dense_dot_f32(wide.data() + (size_t)r * a_stride, bv.data() + (size_t)j * b_stride, n);
+                    ASSERT_TRUE(SameBits(out[(size_t)j * out_stride + (size_t)r], want))
+                        << "n = " << n << ", row " << r << " of " << rows << ", column " << j << " of " << cols;
+                    ASSERT_TRUE(SameBits(bitnet_dense_dot_bf16(a.data() + (size_t)r * a_stride, bv.data() + (size_t)j * b_stride, n), want));
+                }
+                ASSERT_EQ(out[(size_t)j * out_stride + (size_t)rows], -12345.0f);
+            }
+        }
+    }
+}
+
 TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
     const int64_t n = GetParam() / 32 * 32;
     if (n == 0) GTEST_SKIP() << "the head kernels take whole 32-blocks here";

@@ -80,16 +80,21 @@ void check_all(const std::vector<int8_t> &w, int64_t M, int64_t K, const std::ve
         qsum[(size_t)n] = bitnet_i2s_qsum(&qdense[(size_t)(n * K)], K);
     }
     const size_t stride = (size_t)(m1 - m0) + 3;
+    // the packed bytes at a 64-byte boundary and 32 bytes past one (GGUF aligns tensors to 32 only)
+    std::vector<uint8_t> buf(packed.size() + 128);
+    uint8_t *const base = buf.data() + (64 - (uintptr_t)buf.data() % 64) % 64;
     for (const auto &isa : versions()) {
         bitnet_i2s_gemm_fn fn = bitnet_i2s_gemm_for_isa(isa.c_str());
-        for (int with_sums = 0; with_sums < 2; ++with_sums) {
+        for (int with_sums = 0; with_sums < 4; ++with_sums) {
+            uint8_t *const wp = base + (with_sums >= 2 ? 32 : 0);
+            std::memcpy(wp, packed.data(), packed.size());
             std::vector<int32_t> acc(stride * (size_t)N, 0x7eadbeef);
-            fn(packed.data(), M, K, q.data(), qs, with_sums ? qsum.data() : nullptr, N, m0, m1, acc.data(), stride);
+            fn(wp, M, K, q.data(), qs, with_sums % 2 ? qsum.data() : nullptr, N, m0, m1, acc.data(), stride);
             for (int64_t n = 0; n < N; ++n) {
                 for (int64_t m = m0; m < m1; ++m)
                     ASSERT_EQ(acc[(size_t)n * stride + (size_t)(m - m0)], want[(size_t)(n * M + m)])
                         << what << ": " << isa << " M=" << M << " K=" << K << " N=" << N << " rows [" << m0 << ","
-                        << m1 << ") n=" << n << " m=" << m << " sums=" << with_sums;
+                        << m1 << ") n=" << n << " m=" << m << " sums=" << with_sums % 2 << " offset " << (wp - base);
                 for (size_t i = (size_t)(m1 - m0); i < stride; ++i)
                     ASSERT_EQ(acc[(size_t)n * stride + i], 0x7eadbeef) << what << ": " << isa << " wrote past the rows";
             }

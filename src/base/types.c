@@ -151,7 +151,7 @@ static const bitnet_type_traits k_types[] = {
     BLOCK(27, "I64", 1, 8),
     BLOCK(28, "F64", 1, 8),
     BLOCK(29, "IQ1_M", QK_K, 32 + 16 + 8),                 /* qs, qh, scales (d inside scales) */
-    DENSE(30, "BF16", 1, 2, bf16_to_f32, BITNET_TYPE_F32), /* rows widened exactly, then the F32 kernel */
+    DENSE(30, "BF16", 1, 2, bf16_to_f32, BITNET_TYPE_BF16), /* its own kernel: the F32 kernel's floats */
     BLOCK(31, "Q4_0_4_4", 32, 2 + 16),                     /* interleaved Q4_0 (bitnet.cpp's ggml) */
     BLOCK(32, "Q4_0_4_8", 32, 2 + 16),
     BLOCK(33, "Q4_0_8_8", 32, 2 + 16),

@@ -310,7 +310,8 @@ static bitnet_status requantize_head_q8_0(loader *ld, bitnet_model *m) {
 }
 
 /* The head's dense kernel: the one of its type's dense_dot_type (types.h: F32, F16 and Q8_0 rows are
- * multiplied as stored, BF16 and Q6_K rows are converted to float and use the F32 kernel). The type was checked
+ * multiplied as stored (BF16 by a kernel that gives the F32 kernel's floats), Q6_K rows are converted to float and
+ * use the F32 kernel). The type was checked
  * against the traits before. */
 static void choose_head_kernel(bitnet_model *m) {
     m->head_kernel = bitnet_dense_kernel_for(bitnet_type_traits_of(m->head_type)->dense_dot_type);

@@ -58,8 +58,9 @@
  * or Q6_K, formats.md; converters that keep a checkpoint's dtype write BF16). A Q6_K head is multiplied as
  * float rows (decoded by the format's definition) times the float head input, not as ggml's Q6_K x Q8_K
  * integer product, so its logits can differ from bitnet.cpp's by that rounding. A BF16 head likewise: each
- * row widened exactly to float (the upper half of a binary32), times the float head input, where ggml
- * rounds the input to BF16 first (vec_dot_bf16); bit-identical to an F32 head holding the same values.
+ * value widened exactly to float (the upper half of a binary32), times the float head input, where ggml
+ * rounds the input to BF16 first (vec_dot_bf16); bit-identical to an F32 head holding the same values
+ * (bitnet_dense_mul_bf16).
  *
  * Ternary weights (I2_S, TL1, TL2) are prepared for one kernel path: TL2 on x86, TL1 on ARM, or the
  * I2_S reference path. F32/F16 projection weights (ternary-valued, e.g. bitnet.cpp's
@@ -251,7 +252,7 @@ uint64_t bitnet_model_size_bytes(const bitnet_model *m);  /* bytes of tensor dat
  * "dense float: 14 weights (no LUT)". Owned by the model. */
 const char *bitnet_model_kernel_summary(const bitnet_model *m);
 /* The type the output head is multiplied in: the stored type of output.weight / token_embd
- * (BITNET_TYPE_F32, _F16, _Q8_0, _Q6_K), or BITNET_TYPE_Q8_0 when requantized at load (head_type). */
+ * (BITNET_TYPE_F32, _F16, _BF16, _Q8_0, _Q6_K), or BITNET_TYPE_Q8_0 when requantized at load (head_type). */
 int bitnet_model_head_type(const bitnet_model *m);
 /* true when the head was requantized at load (bitnet_model_params.head_type), false when stored data is used. */
 bool bitnet_model_head_requantized(const bitnet_model *m);

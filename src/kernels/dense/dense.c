@@ -1,4 +1,4 @@
-/* dense.c — the F16 → F32 table, the scalar F32 / F16 / Q8_0 dot products, the choice of the F16 and
+/* dense.c — the F16 → F32 table, the scalar F32 / F16 / BF16 / Q8_0 dot products, the choice of the F16 and
  * Q8_0 versions for this CPU, and the output head's dense kernels per stored type (contracts in
  * dense.h; the AVX2, AVX-512 and NEON versions are in dense_avx2.c, dense_avx512.c and dense_neon.c). */
 #include "kernels/dense/dense.h"
@@ -22,6 +22,31 @@ float bitnet_dense_dot_f32(const float *a, const float *b, int64_t n) {
     }
     for (int64_t i = n8; i < n; i++) s[i - n8] += a[i] * b[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* the binary32 whose upper half is h */
+static inline float bf16_value(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float bitnet_dense_dot_bf16(const uint16_t *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    const int64_t n8 = n - n % 8;
+    for (int64_t i = 0; i < n8; i += 8) {
+        for (int l = 0; l < 8; l++) s[l] += bf16_value(a[i + l]) * b[i + l];
+    }
+    for (int64_t i = n8; i < n; i++) s[i - n8] += bf16_value(a[i]) * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static void mul_bf16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                            int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] = bitnet_dense_dot_bf16(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
 }
 
 static float dot_f16_scalar(const uint16_t *a, const float *b, int64_t n) {
@@ -99,6 +124,8 @@ static void (*g_dot_f16_columns)(const uint16_t *a, size_t a_stride, const float
                                  float *out) = dot_f16_columns_scalar;
 static void (*g_mul_f16)(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                          int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_f16_scalar;
+static void (*g_mul_bf16)(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                          int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_bf16_scalar;
 static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
 static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
@@ -116,6 +143,7 @@ static void dense_init_once(void) {
         g_dot_f16_rows = bitnet_dense_dot_f16_rows__avx2;
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
         g_mul_q8_0 = bitnet_dense_mul_q8_0__avx2;
+        g_mul_bf16 = bitnet_dense_mul_bf16__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
         g_round_f16_row = bitnet_dense_round_f16_row__avx2;
         if (bitnet_cpu_supports("avx512")) {
@@ -167,6 +195,11 @@ void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, co
     g_mul_f16(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
 }
 
+void bitnet_dense_mul_bf16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                           int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    g_mul_bf16(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
+}
+
 void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
     g_to_f16(x, scale, h, stride, n);
 }
@@ -198,6 +231,7 @@ static void prepare_q8_0(const float *x, void *act, int64_t n) { bitnet_quantize
 
 static float dot_row_f32(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f32(row, act, n); }
 static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
+static float dot_row_bf16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_bf16(row, act, n); }
 static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
 
 /* out[j · out_stride + r] = dot(row r, activation j) pair by pair: the F32 kernel's mul */
@@ -222,6 +256,13 @@ static void mul_f16(const void *rows, size_t row_bytes, int64_t n_rows, const vo
                          out_stride);
 }
 
+/* row_bytes and act_stride are whole numbers of bfloat16 values and floats (row sizes, act_bytes_f32) */
+static void mul_bf16(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                     int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    bitnet_dense_mul_bf16(rows, row_bytes / sizeof(uint16_t), n_rows, act, act_stride / sizeof(float), n_cols, n, out,
+                          out_stride);
+}
+
 /* row_bytes and act_stride are whole numbers of blocks (row sizes, act_bytes_q8_0) */
 static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
                      int64_t n_cols, int64_t n, float *out, size_t out_stride) {
@@ -232,6 +273,7 @@ static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const v
 static const bitnet_dense_kernel k_kernels[] = {
     {BITNET_TYPE_F32, act_bytes_f32, prepare_f32, dot_row_f32, mul_f32},
     {BITNET_TYPE_F16, act_bytes_f32, prepare_f16, dot_row_f16, mul_f16}, /* activation: floats holding binary16 values */
+    {BITNET_TYPE_BF16, act_bytes_f32, prepare_f32, dot_row_bf16, mul_bf16}, /* activation: the floats as they are */
     {BITNET_TYPE_Q8_0, act_bytes_q8_0, prepare_q8_0, dot_row_q8_0, mul_q8_0},
 };
 

@@ -98,6 +98,19 @@ void bitnet_dense_dot_f16_columns(const uint16_t *a, size_t a_stride, const floa
 void bitnet_dense_mul_f16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                           int64_t n_cols, int64_t n, float *out, size_t out_stride);
 
+/* Σ a[i]·b[i] for a BF16 vector a[n] (each value the upper half of a binary32, widened exactly) and a float
+ * vector b[n]: exactly bitnet_dense_dot_f32 of the widened a and b (eight lane sums, the same tree), so a BF16
+ * row gives the bits its F32 copy gives. */
+float bitnet_dense_dot_bf16(const uint16_t *a, const float *b, int64_t n);
+
+/* out[j · out_stride + r] = bitnet_dense_dot_bf16(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
+ * j < n_cols, each result the single dot's float. The AVX2 version (also taken on AVX-512 machines: the order
+ * has eight lanes) streams four rows at a time for one column, widening 8 values per vpmovzxwd + vpslld,
+ * each row prefetched 1 KiB ahead, and widens each row's 8 values once for every column of several: the BF16
+ * output head. */
+void bitnet_dense_mul_bf16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                           int64_t n_cols, int64_t n, float *out, size_t out_stride);
+
 /* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
  * (ggml's Q8_0 vec_dot definition). The integer block sums are exact (|Σ| ≤ 32·128·127 < 2^24, so the
  * conversion to float is exact too); only the float steps round, and every version performs the same
@@ -128,7 +141,7 @@ typedef struct bitnet_dense_kernel {
                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 } bitnet_dense_kernel;
 
-/* The kernel for rows of `type` (F32, F16, Q8_0), NULL for other types: their rows are converted to
+/* The kernel for rows of `type` (F32, F16, BF16, Q8_0), NULL for other types: their rows are converted to
  * float first (bitnet_row_to_f32) and use the F32 kernel (the type's dense_dot_type in base/types.h). */
 const bitnet_dense_kernel *bitnet_dense_kernel_for(int type);
 

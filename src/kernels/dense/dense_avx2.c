@@ -290,9 +290,6 @@ __attribute__((target("avx2,f16c"))) float bitnet_dense_dot_q8_0__avx2(const bit
  * into the lanes of one vector, then per lane the single dot's float steps, p = (float)isum · (da·db) and
  * sum += p in block order, so each lane is its row's bitnet_dense_dot_q8_0 while four independent sums hide
  * the latency of the additions; the activation block is read once for the four rows. */
-#ifndef BITNET_Q8_0_PREFETCH
-#define BITNET_Q8_0_PREFETCH 1024
-#endif
 __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride,
                                                                      int64_t n_rows, const bitnet_block_q8_0 *b,
                                                                      size_t b_stride, int64_t n_cols, int64_t n,
@@ -326,6 +323,79 @@ __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitn
         for (int64_t j = 0; j < n_cols; j++)
             out[(size_t)j * out_stride + (size_t)r] =
                 bitnet_dense_dot_q8_0__avx2(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
+/* 8 BF16 values at p widened to floats: zero-extended to 32 bits, shifted into the upper half. */
+__attribute__((target("avx2"))) static inline __m256 bf16_load8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+/* The eight lane sums of a BF16 row (acc, lanes l = i % 8 for i < n8) finished as bitnet_dense_dot_bf16 does:
+ * the tail i = n8 .. n−1 into lane i − n8, then the tree. */
+__attribute__((target("avx2"))) static inline float bf16_finish(__m256 acc, const uint16_t *a, const float *b,
+                                                                int64_t n8, int64_t n) {
+    float s[8];
+    _mm256_storeu_ps(s, acc);
+    for (int64_t i = n8; i < n; i++) {
+        const uint32_t u = (uint32_t)a[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        s[i - n8] += f * b[i];
+    }
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* bitnet_dense_mul_bf16 (dense.h): one column streams four rows at a time with a prefetch 1 KiB ahead of
+ * each; several columns take each row's 8 widened values once for up to four columns. Separate multiply
+ * and add (no FMA), in the lanes and order of bitnet_dense_dot_bf16, so every float is the scalar one. */
+__attribute__((target("avx2"))) void bitnet_dense_mul_bf16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows,
+                                                                 const float *b, size_t b_stride, int64_t n_cols,
+                                                                 int64_t n, float *out, size_t out_stride) {
+    const int64_t n8 = n - n % 8;
+    if (n_cols == 1) {
+        int64_t r = 0;
+        for (; r + 4 <= n_rows; r += 4) {
+            const uint16_t *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride, *a3 = a2 + a_stride;
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int64_t i = 0; i < n8; i += 8) {
+                if (i % 32 == 0) {
+                    _mm_prefetch((const char *)(a0 + i) + 1024, _MM_HINT_T0);
+                    _mm_prefetch((const char *)(a1 + i) + 1024, _MM_HINT_T0);
+                    _mm_prefetch((const char *)(a2 + i) + 1024, _MM_HINT_T0);
+                    _mm_prefetch((const char *)(a3 + i) + 1024, _MM_HINT_T0);
+                }
+                const __m256 bv = _mm256_loadu_ps(b + i);
+                s0 = _mm256_add_ps(s0, _mm256_mul_ps(bf16_load8(a0 + i), bv));
+                s1 = _mm256_add_ps(s1, _mm256_mul_ps(bf16_load8(a1 + i), bv));
+                s2 = _mm256_add_ps(s2, _mm256_mul_ps(bf16_load8(a2 + i), bv));
+                s3 = _mm256_add_ps(s3, _mm256_mul_ps(bf16_load8(a3 + i), bv));
+            }
+            out[r] = bf16_finish(s0, a0, b, n8, n);
+            out[r + 1] = bf16_finish(s1, a1, b, n8, n);
+            out[r + 2] = bf16_finish(s2, a2, b, n8, n);
+            out[r + 3] = bf16_finish(s3, a3, b, n8, n);
+        }
+        for (; r < n_rows; r++) {
+            const uint16_t *ar = a + (size_t)r * a_stride;
+            __m256 s0 = _mm256_setzero_ps();
+            for (int64_t i = 0; i < n8; i += 8) s0 = _mm256_add_ps(s0, _mm256_mul_ps(bf16_load8(ar + i), _mm256_loadu_ps(b + i)));
+            out[r] = bf16_finish(s0, ar, b, n8, n);
+        }
+        return;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint16_t *ar = a + (size_t)r * a_stride;
+        for (int64_t j0 = 0; j0 < n_cols; j0 += 4) {
+            const int C = (int)(n_cols - j0 < 4 ? n_cols - j0 : 4);
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int64_t i = 0; i < n8; i += 8) {
+                const __m256 w = bf16_load8(ar + i);
+                for (int c = 0; c < C; c++)
+                    acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(w, _mm256_loadu_ps(b + (size_t)(j0 + c) * b_stride + i)));
+            }
+            for (int c = 0; c < C; c++)
+                out[(size_t)(j0 + c) * out_stride + (size_t)r] = bf16_finish(acc[c], ar, b + (size_t)(j0 + c) * b_stride, n8, n);
+        }
+    }
 }
 #else
 typedef int bitnet_dense_avx2_not_built; /* keeps the translation unit non-empty */

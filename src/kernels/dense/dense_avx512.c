@@ -154,7 +154,7 @@ AVX512_F16 void bitnet_dense_mul_f16__avx512(const uint16_t *a, size_t a_stride,
  * summed by one vpdpbusd (|qa| as u8 ≤ 128 times qb with qa's sign, |qb| ≤ 127: the same exact int32 lane
  * sums as maddubs + madd), the same hadd tree to one int32 block sum per row, and the same float steps
  * (p = (float)isum · (da·db), sum += p in block order), so the floats are those of every other version.
- * Each row's bytes are prefetched 1 KiB ahead as in the AVX2 version. */
+ * Each row's bytes are prefetched BITNET_Q8_0_PREFETCH ahead as in the AVX2 version. */
 #define AVX512_Q8 __attribute__((target("avx512f,avx512vl,avx512vnni,avx2,f16c")))
 AVX512_Q8 static inline __m256i q8_block_dot_vnni(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b) {
     const __m256i va = _mm256_loadu_si256((const __m256i *)a->qs);
@@ -174,10 +174,10 @@ AVX512_Q8 void bitnet_dense_mul_q8_0__avx512(const bitnet_block_q8_0 *a, size_t 
             const bitnet_block_q8_0 *bj = b + (size_t)j * b_stride;
             __m128 sum = _mm_setzero_ps();
             for (int64_t i = 0; i < nb; i++) {
-                _mm_prefetch((const char *)(a0 + i) + 1024, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a1 + i) + 1024, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a2 + i) + 1024, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a3 + i) + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a0 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a1 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a2 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)(a3 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
                 const __m256i s0 = q8_block_dot_vnni(a0 + i, bj + i), s1 = q8_block_dot_vnni(a1 + i, bj + i);
                 const __m256i s2 = q8_block_dot_vnni(a2 + i, bj + i), s3 = q8_block_dot_vnni(a3 + i, bj + i);
                 const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));

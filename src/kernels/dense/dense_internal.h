@@ -38,6 +38,10 @@ static inline float bitnet_dense_dot_f16_column(const uint16_t *a, size_t a_stri
     return bitnet_dense_dot_f16_tail(bitnet_dense_fold32(s), a, a_stride, b, n32, n);
 }
 
+/* Bytes ahead of the current block that the Q8_0 products (AVX2, AVX-512) prefetch each row: on the 2B-4T
+ * head (128256 × 2560, 1 thread, Xeon VM) 7.0-7.6 GB/s without a prefetch, 9.7 with this one. */
+#define BITNET_Q8_0_PREFETCH 1024
+
 #if defined(__x86_64__)
 /* AVX2 + F16C (function target attributes; call only after bitnet_cpu_supports("avx2")). */
 float bitnet_dense_dot_f16__avx2(const uint16_t *a, const float *b, int64_t n);
@@ -47,6 +51,8 @@ void bitnet_dense_dot_f16_columns__avx2(const uint16_t *a, size_t a_stride, cons
                                         float *out);
 void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
+void bitnet_dense_mul_bf16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
                                  size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride);

@@ -174,63 +174,88 @@ bitnet_i2s_row512(const uint8_t *w, int64_t G, int64_t n_runs, const int8_t *con
  * rows are one contiguous stretch of K bytes). */
 #define BITNET_I2S_GEMV_PREFETCH 1024
 
-/* One column, rows [m0, m0 + 4·n4) four at a time, K % 128 == 0 (every row whole blocks): one zmm load
- * holds two consecutive blocks of a row (an odd last block goes alone in the low half); it is masked with
- * 0xC0, 0x30, 0x0C, 0x03 and multiplied into the row's four accumulators as in bitnet_i2s_row512; the four
- * activation registers (the same two blocks' 32-value runs, joined by vinserti64x4) are shared by the four
- * rows: sixteen independent vpdpbusd chains, one prefetch per row and 64-byte line. Every
- * lane of the 0xC0 accumulator is a sum of products code·64·q, so an exact multiple of 64 (likewise 16, 4),
- * and is divided back lane by lane (arithmetic shift, exact) before one horizontal sum per row.
+/* One column, rows [m0, m0 + 4·n4) four at a time, K % 128 == 0 (every row whole blocks): each row's block
+ * masked with 0xC0, 0x30, 0x0C, 0x03 and multiplied into the row's four accumulators as in
+ * bitnet_i2s_row512, the four activation registers shared by the four rows: sixteen independent vpdpbusd
+ * chains. Four rows that start on 64-byte boundaries (the tensor's data and K/4 both multiples of 64, so an
+ * even number of blocks per row) take two consecutive blocks per zmm load (the activations of the two blocks
+ * joined by vinserti64x4); other rows take one block per ymm load, so no load straddles two cache
+ * lines (GGUF aligns tensors to 32 bytes only). One prefetch per row and 64 bytes, 1 KiB ahead. Every lane
+ * of the 0xC0 accumulator is a sum of products code·64·q, so an exact multiple of 64 (likewise 16, 4), and is
+ * divided back lane by lane (arithmetic shift, exact) before one horizontal sum per row.
  * out[m − m0] = Σ code·q for those rows (Σ q not yet subtracted). |lane| ≤ 192·128·4·K/128 < 2^31 for
  * K ≤ 65536. */
-BITNET_I2S_T512 static void bitnet_i2s_gemv4_512(const uint8_t *w, int64_t K, const int8_t *q, int64_t m0,
-                                                 int64_t n4, int32_t *out) {
+BITNET_I2S_T512 static void bitnet_i2s_gemv4_zmm(const uint8_t *p, size_t row, const int8_t *q, int64_t nb,
+                                                 int32_t *out) {
     const __m512i k6 = _mm512_set1_epi8((char)0xC0), k4 = _mm512_set1_epi8(0x30), k2 = _mm512_set1_epi8(0x0C);
     const __m512i k0 = _mm512_set1_epi8(3);
+    __m512i e[4][4];
+    for (int r = 0; r < 4; ++r)
+        for (int j = 0; j < 4; ++j) e[r][j] = _mm512_setzero_si512();
+    for (int64_t b2 = 0; b2 < nb / 2; ++b2) {
+        const size_t off = 64 * (size_t)b2;
+        for (int r = 0; r < 4; ++r)
+            _mm_prefetch((const char *)p + (size_t)r * row + off + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+        const int8_t *qa = q + 256 * b2, *qb = qa + 128;
+        __m512i qv[4];
+        for (int j = 0; j < 4; ++j)
+            qv[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qa + 32 * j))),
+                                       _mm256_loadu_si256((const __m256i *)(qb + 32 * j)), 1);
+        for (int r = 0; r < 4; ++r) {
+            const __m512i v = _mm512_load_si512((const void *)(p + (size_t)r * row + off));
+            e[r][0] = _mm512_dpbusd_epi32(e[r][0], _mm512_and_si512(v, k6), qv[0]);
+            e[r][1] = _mm512_dpbusd_epi32(e[r][1], _mm512_and_si512(v, k4), qv[1]);
+            e[r][2] = _mm512_dpbusd_epi32(e[r][2], _mm512_and_si512(v, k2), qv[2]);
+            e[r][3] = _mm512_dpbusd_epi32(e[r][3], _mm512_and_si512(v, k0), qv[3]);
+        }
+    }
+    for (int r = 0; r < 4; ++r) {
+        const __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_srai_epi32(e[r][0], 6), _mm512_srai_epi32(e[r][1], 4)),
+                                           _mm512_add_epi32(_mm512_srai_epi32(e[r][2], 2), e[r][3]));
+        out[r] = _mm512_reduce_add_epi32(t);
+    }
+}
+
+BITNET_I2S_T512 static void bitnet_i2s_gemv4_ymm(const uint8_t *p, size_t row, const int8_t *q, int64_t nb,
+                                                 int32_t *out) {
+    const __m256i k6 = _mm256_set1_epi8((char)0xC0), k4 = _mm256_set1_epi8(0x30), k2 = _mm256_set1_epi8(0x0C);
+    const __m256i k0 = _mm256_set1_epi8(3);
+    __m256i e[4][4];
+    for (int r = 0; r < 4; ++r)
+        for (int j = 0; j < 4; ++j) e[r][j] = _mm256_setzero_si256();
+    for (int64_t b = 0; b < nb; ++b) {
+        if (b % 2 == 0)
+            for (int r = 0; r < 4; ++r)
+                _mm_prefetch((const char *)p + (size_t)r * row + 32 * b + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
+        const int8_t *qb = q + 128 * b;
+        const __m256i q6 = _mm256_loadu_si256((const __m256i *)qb);
+        const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qb + 32));
+        const __m256i q2 = _mm256_loadu_si256((const __m256i *)(qb + 64));
+        const __m256i q0 = _mm256_loadu_si256((const __m256i *)(qb + 96));
+        for (int r = 0; r < 4; ++r) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(p + (size_t)r * row + 32 * b));
+            e[r][0] = _mm256_dpbusd_epi32(e[r][0], _mm256_and_si256(v, k6), q6);
+            e[r][1] = _mm256_dpbusd_epi32(e[r][1], _mm256_and_si256(v, k4), q4);
+            e[r][2] = _mm256_dpbusd_epi32(e[r][2], _mm256_and_si256(v, k2), q2);
+            e[r][3] = _mm256_dpbusd_epi32(e[r][3], _mm256_and_si256(v, k0), q0);
+        }
+    }
+    for (int r = 0; r < 4; ++r) {
+        const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_srai_epi32(e[r][0], 6), _mm256_srai_epi32(e[r][1], 4)),
+                                           _mm256_add_epi32(_mm256_srai_epi32(e[r][2], 2), e[r][3]));
+        out[r] = bitnet_i2s_hsum_avx2(t);
+    }
+}
+
+BITNET_I2S_T512 static void bitnet_i2s_gemv4_512(const uint8_t *w, int64_t K, const int8_t *q, int64_t m0,
+                                                 int64_t n4, int32_t *out) {
     const size_t row = (size_t)(K / 4);
-    const int64_t nb = K / 128, np = nb / 2; /* 128-weight blocks per row; pairs of them per zmm load */
     for (int64_t i = 0; i < n4; ++i) {
         const uint8_t *p = w + (size_t)(m0 + 4 * i) * row;
-        __m512i e[4][4];
-        for (int r = 0; r < 4; ++r)
-            for (int j = 0; j < 4; ++j) e[r][j] = _mm512_setzero_si512();
-        for (int64_t b2 = 0; b2 < np; ++b2) {
-            const size_t off = 64 * (size_t)b2;
-            for (int r = 0; r < 4; ++r)
-                _mm_prefetch((const char *)p + (size_t)r * row + off + BITNET_I2S_GEMV_PREFETCH, _MM_HINT_T0);
-            /* lanes 0-31: block 2·b2, lanes 32-63: block 2·b2 + 1; the activations to match */
-            const int8_t *qa = q + 256 * b2, *qb = qa + 128;
-            __m512i qv[4];
-            for (int j = 0; j < 4; ++j)
-                qv[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qa + 32 * j))),
-                                           _mm256_loadu_si256((const __m256i *)(qb + 32 * j)), 1);
-            for (int r = 0; r < 4; ++r) {
-                const __m512i v = _mm512_loadu_si512((const void *)(p + (size_t)r * row + off));
-                e[r][0] = _mm512_dpbusd_epi32(e[r][0], _mm512_and_si512(v, k6), qv[0]);
-                e[r][1] = _mm512_dpbusd_epi32(e[r][1], _mm512_and_si512(v, k4), qv[1]);
-                e[r][2] = _mm512_dpbusd_epi32(e[r][2], _mm512_and_si512(v, k2), qv[2]);
-                e[r][3] = _mm512_dpbusd_epi32(e[r][3], _mm512_and_si512(v, k0), qv[3]);
-            }
-        }
-        if (nb % 2) { /* the last block alone, in the low 256 bits */
-            const size_t off = 64 * (size_t)np;
-            const int8_t *qa = q + 256 * np;
-            __m512i qv[4];
-            for (int j = 0; j < 4; ++j)
-                qv[j] = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qa + 32 * j)));
-            for (int r = 0; r < 4; ++r) {
-                const __m512i v = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(p + (size_t)r * row + off)));
-                e[r][0] = _mm512_dpbusd_epi32(e[r][0], _mm512_and_si512(v, k6), qv[0]);
-                e[r][1] = _mm512_dpbusd_epi32(e[r][1], _mm512_and_si512(v, k4), qv[1]);
-                e[r][2] = _mm512_dpbusd_epi32(e[r][2], _mm512_and_si512(v, k2), qv[2]);
-                e[r][3] = _mm512_dpbusd_epi32(e[r][3], _mm512_and_si512(v, k0), qv[3]);
-            }
-        }
-        for (int r = 0; r < 4; ++r) {
-            const __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_srai_epi32(e[r][0], 6), _mm512_srai_epi32(e[r][1], 4)),
-                                               _mm512_add_epi32(_mm512_srai_epi32(e[r][2], 2), e[r][3]));
-            out[4 * i + r] = _mm512_reduce_add_epi32(t);
-        }
+        if ((uintptr_t)p % 64 == 0 && row % 64 == 0)
+            bitnet_i2s_gemv4_zmm(p, row, q, K / 128, out + 4 * i);
+        else
+            bitnet_i2s_gemv4_ymm(p, row, q, K / 128, out + 4 * i);
     }
 }
 
