@@ -310,6 +310,53 @@ TEST_P(Dense, Bf16RowsTimesColumnsAreTheF32DotOfTheWidenedRow) {
     }
 }
 
+// Q6_K rows × columns: every output the F32 dot of the row decoded by bitnet_q6_k_block_to_f32, bit for bit,
+// with 1..5 columns, for blocks from the quantizer and blocks of random bytes (negative scales, every code),
+// rows at an odd byte stride (the blocks are read at any alignment); the places in between untouched.
+TEST_P(Dense, Q6KRowsTimesColumnsAreTheF32DotOfTheDecodedRow) {
+    const int64_t n = GetParam() / 256 * 256;
+    if (n == 0) GTEST_SKIP() << "Q6_K needs whole 256-blocks";
+    std::mt19937 rng(1300 + (uint32_t)n);
+    const size_t a_stride = (size_t)n / 256 * 210 + 3, b_stride = (size_t)n + 3;
+    for (int64_t rows : {1, 3, 4, 5}) {
+        std::vector<uint8_t> a(a_stride * (size_t)rows);
+        std::vector<float> dec((size_t)(n * rows));
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t *row = a.data() + (size_t)r * a_stride;
+            if (r % 2 == 0) {
+                const auto x = randoms(rng, n, 1.0f);
+                std::vector<bitnet_block_q6_k> q((size_t)n / 256);
+                bitnet_error err{};
+                ASSERT_EQ(bitnet_quantize_row_q6_k(x.data(), q.data(), n, &err), BITNET_OK) << err.msg;
+                std::memcpy(row, q.data(), q.size() * 210);
+            } else {
+                for (size_t i = 0; i < (size_t)n / 256 * 210; i++) row[i] = (uint8_t)(rng() >> 24);
+                for (int64_t k = 0; k < n / 256; k++) {  // a finite fp16 d
+                    const uint16_t dh = bitnet_fp32_to_fp16((float)((int)(rng() % 2000) - 1000) * 1e-4f);
+                    std::memcpy(row + (size_t)k * 210 + 208, &dh, 2);
+                }
+            }
+            for (int64_t k = 0; k < n / 256; k++)
+                bitnet_q6_k_block_to_f32(row + (size_t)k * 210, dec.data() + (size_t)(r * n + 256 * k));
+        }
+        for (int64_t cols : {1, 2, 5}) {
+            const auto bv = randoms(rng, (int64_t)b_stride * cols, 2.0f);
+            const size_t out_stride = (size_t)rows + 1;
+            std::vector<float> out(out_stride * (size_t)cols, -12345.0f);
+            bitnet_dense_mul_q6_k(a.data(), a_stride, rows, bv.data(), b_stride, cols, n, out.data(), out_stride);
+            for (int64_t j = 0; j < cols; j++) {
+                for (int64_t r = 0; r < rows; r++) {
+                    const float want = bitnet_dense_dot_f32(dec.data() + (size_t)(r * n), bv.data() + (size_t)j * b_stride, n);
+                    ASSERT_TRUE(SameBits(out[(size_t)j * out_stride + (size_t)r], want))
+                        << "n = " << n << ", row " << r << " of " << rows << ", column " << j << " of " << cols;
+                    ASSERT_TRUE(SameBits(bitnet_dense_dot_q6_k(a.data() + (size_t)r * a_stride, bv.data() + (size_t)j * b_stride, n), want));
+                }
+                ASSERT_EQ(out[(size_t)j * out_stride + (size_t)rows], -12345.0f);
+            }
+        }
+    }
+}
+
 TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
     const int64_t n = GetParam() / 32 * 32;
     if (n == 0) GTEST_SKIP() << "the head kernels take whole 32-blocks here";
@@ -380,9 +427,17 @@ TEST_P(Dense, HeadKernelsPrepareAndMultiplyAsTheirTypeSays) {
             EXPECT_EQ(out[(size_t)j * 4 + 3], -1.0f);
         }
     }
-    // other types have no kernel of their own (their rows are converted to float first)
-    EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_Q6_K), nullptr);
+    // BF16 and Q6_K rows take the activation as it is; other types have no kernel of their own
+    for (int type : {(int)BITNET_TYPE_BF16, (int)BITNET_TYPE_Q6_K}) {
+        k = bitnet_dense_kernel_for(type);
+        ASSERT_NE(k, nullptr) << type;
+        EXPECT_EQ(k->act_bytes(n), (size_t)n * sizeof(float));
+        std::vector<float> a2((size_t)n, -1.0f);
+        k->prepare(x.data(), a2.data(), n);
+        EXPECT_EQ(0, std::memcmp(a2.data(), x.data(), (size_t)n * sizeof(float)));
+    }
     EXPECT_EQ(bitnet_dense_kernel_for(BITNET_TYPE_TL2), nullptr);
+    EXPECT_EQ(bitnet_dense_kernel_for(12), nullptr);  // Q4_K
 }
 
 // The row conversions to binary16 (the attention's query, probabilities and KV stores) give the codes of

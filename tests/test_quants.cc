@@ -179,7 +179,7 @@ TEST(Quants, TraitsTable) {
     }
     EXPECT_EQ(bitnet_type_traits_of(4), nullptr);
     EXPECT_EQ(bitnet_type_traits_of(-1), nullptr);
-    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q6_K)->dense_dot_type, BITNET_TYPE_F32);
+    EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q6_K)->dense_dot_type, BITNET_TYPE_Q6_K);
     EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_Q8_0)->dense_dot_type, BITNET_TYPE_Q8_0);
     EXPECT_EQ(bitnet_type_traits_of(BITNET_TYPE_BF16)->dense_dot_type, BITNET_TYPE_BF16);
     const int64_t shapes[][2] = {{256, 256}, {2560, 2560}, {6912, 2560}, {2560, 6912}, {32, 8640}, {3, 300}};

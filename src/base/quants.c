@@ -160,6 +160,31 @@ static float q6k_group_scale(const float *x, int8_t *L) {
     return scale;
 }
 
+void bitnet_q6_k_block_to_f32(const uint8_t *blk, float *y) {
+    const uint8_t *ql = blk, *qh = blk + 128;
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    uint16_t dh;
+    memcpy(&dh, blk + 208, 2);
+    const float d = bitnet_fp16_to_fp32(dh);
+    for (int half = 0; half < 2; half++) {
+        for (int l = 0; l < 32; l++) {
+            const int is = l / 16;
+            const int q1 = (int)((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32;
+            const int q2 = (int)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * (float)sc[is] * (float)q1;
+            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
 bitnet_status bitnet_quantize_row_q6_k(const float *x, bitnet_block_q6_k *dst, int64_t n, bitnet_error *err) {
     if (n < 0 || n % 256 != 0) {
         return bitnet_fail(err, BITNET_ERR_INVALID_ARG,

@@ -71,6 +71,13 @@ void bitnet_quantize_row_q8_0(const float *x, bitnet_block_q8_0 *dst, int64_t n)
  * or not a multiple of 256. */
 bitnet_status bitnet_quantize_row_q6_k(const float *x, bitnet_block_q6_k *dst, int64_t n, bitnet_error *err);
 
+/* The 256 values of one Q6_K block (210 bytes at blk, any alignment; bitnet_block_q6_k's layout) into y[256],
+ * by the format's definition: in each half of 128 values, for l < 32 the values l, l+32, l+64, l+96 take
+ * ql[l] & 15, ql[l+32] & 15, ql[l] >> 4, ql[l+32] >> 4 as low bits and bit pairs 0-1, 2-3, 4-5, 6-7 of
+ * qh[l] as high bits; value = (d · scales[g]) · (q − 32) in binary32, in that order (d·scales[g] is exact,
+ * the second product rounds to nearest even), g the value's 16-value group. */
+void bitnet_q6_k_block_to_f32(const uint8_t *blk, float *y);
+
 /* The activation quantizer of docs/LAYOUTS.md §1 (formats.md, I2_S activations):
  * s = 127 / max(max|x|, 1e-5); q[k] = clamp(round_half_even(x[k]*s), -127, 127). Returns s.
  * Non-finite input (not expected from a sane model) is defined, not UB: NaN entries are skipped by the

@@ -75,38 +75,12 @@ static void q8_0_to_f32(const void *row, float *dst, int64_t n) {
     }
 }
 
-/* Q6_K (bitnet_block_q6_k in quants.h, 210 bytes per 256 weights) by the format's definition: in each
- * half of 128 weights, for l < 32 the four weights l, l+32, l+64, l+96 take ql[l] & 15, ql[l+32] & 15,
- * ql[l] >> 4, ql[l+32] >> 4 as low bits and bit pairs 0-1, 2-3, 4-5, 6-7 of qh[l] as high bits;
- * value = d · scale[16-weight group] · (q − 32). Published BitNet-b1.58-2B-4T files may carry the
- * token embedding as Q6_K (formats.md). */
+/* Q6_K (bitnet_block_q6_k in quants.h, 210 bytes per 256 weights) by the format's definition, block by block
+ * (bitnet_q6_k_block_to_f32). Published BitNet-b1.58-2B-4T files may carry the token embedding as Q6_K
+ * (formats.md). */
 static void q6_k_to_f32(const void *src, float *y, int64_t n) {
     const uint8_t *row = (const uint8_t *)src;
-    for (int64_t b = 0; b < n / 256; b++) {
-        const uint8_t *ql = row + b * 210, *qh = ql + 128;
-        const int8_t *sc = (const int8_t *)(ql + 192);
-        uint16_t dh;
-        memcpy(&dh, ql + 208, 2);
-        const float d = bitnet_fp16_to_fp32(dh);
-        float *out = y + b * 256;
-        for (int half = 0; half < 2; half++) {
-            for (int l = 0; l < 32; l++) {
-                const int is = l / 16;
-                const int q1 = (int)((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32;
-                const int q2 = (int)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                out[l] = d * (float)sc[is] * (float)q1;
-                out[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                out[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                out[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-            out += 128;
-            ql += 64;
-            qh += 32;
-            sc += 8;
-        }
-    }
+    for (int64_t b = 0; b < n / 256; b++) bitnet_q6_k_block_to_f32(row + b * 210, y + b * 256);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -135,7 +109,7 @@ static const bitnet_type_traits k_types[] = {
     BLOCK(11, "Q3_K", QK_K, 32 + 64 + 12 + 2),             /* hmask, qs, scales, d */
     BLOCK(12, "Q4_K", QK_K, 2 + 2 + 12 + 128),             /* d, dmin, scales, qs */
     BLOCK(13, "Q5_K", QK_K, 2 + 2 + 12 + 32 + 128),        /* d, dmin, scales, qh, qs */
-    DENSE(14, "Q6_K", QK_K, 128 + 64 + 16 + 2, q6_k_to_f32, BITNET_TYPE_F32), /* ql, qh, scales, d */
+    DENSE(14, "Q6_K", QK_K, 128 + 64 + 16 + 2, q6_k_to_f32, BITNET_TYPE_Q6_K), /* ql, qh, scales, d */
     BLOCK(15, "Q8_K", QK_K, 4 + 256 + 32),                 /* float d, qs, int16 bsums[16] */
     BLOCK(16, "IQ2_XXS", QK_K, 2 + 64),                    /* d, qs[32] u16 */
     BLOCK(17, "IQ2_XS", QK_K, 2 + 64 + 8),                 /* d, qs, scales */

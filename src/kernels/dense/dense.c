@@ -1,4 +1,4 @@
-/* dense.c — the F16 → F32 table, the scalar F32 / F16 / BF16 / Q8_0 dot products, the choice of the F16 and
+/* dense.c — the F16 → F32 table, the scalar F32 / F16 / BF16 / Q6_K / Q8_0 dot products, the choice of the F16 and
  * Q8_0 versions for this CPU, and the output head's dense kernels per stored type (contracts in
  * dense.h; the AVX2, AVX-512 and NEON versions are in dense_avx2.c, dense_avx512.c and dense_neon.c). */
 #include "kernels/dense/dense.h"
@@ -47,6 +47,23 @@ static void mul_bf16_scalar(const uint16_t *a, size_t a_stride, int64_t n_rows, 
     for (int64_t r = 0; r < n_rows; r++)
         for (int64_t j = 0; j < n_cols; j++)
             out[(size_t)j * out_stride + (size_t)r] = bitnet_dense_dot_bf16(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
+}
+
+float bitnet_dense_dot_q6_k(const uint8_t *a, const float *b, int64_t n) {
+    float s[8] = {0}, v[256];
+    for (int64_t k = 0; k < n / 256; k++) {
+        bitnet_q6_k_block_to_f32(a + (size_t)k * 210, v);
+        for (int i = 0; i < 256; i += 8)
+            for (int l = 0; l < 8; l++) s[l] += v[i + l] * b[256 * k + i + l];
+    }
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static void mul_q6_k_scalar(const uint8_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                            int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t j = 0; j < n_cols; j++)
+            out[(size_t)j * out_stride + (size_t)r] = bitnet_dense_dot_q6_k(a + (size_t)r * a_stride, b + (size_t)j * b_stride, n);
 }
 
 static float dot_f16_scalar(const uint16_t *a, const float *b, int64_t n) {
@@ -126,6 +143,8 @@ static void (*g_mul_f16)(const uint16_t *a, size_t a_stride, int64_t n_rows, con
                          int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_f16_scalar;
 static void (*g_mul_bf16)(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                           int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_bf16_scalar;
+static void (*g_mul_q6_k)(const uint8_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                          int64_t n_cols, int64_t n, float *out, size_t out_stride) = mul_q6_k_scalar;
 static void (*g_to_f16)(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) = to_f16_scalar;
 static void (*g_round_f16_row)(const float *x, float scale, float *y, int64_t n) = round_f16_row_scalar;
 static float (*g_dot_q8_0)(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n) = dot_q8_0_scalar;
@@ -144,6 +163,7 @@ static void dense_init_once(void) {
         g_dot_q8_0 = bitnet_dense_dot_q8_0__avx2;
         g_mul_q8_0 = bitnet_dense_mul_q8_0__avx2;
         g_mul_bf16 = bitnet_dense_mul_bf16__avx2;
+        g_mul_q6_k = bitnet_dense_mul_q6_k__avx2;
         g_to_f16 = bitnet_dense_to_f16__avx2;
         g_round_f16_row = bitnet_dense_round_f16_row__avx2;
         if (bitnet_cpu_supports("avx512")) {
@@ -200,6 +220,11 @@ void bitnet_dense_mul_bf16(const uint16_t *a, size_t a_stride, int64_t n_rows, c
     g_mul_bf16(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
 }
 
+void bitnet_dense_mul_q6_k(const uint8_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                           int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    g_mul_q6_k(a, a_stride, n_rows, b, b_stride, n_cols, n, out, out_stride);
+}
+
 void bitnet_dense_to_f16(const float *x, float scale, uint16_t *h, size_t stride, int64_t n) {
     g_to_f16(x, scale, h, stride, n);
 }
@@ -232,6 +257,7 @@ static void prepare_q8_0(const float *x, void *act, int64_t n) { bitnet_quantize
 static float dot_row_f32(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f32(row, act, n); }
 static float dot_row_f16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_f16(row, act, n); }
 static float dot_row_bf16(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_bf16(row, act, n); }
+static float dot_row_q6_k(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q6_k(row, act, n); }
 static float dot_row_q8_0(const void *row, const void *act, int64_t n) { return bitnet_dense_dot_q8_0(row, act, n); }
 
 /* out[j · out_stride + r] = dot(row r, activation j) pair by pair: the F32 kernel's mul */
@@ -263,6 +289,12 @@ static void mul_bf16(const void *rows, size_t row_bytes, int64_t n_rows, const v
                           out_stride);
 }
 
+/* row_bytes in bytes; act_stride a whole number of floats (act_bytes_f32) */
+static void mul_q6_k(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
+                     int64_t n_cols, int64_t n, float *out, size_t out_stride) {
+    bitnet_dense_mul_q6_k(rows, row_bytes, n_rows, act, act_stride / sizeof(float), n_cols, n, out, out_stride);
+}
+
 /* row_bytes and act_stride are whole numbers of blocks (row sizes, act_bytes_q8_0) */
 static void mul_q8_0(const void *rows, size_t row_bytes, int64_t n_rows, const void *act, size_t act_stride,
                      int64_t n_cols, int64_t n, float *out, size_t out_stride) {
@@ -275,6 +307,7 @@ static const bitnet_dense_kernel k_kernels[] = {
     {BITNET_TYPE_F16, act_bytes_f32, prepare_f16, dot_row_f16, mul_f16}, /* activation: floats holding binary16 values */
     {BITNET_TYPE_BF16, act_bytes_f32, prepare_f32, dot_row_bf16, mul_bf16}, /* activation: the floats as they are */
     {BITNET_TYPE_Q8_0, act_bytes_q8_0, prepare_q8_0, dot_row_q8_0, mul_q8_0},
+    {BITNET_TYPE_Q6_K, act_bytes_f32, prepare_f32, dot_row_q6_k, mul_q6_k}, /* activation: the floats as they are */
 };
 
 const bitnet_dense_kernel *bitnet_dense_kernel_for(int type) {

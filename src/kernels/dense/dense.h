@@ -111,6 +111,19 @@ float bitnet_dense_dot_bf16(const uint16_t *a, const float *b, int64_t n);
 void bitnet_dense_mul_bf16(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                            int64_t n_cols, int64_t n, float *out, size_t out_stride);
 
+/* Σ v[i]·b[i] for the values v of n/256 Q6_K blocks at a (bitnet_q6_k_block_to_f32, any alignment) and a float
+ * vector b[n]: exactly bitnet_dense_dot_f32 of the decoded row and b (eight lane sums, the same tree), so a
+ * Q6_K row gives the bits of its decoded F32 copy. */
+float bitnet_dense_dot_q6_k(const uint8_t *a, const float *b, int64_t n);
+
+/* out[j · out_stride + r] = bitnet_dense_dot_q6_k(a + r · a_stride, b + j · b_stride, n) for r < n_rows and
+ * j < n_cols (a_stride in bytes), each result the single dot's float. The AVX2 version decodes each block
+ * into 256 floats on the stack with vector shifts and masks (the same two binary32 products per value) and
+ * multiplies them into up to four columns at once, each row prefetched 1 KiB ahead: the Q6_K output head,
+ * without a decoded copy of each row in memory. */
+void bitnet_dense_mul_q6_k(const uint8_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                           int64_t n_cols, int64_t n, float *out, size_t out_stride);
+
 /* Q8_0 × Q8_0 dot product of n/32 blocks: Σ_blocks (float)(Σ qa·qb) · (da·db), blocks in order
  * (ggml's Q8_0 vec_dot definition). The integer block sums are exact (|Σ| ≤ 32·128·127 < 2^24, so the
  * conversion to float is exact too); only the float steps round, and every version performs the same
@@ -141,8 +154,8 @@ typedef struct bitnet_dense_kernel {
                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 } bitnet_dense_kernel;
 
-/* The kernel for rows of `type` (F32, F16, BF16, Q8_0), NULL for other types: their rows are converted to
- * float first (bitnet_row_to_f32) and use the F32 kernel (the type's dense_dot_type in base/types.h). */
+/* The kernel for rows of `type` (F32, F16, BF16, Q8_0, Q6_K), NULL for other types: their rows are converted
+ * to float first (bitnet_row_to_f32) and use the F32 kernel (the type's dense_dot_type in base/types.h). */
 const bitnet_dense_kernel *bitnet_dense_kernel_for(int type);
 
 #ifdef __cplusplus

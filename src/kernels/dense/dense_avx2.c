@@ -397,6 +397,72 @@ __attribute__((target("avx2"))) void bitnet_dense_mul_bf16__avx2(const uint16_t 
         }
     }
 }
+/* One Q6_K block (210 bytes at blk) into v[256] as bitnet_q6_k_block_to_f32 does: per half, the 32 low-bit
+ * bytes ql[0..31], ql[32..63] and the 32 high-bit bytes qh give the four quarters' codes with byte masks
+ * (16-bit shifts only move bits that the masks then drop); q − 32 widened to int32 and to float, times
+ * d·scales[g] (exact) in one rounding, as the scalar decoder's second product. */
+__attribute__((target("avx2"))) static inline void q6_k_block_avx2(const uint8_t *blk, float *v) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    uint16_t dh;
+    memcpy(&dh, blk + 208, 2);
+    const float d = bitnet_fp16_to_fp32(dh);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+        const __m256i L0 = _mm256_loadu_si256((const __m256i *)ql), L1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i H = _mm256_loadu_si256((const __m256i *)qh);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(H, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+        for (int k = 0; k < 4; k++) {
+            const __m256i c = _mm256_sub_epi8(q[k], k32);
+            const __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
+            const __m256 s0 = _mm256_set1_ps(d * (float)sc[8 * h + 2 * k]), s1 = _mm256_set1_ps(d * (float)sc[8 * h + 2 * k + 1]);
+            float *o = v + 128 * h + 32 * k;
+            _mm256_storeu_ps(o, _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+            _mm256_storeu_ps(o + 8, _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+            _mm256_storeu_ps(o + 16, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+            _mm256_storeu_ps(o + 24, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+        }
+    }
+}
+
+/* bitnet_dense_mul_q6_k (dense.h): per row and group of up to four columns, each block decoded once into
+ * 256 floats on the stack and multiplied into the columns' eight-lane sums (separate multiply and add, in
+ * the order of bitnet_dense_dot_f32 over the decoded row), the next blocks of the row prefetched. */
+__attribute__((target("avx2"))) void bitnet_dense_mul_q6_k__avx2(const uint8_t *a, size_t a_stride, int64_t n_rows,
+                                                                 const float *b, size_t b_stride, int64_t n_cols,
+                                                                 int64_t n, float *out, size_t out_stride) {
+    _Alignas(32) float v[256];
+    const int64_t nb = n / 256;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *ar = a + (size_t)r * a_stride;
+        for (int64_t j0 = 0; j0 < n_cols; j0 += 4) {
+            const int C = (int)(n_cols - j0 < 4 ? n_cols - j0 : 4);
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int64_t k = 0; k < nb; k++) {
+                const char *pf = (const char *)ar + (size_t)k * 210 + 1024;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                _mm_prefetch(pf + 192, _MM_HINT_T0);
+                q6_k_block_avx2(ar + (size_t)k * 210, v);
+                for (int c = 0; c < C; c++) {
+                    const float *bc = b + (size_t)(j0 + c) * b_stride + 256 * k;
+                    for (int i = 0; i < 256; i += 8)
+                        acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_load_ps(v + i), _mm256_loadu_ps(bc + i)));
+                }
+            }
+            for (int c = 0; c < C; c++) {
+                float s[8];
+                _mm256_storeu_ps(s, acc[c]);
+                out[(size_t)(j0 + c) * out_stride + (size_t)r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+            }
+        }
+    }
+}
 #else
 typedef int bitnet_dense_avx2_not_built; /* keeps the translation unit non-empty */
 #endif

@@ -53,6 +53,8 @@ void bitnet_dense_mul_f16__avx2(const uint16_t *a, size_t a_stride, int64_t n_ro
                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 void bitnet_dense_mul_bf16__avx2(const uint16_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
                                  int64_t n_cols, int64_t n, float *out, size_t out_stride);
+void bitnet_dense_mul_q6_k__avx2(const uint8_t *a, size_t a_stride, int64_t n_rows, const float *b, size_t b_stride,
+                                 int64_t n_cols, int64_t n, float *out, size_t out_stride);
 float bitnet_dense_dot_q8_0__avx2(const bitnet_block_q8_0 *a, const bitnet_block_q8_0 *b, int64_t n);
 void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride, int64_t n_rows, const bitnet_block_q8_0 *b,
                                  size_t b_stride, int64_t n_cols, int64_t n, float *out, size_t out_stride);
