@@ -38,6 +38,7 @@ extern "C" {
 #include "base/quants.h"
 #if defined(__x86_64__)
 #include "kernels/lut/tl2_avx512.h"
+#include "kernels/lut/tl2_i8.h"
 #endif
 }
 
@@ -1099,3 +1100,113 @@ TEST(Avx512Tl2, SelectedByDefaultAndCappedByBitnetIsa) {
 #else
 TEST(Avx512Tl2, AllKernelsWithoutVbmi) { GTEST_SKIP() << "not an x86-64 build: no avx512 TL2 kernels"; }
 #endif
+
+// ---- the int8 batch kernel on TL2 bytes (tl2_i8.h) -------------------------------------------------
+
+// Every TL2 shape of the registry (kernels and tables) and the odd TL2 shapes above, against
+// bitnet_ref_gemm_rows on sampled tiles: random weights and activations at column counts that leave every
+// register-block remainder (1..8 columns per block) and span K slices; then all +1 / all −1 weights against
+// columns of +127 and −128 (the largest sums), and padding between the columns' accumulators untouched.
+std::vector<Shape> tl2_shapes_all() {
+    std::set<std::tuple<int64_t, int64_t, int, int, int>> seen;
+    std::vector<Shape> v;
+    auto add = [&](const Shape &s) {
+        if (s.type == BITNET_TYPE_TL2 && seen.insert({s.M, s.K, s.tiles.BM, s.tiles.BK, s.tiles.bm}).second)
+            v.push_back(s);
+    };
+    for (const Shape &s : kernel_shapes()) add(s);
+    for (size_t i = 0; i < bitnet_lut_n_tables; i++) {
+        const bitnet_lut_table &t = bitnet_lut_tables[i];
+        for (size_t j = 0; j < t.n_entries; j++) add(Shape{t.type, t.entries[j].M, t.entries[j].K, t.entries[j].tiles});
+    }
+    const Shape odd[] = {{BITNET_TYPE_TL2, 32, 256, {32, 96, 32}},  {BITNET_TYPE_TL2, 64, 352, {64, 96, 32}},
+                         {BITNET_TYPE_TL2, 96, 288, {32, 24, 32}},  {BITNET_TYPE_TL2, 32, 480, {32, 240, 32}},
+                         {BITNET_TYPE_TL2, 64, 272, {64, 240, 32}}, {BITNET_TYPE_TL2, 32, 264, {32, 168, 32}},
+                         {BITNET_TYPE_TL2, 64, 4096, {64, 168, 32}}, {BITNET_TYPE_TL2, 32, 464, {32, 240, 32}},
+                         {BITNET_TYPE_TL2, 32, 9216, {32, 192, 32}}};
+    for (const Shape &s : odd) add(s);
+    return v;
+}
+
+void check_tl2_i8(const Shape &s, const Weight &w, int64_t tile, const Acts &a) {
+    const int64_t BM = s.tiles.BM, K = s.K, N = a.n_cols;
+    const bitnet_lut_shape sh = s.sh();
+    std::vector<int32_t> qsum((size_t)N, 0);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) qsum[(size_t)n] += a.q[(size_t)(n * K + k)];
+    const size_t stride = (size_t)BM + 16;
+    const int32_t guard = 0x5A5A5A5A;
+    std::vector<int32_t> acc(stride * (size_t)N, guard), ref((size_t)(N * BM));
+    ASSERT_TRUE(bitnet_tl2_i8_gemm(&sh, w.packed->data(), tile, a.q.data(), (size_t)K, qsum.data(), N, acc.data(),
+                                   stride));
+    bitnet_ref_gemm_rows(BITNET_TYPE_TL2, w.packed->data(), &sh, a.q.data(), N, tile * BM, (tile + 1) * BM,
+                         ref.data());
+    int64_t bad = 0;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t i = 0; i < BM; i++) {
+            const int32_t got = acc[(size_t)n * stride + (size_t)i], want = ref[(size_t)(n * BM + i)];
+            if (got != want && bad++ < 5)
+                ADD_FAILURE() << "tile " << tile << " column " << n << " row " << i << ": " << got << " != " << want;
+        }
+        for (size_t i = (size_t)BM; i < stride; i++)
+            if (acc[(size_t)n * stride + i] != guard && bad++ < 5) ADD_FAILURE() << "padding written, column " << n;
+    }
+    EXPECT_EQ(bad, 0) << s.label() << " tile " << tile << " N " << N;
+}
+
+TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
+    if (!bitnet_tl2_i8_available()) GTEST_SKIP() << "no AVX-512 VNNI here (or BITNET_ISA caps it)";
+    uint32_t seed = 7100;
+    for (const Shape &s : tl2_shapes_all()) {
+        SCOPED_TRACE(s.label());
+        std::vector<int64_t> tiles = sample_tiles(s);
+        if (!s.small()) tiles = {tiles.front(), tiles.back()};
+        const Weight w = make_weight(s, tiles, Fill::Random, seed);
+        const std::vector<int64_t> cols = s.small() ? std::vector<int64_t>{1, 3, 8, 9, 17, 40}
+                                                    : std::vector<int64_t>{5, 16};
+        for (int64_t t : tiles)
+            for (int64_t N : cols) check_tl2_i8(s, w, t, quantize(make_acts(s.K, N, seed + (uint32_t)N, N / 2), s.K));
+        seed += 10;
+    }
+}
+
+TEST(Tl2Int8, ExtremeWeightsAndActivations) {
+    if (!bitnet_tl2_i8_available()) GTEST_SKIP() << "no AVX-512 VNNI here (or BITNET_ISA caps it)";
+    const Shape shapes[] = {{BITNET_TYPE_TL2, 64, 4096, {64, 168, 32}}, {BITNET_TYPE_TL2, 32, 464, {32, 240, 32}}};
+    for (const Shape &s : shapes)
+        for (Fill f : {Fill::PlusOne, Fill::MinusOne, Fill::Zero}) {
+            const Weight w = make_weight(s, {s.n_tiles() - 1}, f, 1);
+            Acts a;
+            a.K = s.K;
+            a.n_cols = 3;
+            a.q.resize((size_t)(3 * s.K));
+            for (int64_t k = 0; k < s.K; k++) {
+                a.q[(size_t)k] = 127;
+                a.q[(size_t)(s.K + k)] = -128;
+                a.q[(size_t)(2 * s.K + k)] = (int8_t)(k % 2 ? 127 : -128);
+            }
+            check_tl2_i8(s, w, s.n_tiles() - 1, a);
+        }
+}
+
+TEST(Tl2Int8, RefusesWhatItDoesNotTake) {
+    const Shape s{BITNET_TYPE_TL2, 32, 256, {32, 96, 32}};
+    bitnet_lut_shape sh = s.sh();
+    std::vector<uint8_t> w(bitnet_tl2_nbytes(s.M, s.K));
+    std::vector<int8_t> q((size_t)s.K);
+    int32_t qsum = 0, acc[32];
+    sh.bm = 64;
+    EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 32));
+    sh = s.sh();
+    EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 16));
+    EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 0, acc, 32));
+    const char *was = getenv("BITNET_ISA");
+    const std::string saved = was ? was : "";
+    setenv("BITNET_ISA", "avx2", 1);
+    EXPECT_FALSE(bitnet_tl2_i8_available());
+    EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 32));
+    if (was)
+        setenv("BITNET_ISA", saved.c_str(), 1);
+    else
+        unsetenv("BITNET_ISA");
+}

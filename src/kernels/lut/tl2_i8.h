@@ -1,0 +1,37 @@
+/* tl2_i8.h — the int8 product read straight from TL2 bytes (docs/LAYOUTS.md §4): the batch kernel of a TL2
+ * weight, so that a model repacked from I2_S to TL2 keeps one copy of its ternary weights. The LUT
+ * kernels (lut.h) build one qlut per activation column, which pays for one or a few columns; for many
+ * columns this kernel decodes each 32-row micro tile's weights once into registers-ready codes and
+ * multiplies them by every column's int8 activations (AVX-512 VNNI vpdpbusd, rows in lanes). */
+#ifndef BITNET_TL2_I8_H
+#define BITNET_TL2_I8_H
+
+#include "base/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* true when bitnet_tl2_i8_gemm runs here: an x86-64 build on a CPU with AVX-512 F/BW/VL/VNNI that
+ * bitnet_cpu_supports("avx512") accepts (so BITNET_ISA=avx2 or lower makes it false). */
+bool bitnet_tl2_i8_available(void);
+
+/* true when bitnet_tl2_i8_gemm takes this TL2 shape here: bitnet_tl2_i8_available() and tiles of the TL2 rules
+ * (bm = 32, BM % 32 == 0, BK % 24 == 0, two_k % 32 == 0). */
+bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh);
+
+/* One BM-row tile of a TL2 weight (tiles sh->BM/BK/bm, bm = 32) times n_cols int8 columns:
+ *   acc[n·acc_stride + i] = Σ_k w[tile·BM + i][k] · q[n·q_stride + k]   (i < BM, n < n_cols; written)
+ * w: the packed tensor base (LAYOUTS.md §4); q: per column K int8 values (LAYOUTS.md §1, the I2_S path's
+ * activations), any alignment; qsum[n] = Σ_k q[n·q_stride + k] (the kernel multiplies codes w + 1 and
+ * subtracts it). acc_stride ≥ BM. The sums are the exact integers bitnet_ref_gemm gives (|Σ| ≤ 127·K).
+ * Call only when bitnet_tl2_i8_supports(sh); otherwise (or with a NULL pointer, n_cols < 1, acc_stride < BM)
+ * it writes nothing and returns false. */
+bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
+                        size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
