@@ -21,6 +21,7 @@
 
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
+#include "kernels/lut/tl2_i8.h"
 #include "runtime/kchoice.h"
 #include "runtime/lut_host.h"
 #include "kernels/lut/pack.h"
@@ -908,12 +909,20 @@ TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {
             std::string msg;
             ASSERT_EQ(transform_weight(*S, type, &tiles, &msg), BITNET_OK) << msg;
             ASSERT_EQ(transform_weight(*T, type, &tiles, &msg), BITNET_OK) << msg;
-            ASSERT_EQ(S->t.extra->i2s_codes, (const uint8_t *)S->t.data);
+            // TL2 with the AVX-512 int8 kernel on its bytes: both weights take it and no I2_S bytes are kept;
+            // otherwise the weight from I2_S keeps its bytes and the stored one runs the LUT path only
+            const bool on_tl2 = type == BITNET_TYPE_TL2 && bitnet_tl2_i8_supports(&S->t.extra->shape);
+            ASSERT_EQ(S->t.extra->int8_on_tl2, on_tl2);
+            ASSERT_EQ(T->t.extra->int8_on_tl2, on_tl2);
+            ASSERT_EQ(S->t.extra->i2s_codes, on_tl2 ? nullptr : (const uint8_t *)S->t.data);
             ASSERT_EQ(S->t.extra->i2s_min_cols, threshold);
             ASSERT_EQ(T->t.extra->i2s_codes, nullptr);
-            EXPECT_FALSE(bitnet_lut_uses_i2s(S->t.extra, threshold - 1));
-            EXPECT_TRUE(bitnet_lut_uses_i2s(S->t.extra, threshold));
-            EXPECT_FALSE(bitnet_lut_uses_i2s(T->t.extra, 40));
+            EXPECT_FALSE(bitnet_lut_uses_int8(S->t.extra, threshold - 1));
+            EXPECT_TRUE(bitnet_lut_uses_int8(S->t.extra, threshold));
+            EXPECT_EQ(bitnet_lut_uses_int8(T->t.extra, 40), on_tl2);
+            if (on_tl2) {
+                EXPECT_FALSE(bitnet_lut_uses_int8(T->t.extra, threshold - 1));
+            }
             for (int64_t N = 1; N <= 40; ++N) {
                 const std::vector<float> xn(x.begin(), x.begin() + N * sh.K);
                 const Expected e = expected_product(w, sh.M, sh.K, scale, xn, N);
@@ -933,8 +942,9 @@ TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {
         add_default_tiles(c);
         auto S = make_weight(BITNET_TYPE_I2_S, random_ternary(64 * 256, 9), 64, 256, {0, 0, 0}, 0.5f);
         ASSERT_EQ(transform_weight(*S, BITNET_TYPE_TL2, &c.tl2, nullptr), BITNET_OK);
-        EXPECT_NE(S->t.extra->i2s_codes, nullptr);
-        EXPECT_FALSE(bitnet_lut_uses_i2s(S->t.extra, 1 << 20));
+        EXPECT_EQ(S->t.extra->i2s_codes != nullptr, !S->t.extra->int8_on_tl2);
+        EXPECT_TRUE(bitnet_lut_has_int8(S->t.extra));
+        EXPECT_FALSE(bitnet_lut_uses_int8(S->t.extra, 1 << 20));
     }
     // the environment variable is read when the threshold goes back to its default; bad values are ignored
     ASSERT_EQ(setenv("BITNET_LUT_I2S_MIN_COLS", "7", 1), 0);
@@ -1102,15 +1112,16 @@ TEST_F(LutHost, KernelChoiceMeasuresBothKernels) {
         EXPECT_GT(kc.seconds, 0.0);
         for (auto *t : ts) EXPECT_EQ(t->extra->i2s_min_cols, 3);
     }
-    // refused: a weight stored as TL2 (no I2_S bytes), and one of another shape
-    auto T = make_weight(BITNET_TYPE_TL2, random_ternary(M * K, 50), M, K, c.tl2, 0.25f);
-    ASSERT_EQ(transform_weight(*T, BITNET_TYPE_TL2, &c.tl2, nullptr), BITNET_OK);
-    std::snprintf(T->t.name, sizeof T->t.name, "stored-tl2");
+    // refused: a weight stored as TL1 (no int8 path)
+    auto T = make_weight(BITNET_TYPE_TL1, random_ternary(M * K, 50), M, K, c.tl1, 0.25f);
+    ASSERT_EQ(transform_weight(*T, BITNET_TYPE_TL1, &c.tl1, nullptr), BITNET_OK);
+    ASSERT_FALSE(bitnet_lut_has_int8(T->t.extra));
+    std::snprintf(T->t.name, sizeof T->t.name, "stored-tl1");
     bitnet_tensor *bad[2] = {ts[0], &T->t};
     bitnet_kchoice kc;
     bitnet_error err{};
     EXPECT_EQ(bitnet_kchoice_measure(bad, 2, pool(1), &kc, &err), BITNET_ERR_INVALID_ARG);
-    EXPECT_NE(std::string(err.msg).find("stored-tl2"), std::string::npos) << err.msg;
+    EXPECT_NE(std::string(err.msg).find("stored-tl1"), std::string::npos) << err.msg;
     bitnet_lut_set_i2s_min_cols(-1);
     if (!getenv("BITNET_LUT_I2S_MIN_COLS")) {
         EXPECT_FALSE(bitnet_lut_i2s_min_cols_fixed());

@@ -270,14 +270,17 @@ typedef struct transform_run {
     _Atomic int next; /* the next job to take */
 } transform_run;
 
-/* A TL1/TL2 weight repacked from I2_S bytes in the file's mapping keeps a pointer to them for the prompt
- * path (bitnet_lut_uses_i2s). While its threshold is 0 no product reads them, so their pages leave the
- * process's resident set (bitnet_gguf_release: the mapping stays valid, and a later read, after a context
- * raised the threshold, pages them in again from the file); the model then holds one copy of its ternary
- * weights, the repacked one. Bytes outside the mapping (an I2_S copy rewritten at load) are left alone. */
-static void release_unread_i2s(const bitnet_gguf *g, const bitnet_tensor_extra *ex) {
-    if (!ex || ex->type == BITNET_TYPE_I2_S || !ex->i2s_codes || ex->i2s_min_cols > 0) return;
-    bitnet_gguf_release(g, ex->i2s_codes, bitnet_i2s_nbytes(ex->shape.M, ex->shape.K));
+/* A TL1/TL2 weight repacked from I2_S bytes in the file's mapping reads those bytes no more once repacked, unless
+ * it keeps them for the prompt path (i2s_codes, bitnet_lut_uses_int8) with a threshold above 0. The pages of
+ * bytes no product reads leave the process's resident set (bitnet_gguf_release: the mapping stays valid, and
+ * a later read, after a context raised the threshold, pages them in again from the file); the model then holds
+ * one copy of its ternary weights, the repacked one. Bytes outside the mapping (an I2_S copy rewritten at
+ * load) are left alone. */
+static void release_unread_i2s(const bitnet_gguf *g, const bitnet_tensor *t) {
+    const bitnet_tensor_extra *ex = t ? t->extra : NULL;
+    if (!ex || t->type != BITNET_TYPE_I2_S || ex->type == BITNET_TYPE_I2_S || (ex->i2s_codes && ex->i2s_min_cols > 0))
+        return;
+    bitnet_gguf_release(g, t->data, bitnet_i2s_nbytes(ex->shape.M, ex->shape.K));
 }
 
 /* A job's transform (its status in j->st, the message in err), and a weight the host attached nothing to is
@@ -287,7 +290,7 @@ static bitnet_status transform_one(transform_job *j, bitnet_error *err) {
     if (j->st == BITNET_OK && !j->w->t.extra)
         j->st = bitnet_fail(err, BITNET_ERR_UNSUPPORTED, "%s: tensor '%s': the LUT host attached no weights", j->path,
                             j->w->t.name);
-    if (j->st == BITNET_OK) release_unread_i2s(j->g, j->w->t.extra);
+    if (j->st == BITNET_OK) release_unread_i2s(j->g, &j->w->t);
     return j->st;
 }
 
@@ -519,8 +522,8 @@ static void write_summary(bitnet_model *m, int target, const bitnet_lut_table *t
     bitnet_model_summary_batch(m);
 }
 
-/* The batch part of m->summary after its LUT part (model_internal.h): which products run the I2_S int8
- * kernel on weights that have their I2_S bytes, from the thresholds now in their extras. */
+/* The batch part of m->summary after its LUT part (model_internal.h): which products run the int8 kernel (the
+ * I2_S one on the weights' I2_S bytes, or the one on their TL2 bytes), from the thresholds now in their extras. */
 void bitnet_model_summary_batch(bitnet_model *m) {
     char *o = m->summary;
     const size_t left = sizeof m->summary;
@@ -528,13 +531,14 @@ void bitnet_model_summary_batch(bitnet_model *m) {
     o[len] = '\0';
     /* distinct thresholds in ascending order, with their weight counts; 0 (never) counted apart */
     int64_t th[8];
-    int cnt[8], n_th = 0, n_never = 0, n_with = 0;
+    int cnt[8], n_th = 0, n_never = 0, n_with = 0, n_tl2 = 0;
     for (int32_t l = m->l_begin; l < m->l_end; l++) {
         for (int p = 0; p < N_PROJ; p++) {
             const weight *w = layer_proj(&m->layers[l], p);
             const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
-            if (!ex || ex->type == BITNET_TYPE_I2_S || !ex->i2s_codes) continue;
+            if (!bitnet_lut_has_int8(ex)) continue;
             n_with++;
+            n_tl2 += ex->int8_on_tl2;
             if (ex->i2s_min_cols <= 0) {
                 n_never++;
                 continue;
@@ -550,13 +554,18 @@ void bitnet_model_summary_batch(bitnet_model *m) {
             }
         }
     }
+    /* every TL2 weight of a model has the same int8 path (bitnet_lut_transform_tensor decides it per CPU) */
+    char kern[64];
+    if (n_tl2 > 0)
+        snprintf(kern, sizeof kern, "the int8 kernel on the TL2 bytes (avx512)");
+    else
+        snprintf(kern, sizeof kern, "the I2_S int8 kernel (%s)", bitnet_i2s_isa());
     int r = 0;
     if (n_th == 1 && n_never == 0) {
-        r = snprintf(o + len, left - len,
-                     "; products of >= %lld columns%s run the I2_S int8 kernel (%s) on %d weights", (long long)th[0],
-                     th[0] > 1 ? " (prompt batches)" : " (every product)", bitnet_i2s_isa(), n_with);
+        r = snprintf(o + len, left - len, "; products of >= %lld columns%s run %s on %d weights", (long long)th[0],
+                     th[0] > 1 ? " (prompt batches)" : " (every product)", kern, n_with);
     } else if (n_th > 0) {
-        r = snprintf(o + len, left - len, "; the I2_S int8 kernel (%s) runs products of >= N columns:", bitnet_i2s_isa());
+        r = snprintf(o + len, left - len, "; %s runs products of >= N columns:", kern);
         for (int i = 0; i < n_th && r >= 0 && len + (size_t)r < left; i++)
             r += snprintf(o + len + (size_t)r, left - len - (size_t)r, "%s N >= %lld on %d weights", i ? "," : "",
                           (long long)th[i], cnt[i]);
@@ -575,9 +584,9 @@ void bitnet_model_summary_batch(bitnet_model *m) {
 static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, int nth, char *note, size_t cap,
                                         bitnet_error *err);
 
-/* The weights of m with I2_S bytes of the same layout, shape and tiles as w0's. */
+/* Two weights with an int8 path (bitnet_lut_has_int8) of the same layout, shape, tiles and int8 kernel. */
 static bool same_group(const bitnet_tensor_extra *a, const bitnet_tensor_extra *b) {
-    return a->type == b->type && a->shape.M == b->shape.M && a->shape.K == b->shape.K && a->shape.BM == b->shape.BM &&
+    return a->type == b->type && a->int8_on_tl2 == b->int8_on_tl2 && a->shape.M == b->shape.M && a->shape.K == b->shape.K && a->shape.BM == b->shape.BM &&
            a->shape.BK == b->shape.BK && a->shape.bm == b->shape.bm;
 }
 
@@ -617,7 +626,7 @@ static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, 
         for (int p = 0; p < N_PROJ; p++) {
             const weight *w = layer_proj(&m->layers[l], p);
             const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
-            if (ex && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes) n++;
+            if (bitnet_lut_has_int8(ex)) n++;
         }
     if (n == 0) return BITNET_OK;
     bitnet_tensor **all = bitnet_malloc((size_t)n * sizeof *all), **grp = bitnet_malloc((size_t)n * sizeof *grp);
@@ -631,7 +640,7 @@ static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, 
         for (int p = 0; p < N_PROJ; p++) {
             weight *w = layer_proj(&m->layers[l], p);
             const bitnet_tensor_extra *ex = w->lut ? w->t.extra : NULL;
-            if (ex && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes) all[n++] = &w->t;
+            if (bitnet_lut_has_int8(ex)) all[n++] = &w->t;
         }
     char path_buf[1024], key[512];
     const char *path = bitnet_kchoice_cache_path(path_buf, sizeof path_buf);
@@ -651,6 +660,7 @@ static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, 
         memset(&c, 0, sizeof c);
         c.type = ex->type, c.M = ex->shape.M, c.K = ex->shape.K;
         c.BM = ex->shape.BM, c.BK = ex->shape.BK, c.bm = ex->shape.bm, c.n_threads = nth;
+        c.int8_on_tl2 = ex->int8_on_tl2;
         bitnet_kchoice_key(&c, ex->impl.name, key, sizeof key);
         int64_t v = 0;
         if (!bitnet_kchoice_cache_get(path, key, &v)) {
@@ -668,7 +678,7 @@ static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, 
         }
         for (int j = 0; j < g; j++) {
             grp[j]->extra->i2s_min_cols = v;
-            release_unread_i2s(m->gguf, grp[j]->extra); /* the measurement may have read them */
+            release_unread_i2s(m->gguf, grp[j]); /* the measurement may have read them */
         }
         n_shapes++;
     }

@@ -325,9 +325,9 @@ bitnet_status bitnet_context_arena_bytes(const bitnet_model *m, const bitnet_con
 void bitnet_context_free(bitnet_context *c); /* NULL is fine */
 int32_t bitnet_context_n_ctx(const bitnet_context *c);
 int32_t bitnet_context_n_threads(const bitnet_context *c);
-/* What creating the context did about the kernel choice per batch size: a TL1/TL2 model repacked
- * from an I2_S file can run a product of N columns with the LUT kernel or the I2_S int8 kernel (same
- * results); creation measures on this CPU, with the context's threads, from which N the int8 kernel
+/* What creating the context did about the kernel choice per batch size: a TL2 model (with AVX-512 VNNI) or
+ * a TL1/TL2 model repacked from an I2_S file can run a product of N columns with the LUT kernel or an int8
+ * kernel (same results; lut_host.h); creation measures on this CPU, with the context's threads, from which N the int8 kernel
  * is faster for each weight shape, or reads that from the cache file of an earlier run
  * (runtime/kchoice.h: BITNET_KERNEL_CACHE, else $XDG_CACHE_HOME/bitnet or ~/.cache/bitnet/kernel-choice.txt),
  * and the model uses it from then on (bitnet_model_kernel_summary shows it). Only a context created while

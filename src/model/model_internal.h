@@ -106,7 +106,7 @@ struct bitnet_model {
  * bitnet_model_choose_kernels changed them). */
 void bitnet_model_summary_batch(bitnet_model *m);
 
-/* Replace the transform-time I2_S thresholds of m's TL1/TL2 weights that have I2_S bytes by the
+/* Replace the transform-time int8 thresholds of m's TL1/TL2 weights that have an int8 path by the
  * crossover measured on this CPU with tp's thread count (runtime/kchoice.h), per (layout, shape, tiles):
  * read from the cache file when it holds the key, else measured (on private copies of the weights) and
  * recorded. Only a context created while no other context of m is alive (`alone`) changes them, so no

@@ -106,11 +106,11 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
     const bitnet_tensor_extra *e0 = weights[0]->extra;
     for (int i = 0; i < n_weights; i++) {
         const bitnet_tensor_extra *e = weights[i]->extra;
-        if (!e || e->type == BITNET_TYPE_I2_S || !e->i2s_codes || e->type != e0->type ||
+        if (!bitnet_lut_has_int8(e) || e->type != e0->type || e->int8_on_tl2 != e0->int8_on_tl2 ||
             e->shape.M != e0->shape.M || e->shape.K != e0->shape.K || e->shape.BM != e0->shape.BM ||
             e->shape.BK != e0->shape.BK || e->shape.bm != e0->shape.bm)
             return bitnet_fail(err, BITNET_ERR_INVALID_ARG,
-                               "bitnet_kchoice_measure: weight %s is not a TL1/TL2 weight with I2_S bytes of the "
+                               "bitnet_kchoice_measure: weight %s is not a TL1/TL2 weight with an int8 path of the "
                                "shape of %s", weights[i]->name, weights[0]->name);
     }
     memset(out, 0, sizeof *out);
@@ -253,8 +253,8 @@ static void kc_cpu_name(char *buf, size_t cap) {
 const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, char *buf, size_t cap) {
     char cpu[128];
     kc_cpu_name(cpu, sizeof cpu);
-    snprintf(buf, cap, "v1|%s|%s|i2s-%s|%s|%lldx%lld|%lld,%lld,%lld|t%d", cpu, lut_kernel ? lut_kernel : "?",
-             bitnet_i2s_isa(), bitnet_type_name(c->type), (long long)c->M, (long long)c->K, (long long)c->BM,
+    snprintf(buf, cap, "v2|%s|%s|%s-%s|%s|%lldx%lld|%lld,%lld,%lld|t%d", cpu, lut_kernel ? lut_kernel : "?",
+             c->int8_on_tl2 ? "tl2i8" : "i2s", c->int8_on_tl2 ? "avx512" : bitnet_i2s_isa(), bitnet_type_name(c->type), (long long)c->M, (long long)c->K, (long long)c->BM,
              (long long)c->BK, (long long)c->bm, c->n_threads);
     for (char *p = buf; *p; p++)
         if (*p <= ' ' || *p > '~') *p = '_';

@@ -1,12 +1,12 @@
-/* kchoice.h — which kernel runs a product of N activation columns on a TL1/TL2 weight that also has
- * its I2_S bytes (a model loaded from an I2_S file and repacked at load): the LUT kernel or the I2_S
- * int8 kernel. Both give the same int32 sums Σ w·q and the same floats (lut_host.h), so the choice
- * changes speed only, never a token.
+/* kchoice.h — which kernel runs a product of N activation columns on a TL1/TL2 weight that has an int8
+ * path (bitnet_lut_has_int8: the int8 kernel on its TL2 bytes with AVX-512 VNNI, else its I2_S bytes kept
+ * from an I2_S file): the LUT kernel or the int8 kernel. Both give the same int32 sums Σ w·q and the same
+ * floats (lut_host.h), so the choice changes speed only, never a token.
  *
- * The choice is a crossover per weight shape, tiles and thread count: the I2_S kernel runs products
+ * The choice is a crossover per weight shape, tiles and thread count: the int8 kernel runs products
  * of N >= i2s_min_cols columns (0: never). It is measured on this CPU, on the model's own weights,
  * with the context's thread pool (bitnet_kchoice_measure), and recorded in a cache file so that the
- * next run on the same CPU model, kernel name and ISA cap reads it instead (bitnet_kchoice_cache_*).
+ * next run on the same CPU model, kernel names and ISA cap reads it instead (bitnet_kchoice_cache_*).
  * The key holds no build id: after changing a kernel, delete the file (or point BITNET_KERNEL_CACHE
  * elsewhere) to measure again. Measuring
  * GEMV (N = 1) on the model's own weights, rotating over every layer's copy of the shape, reads
@@ -39,6 +39,7 @@ typedef struct bitnet_kchoice {
     int64_t M, K;
     int64_t BM, BK, bm;       /* the LUT tiles */
     int n_threads;
+    bool int8_on_tl2;         /* the int8 path is bitnet_tl2_i8_gemm on the TL2 bytes, not the I2_S kernel */
     int n_points;             /* 0 when read from the cache (only the crossover is stored) */
     bitnet_kchoice_point pts[BITNET_KCHOICE_MAX_POINTS];
     int64_t i2s_min_cols;     /* the crossover: I2_S for N >= this; 0 = the LUT kernel for every N */
@@ -61,7 +62,7 @@ int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
  * products for N = 4 and 8, one for N >= 16, one per weight for N <= 2, so that GEMV reads them from DRAM when they
  * exceed the caches); fills out including the crossover. The products run on private copies of the
  * tensors and their extras: nothing of the weights changes, so contexts may decode meanwhile. With the environment variable BITNET_KERNEL_CHOICE_LOG=1 the times and the crossover are
- * printed on stderr. Errors: BITNET_ERR_INVALID_ARG (a weight without I2_S bytes or of another shape),
+ * printed on stderr. Errors: BITNET_ERR_INVALID_ARG (a weight without an int8 path or of another shape or path),
  * BITNET_ERR_NOMEM, BITNET_ERR_UNSUPPORTED when the host refuses a product (its output would be NaN). Takes
  * about 3 · 2 · Σ_N max(one round's products, 2 ms): ≈ 1 s per shape of a 3B model on one AVX2 core. */
 bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weights, bitnet_threadpool *tp,
@@ -72,8 +73,9 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
  * (cap bytes) and returns it, or returns NULL when there is no cache. */
 const char *bitnet_kchoice_cache_path(char *buf, size_t cap);
 
-/* The key of a choice on this machine: CPU model name, the LUT kernel's name, the I2_S kernel's ISA, M,
- * K, tiles and threads, as one line of printable characters without spaces (buf, cap bytes). */
+/* The key of a choice on this machine: CPU model name, the LUT kernel's name, the int8 kernel (the TL2 int8
+ * kernel, or the I2_S kernel's ISA), M, K, tiles and threads, as one line of printable characters without
+ * spaces (buf, cap bytes). */
 const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, char *buf, size_t cap);
 
 /* Look up key in the cache file (the last line with that key wins; malformed lines are skipped).

@@ -28,6 +28,7 @@
 
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/pack.h"
+#include "kernels/lut/tl2_i8.h"
 #include "base/quants.h"
 
 /* int32 accumulators per thread (on the stack, 32 KiB; 2 KiB in the bare-metal build, whose task stacks
@@ -163,12 +164,12 @@ static bool bitnet_host_ws_layout_as(const bitnet_tensor *src0, const bitnet_ten
 }
 
 /* The layout the product with src1's column count runs on: the I2_S layout when the weight's I2_S
- * bytes are used (bitnet_lut_uses_i2s), else the extra's layout (src0's type without an extra). */
+ * int8 path runs (bitnet_lut_uses_int8: the same int8 columns, scales and sums), else the extra's layout (src0's type without an extra). */
 static bool bitnet_host_ws_layout(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst,
                                   bitnet_host_ws *L) {
     if (src0 == NULL || src1 == NULL) return false;
     const bitnet_tensor_extra *ex = src0->extra;
-    const int type = ex == NULL ? src0->type : bitnet_lut_uses_i2s(ex, src1->ne[1]) ? BITNET_TYPE_I2_S : ex->type;
+    const int type = ex == NULL ? src0->type : bitnet_lut_uses_int8(ex, src1->ne[1]) ? BITNET_TYPE_I2_S : ex->type;
     return bitnet_host_ws_layout_as(src0, src1, dst, type, L);
 }
 
@@ -180,7 +181,7 @@ size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *
     const bitnet_tensor_extra *ex = src0->extra;
     if (!bitnet_host_ws_layout_as(src0, src1, dst, ex != NULL ? ex->type : src0->type, &L)) return 0;
     size_t total = L.total;
-    if (ex != NULL && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes != NULL) {
+    if (bitnet_lut_has_int8(ex)) {
         bitnet_host_ws L2;
         if (!bitnet_host_ws_layout_as(src0, src1, dst, BITNET_TYPE_I2_S, &L2)) return 0;
         if (L2.total > total) total = L2.total;
@@ -262,9 +263,12 @@ bool bitnet_lut_i2s_min_cols_fixed(void) {
     return f;
 }
 
-bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols) {
-    return ex != NULL && ex->type != BITNET_TYPE_I2_S && ex->i2s_codes != NULL && ex->i2s_min_cols > 0 &&
-           n_cols >= ex->i2s_min_cols;
+bool bitnet_lut_has_int8(const bitnet_tensor_extra *ex) {
+    return ex != NULL && ex->type != BITNET_TYPE_I2_S && (ex->i2s_codes != NULL || ex->int8_on_tl2);
+}
+
+bool bitnet_lut_uses_int8(const bitnet_tensor_extra *ex, int64_t n_cols) {
+    return bitnet_lut_has_int8(ex) && ex->i2s_min_cols > 0 && n_cols >= ex->i2s_min_cols;
 }
 
 static void bitnet_host_free_locked(void);
@@ -552,8 +556,9 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         ex.owned = buf;
     }
     bitnet_free(w); /* the decoded int8 matrix (if any) is not kept */
-    if (stored == BITNET_TYPE_I2_S && target != BITNET_TYPE_I2_S) {
-        ex.i2s_codes = (const uint8_t *)t->data; /* validated above: codes 0..2, M·K % 128 == 0 */
+    ex.int8_on_tl2 = target == BITNET_TYPE_TL2 && bitnet_tl2_i8_supports(&ex.shape);
+    if (ex.int8_on_tl2 || (stored == BITNET_TYPE_I2_S && target != BITNET_TYPE_I2_S)) {
+        if (!ex.int8_on_tl2) ex.i2s_codes = (const uint8_t *)t->data; /* validated above: codes 0..2, M·K % 128 == 0 */
         bitnet_host_lock();
         ex.i2s_min_cols = bitnet_host_i2s_min_cols_locked();
         bitnet_host_unlock();
@@ -627,8 +632,10 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
     int32_t *col_qsum = (int32_t *)(ws + L.off_qsum);
     const size_t x_rb = bitnet_host_row_bytes(src1, K);
     const size_t y_rb = bitnet_host_row_bytes(dst, M);
-    /* I2_S kernel: an I2_S weight, or a TL1/TL2 weight's I2_S bytes for a batch (bitnet_lut_uses_i2s) */
+    /* int8 activations: an I2_S weight, or the int8 batch path of a TL1/TL2 weight (bitnet_lut_uses_int8) on
+     * its I2_S bytes or (int8_on_tl2) on its TL2 bytes */
     const bool i2s = L.type == BITNET_TYPE_I2_S;
+    const bool on_tl2 = i2s && ex->type == BITNET_TYPE_TL2 && ex->int8_on_tl2;
     const uint8_t *i2s_w = ex->type == BITNET_TYPE_I2_S ? ex->qweights : ex->i2s_codes;
 
     /* Phase 1: quantize the columns / build their LUTs, a contiguous range of columns per thread
@@ -657,7 +664,7 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
      * is still computed by one thread with the same integer sum and the same two float operations. */
     _Alignas(64) int32_t acc[BITNET_HOST_ACC_CAP];
     const float scale = ex->scale;
-    const int64_t rows_per_unit = i2s ? BITNET_HOST_I2S_ROWS : ex->shape.BM;
+    const int64_t rows_per_unit = i2s && !on_tl2 ? BITNET_HOST_I2S_ROWS : ex->shape.BM;
     const int64_t n_units = (M + rows_per_unit - 1) / rows_per_unit;
     const int64_t cols_per_call = BITNET_HOST_ACC_CAP / rows_per_unit; /* ≥ 1: BM ≤ cap */
     int64_t n_chunks = 1, group = 1;
@@ -679,7 +686,10 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
         for (int64_t n0 = c_begin; n0 < c_end; n0 += cols_per_call) {
             const int64_t nc = (c_end - n0 < cols_per_call) ? c_end - n0 : cols_per_call;
             const int8_t *cols = (const int8_t *)(ws + (size_t)n0 * L.col_stride);
-            if (i2s) {
+            if (on_tl2) {
+                bitnet_tl2_i8_gemm(&ex->shape, ex->qweights, u, cols, L.col_stride, col_qsum + n0, nc, acc,
+                                   (size_t)rows_per_unit);
+            } else if (i2s) {
                 bitnet_i2s_gemm(i2s_w, M, K, cols, L.col_stride, col_qsum + n0, nc, r0, r0 + rows, acc,
                                 (size_t)rows_per_unit);
             } else {

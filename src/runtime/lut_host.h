@@ -36,23 +36,30 @@ typedef struct bitnet_tensor_extra {
     float scale;             /* per-tensor weight scale */
     bitnet_lut_impl impl;    /* TL1/TL2: constructor and kernel */
     void *owned;             /* buffer to free, or NULL when qweights aliases the file mapping */
-    /* TL1/TL2 weights transformed from an I2_S tensor: the tensor's I2_S bytes (t->data at transform
-     * time, e.g. the model's file mapping, which must outlive the extra), else NULL. With them a
-     * product of i2s_min_cols or more columns runs the I2_S int8 kernel instead of the LUT kernel
-     * (see bitnet_lut_uses_i2s). */
+    /* TL1/TL2 weights transformed from an I2_S tensor (TL2 ones only where int8_on_tl2 is false): the
+     * tensor's I2_S bytes (t->data at transform time, e.g. the model's file mapping, which must outlive the
+     * extra), else NULL. With them a product of i2s_min_cols or more columns runs the I2_S int8 kernel
+     * instead of the LUT kernel (see bitnet_lut_uses_int8). */
     const uint8_t *i2s_codes;
+    /* TL2 weight on a CPU with bitnet_tl2_i8_available(): products of i2s_min_cols or more columns run the
+     * int8 kernel on the TL2 bytes themselves (bitnet_tl2_i8_gemm), so no I2_S bytes are kept (i2s_codes is
+     * NULL) and the weight has one copy. Set at transform for TL2 weights from I2_S and from TL2 files. */
+    bool int8_on_tl2;
     int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
                                 when a model's context is created (bitnet_model_choose_kernels); 0 = never */
     const bitnet_tensor *owner; /* the tensor it was attached to (bitnet_lut_release_tensor matches on it) */
 } bitnet_tensor_extra;
 
-/* Batch path of TL1/TL2 weights (prompt processing). A TL1/TL2 weight that was transformed from an
- * I2_S tensor keeps a pointer to those I2_S bytes (no extra memory), and a product with
- * N >= i2s_min_cols activation columns runs the I2_S int8 kernel (bitnet_i2s_gemm) on them instead
- * of building N LUTs: the int32 sums Σ w·q are the same exact integers on both paths and the floats
- * are formed by the same two operations (LAYOUTS.md §1), so the outputs are bit-identical to the
- * LUT path (tests/test_lut_host.cc, N = 1..40, 1..4 threads). Weights stored as TL1/TL2 always run
- * the LUT path.
+/* Batch path of TL1/TL2 weights (prompt processing). A product with N >= i2s_min_cols activation columns
+ * runs an int8 kernel on the int8 activations of the I2_S path (LAYOUTS.md §1) instead of building N LUTs:
+ * - on a CPU with bitnet_tl2_i8_available() (AVX-512 VNNI), every TL2 weight (from an I2_S or a TL2 file):
+ *   bitnet_tl2_i8_gemm on the TL2 bytes (int8_on_tl2), so the weight has one copy;
+ * - otherwise a TL1/TL2 weight transformed from an I2_S tensor keeps a pointer to those I2_S bytes (no extra
+ *   memory beyond the file mapping) and runs the I2_S kernel (bitnet_i2s_gemm) on them; weights stored as
+ *   TL1/TL2 then always run the LUT path.
+ * The int32 sums Σ w·q are the same exact integers on every path and the floats are formed by the same two
+ * operations (LAYOUTS.md §1), so the outputs are bit-identical to the LUT path (tests/test_lut_host.cc,
+ * N = 1..40, 1..4 threads).
  * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
  * transformed afterwards). Default: BITNET_LUT_I2S_MIN_COLS_VNNI (16) when bitnet_i2s_isa() is
  * "avx512" (the AVX-512 VNNI I2_S kernel), else 0 — measured with llama-bench pp128 --kernel tl2 on
@@ -72,9 +79,12 @@ void bitnet_lut_set_i2s_min_cols(int64_t n);
  * contexts then keep it instead of measuring the crossover. */
 bool bitnet_lut_i2s_min_cols_fixed(void);
 
-/* true when bitnet_mul_mat on this weight with n_cols activation columns runs the I2_S kernel on the
- * weight's I2_S bytes (TL1/TL2 extra with i2s_codes, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */
-bool bitnet_lut_uses_i2s(const bitnet_tensor_extra *ex, int64_t n_cols);
+/* true when a TL1/TL2 weight has an int8 batch path: its I2_S bytes (i2s_codes) or the int8 kernel on its TL2
+ * bytes (int8_on_tl2). */
+bool bitnet_lut_has_int8(const bitnet_tensor_extra *ex);
+/* true when bitnet_mul_mat on this weight with n_cols activation columns runs that int8 path instead of the
+ * LUT kernel (bitnet_lut_has_int8, i2s_min_cols > 0 and n_cols >= i2s_min_cols). */
+bool bitnet_lut_uses_int8(const bitnet_tensor_extra *ex, int64_t n_cols);
 
 /* An F32 activation matrix (ne0 values per row, ne1 rows, dense) as a tensor for bitnet_mul_mat's src1 or
  * dst, named "activations". */
@@ -110,7 +120,7 @@ bool bitnet_can_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, co
  * lut_host.c; tests run every configured shape under AddressSanitizer). Call it after
  * bitnet_lut_transform_tensor: the layout the product runs on decides the size (without an extra, a
  * TL2 weight gets the upper bound 16·K per column). Non-decreasing in ne11, so the size for the
- * largest batch covers smaller ones. A TL1/TL2 weight with I2_S bytes (bitnet_lut_uses_i2s) gets the
+ * largest batch covers smaller ones. A TL1/TL2 weight with an int8 path (bitnet_lut_has_int8) gets the
  * larger of its LUT layout and the I2_S layout, so the size never depends on the threshold.
  * 0 when !bitnet_can_mul_mat. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst);

@@ -376,7 +376,14 @@ bitnet_status kb_wset_make(kb_wset *ws, int type, bitnet_tiles tiles, const int8
         ws->copies[i].data = dst;
         ws->copies[i].extra = &ws->extras[i];
     }
+    kb_wset_set_int8_min_cols(ws, 0); /* a TL1/TL2 set times its LUT kernel; the int8 path is asked for apart */
     return BITNET_OK;
+}
+
+void kb_wset_set_int8_min_cols(kb_wset *w, int64_t n) {
+    if (w->base.extra == NULL || w->base.extra->type == BITNET_TYPE_I2_S) return;
+    w->base.extra->i2s_min_cols = n;
+    for (int i = 1; i < w->n_copies && w->extras; ++i) w->extras[i].i2s_min_cols = n;
 }
 
 

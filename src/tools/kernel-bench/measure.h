@@ -124,6 +124,10 @@ bitnet_status kb_wset_make(kb_wset *ws, int type, bitnet_tiles tiles, const int8
                            int n_copies, bool force_generic, bitnet_error *err);
 /* Frees the packed weights and transformed copies of one weight set (a zeroed set is a no-op). */
 void kb_wset_free(kb_wset *w);
+
+/* Set the int8 batch threshold (bitnet_tensor_extra.i2s_min_cols) of every copy: 0 = the LUT kernel for every
+ * N (what kb_wset_make leaves), 1 = the weight's int8 path (int8_on_tl2 or I2_S bytes) for every N. */
+void kb_wset_set_int8_min_cols(kb_wset *w, int64_t n);
 /* Frees the buffer every weight set's copies share. */
 void kb_arena_release(void);
 

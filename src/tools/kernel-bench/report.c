@@ -206,8 +206,14 @@ static void kb_report_batch(const kb_session *s) {
         printf("\nbatched products, GOP/s = 2*M*K*N / time (weights from DRAM as above); LUT%% = constructor share\n");
         printf("%-4s %-11s %-11s %3s", "tgt", "shape", "tiles", "thr");
         for (int b = 0; b < o->n_batch; ++b) printf(" | N=%-5lld GOP/s  LUT%%", (long long)o->batch[b]);
+        bool any_i8 = false;
+        for (int i = 0; i < n_done; ++i) any_i8 = any_i8 || done[i].have_i8;
         if (o->i2s) {
             printf(" | I2_S GOP/s:");
+            for (int b = 0; b < o->n_batch; ++b) printf(" N=%-5lld", (long long)o->batch[b]);
+        }
+        if (any_i8) {
+            printf(" | int8 on TL2 GOP/s:");
             for (int b = 0; b < o->n_batch; ++b) printf(" N=%-5lld", (long long)o->batch[b]);
         }
         printf("\n");
@@ -238,6 +244,17 @@ static void kb_report_batch(const kb_session *s) {
                         printf(" %7s", g);
                     }
                 }
+                if (any_i8) {
+                    printf(" |                  ");
+                    for (int b = 0; b < o->n_batch; ++b) {
+                        char g[16] = "-";
+                        if (d->have_i8) {
+                            const kb_batch *bb = &d->i8.batch[b * o->n_threads + ti];
+                            kb_fmt_num(g, sizeof g, bb->t.valid ? ops1 * (double)bb->N / bb->t.median * 1e-9 : NAN, 1);
+                        }
+                        printf(" %7s", g);
+                    }
+                }
                 printf("\n");
             }
         }
@@ -253,39 +270,44 @@ static void kb_report_choice(const kb_session *s) {
     if (!o->i2s || s->n_done == 0) return;
     char pbuf[1024];
     const char *cache = bitnet_kchoice_cache_path(pbuf, sizeof pbuf);
-    printf("\nkernel per batch size: the runtime runs the I2_S int8 kernel on TL1/TL2 weights repacked from I2_S for\n"
+    printf("\nkernel per batch size: the runtime runs an int8 kernel (on the TL2 bytes with AVX-512 VNNI: \"int8\",\n"
+           "else on the I2_S bytes of weights repacked from I2_S: \"I2_S\") on TL1/TL2 weights for\n"
            "N >= the crossover (the threshold with the least total slowdown over the measured N: runtime/kchoice.h);\n"
            "per N: the path the runtime runs (its cached crossover, else the one measured here) and its time over\n"
            "the faster path's time in this run (1.00 = the best)\n");
     for (int i = 0; i < s->n_done; ++i) {
         const kb_done *d = &s->done[i];
-        if (!d->have_i2s || d->job.type == BITNET_TYPE_I2_S) continue;
+        if ((!d->have_i2s && !d->have_i8) || d->job.type == BITNET_TYPE_I2_S) continue;
+        /* the runtime's int8 path for this weight: the TL2 bytes where it has that kernel, else I2_S */
+        const kb_result *q8 = d->have_i8 ? &d->i8 : &d->i2s;
+        const char *q8_tag = d->have_i8 ? "int8" : "I2_S";
         char shape[32], tiles[32];
         snprintf(shape, sizeof shape, "%lldx%lld", (long long)d->job.M, (long long)d->job.K);
         snprintf(tiles, sizeof tiles, "%d/%d/%d", d->job.tiles.BM, d->job.tiles.BK, d->job.tiles.bm);
         for (int ti = 0; ti < o->n_threads; ++ti) {
             bitnet_kchoice_point pts[KB_MAX_LIST + 1];
             int np = 0;
-            if (d->lut.gemv[ti].dram.valid && d->i2s.gemv[ti].dram.valid)
-                pts[np++] = (bitnet_kchoice_point){1, d->lut.gemv[ti].dram.median, d->i2s.gemv[ti].dram.median};
+            if (d->lut.gemv[ti].dram.valid && q8->gemv[ti].dram.valid)
+                pts[np++] = (bitnet_kchoice_point){1, d->lut.gemv[ti].dram.median, q8->gemv[ti].dram.median};
             for (int b = 0; b < o->n_batch && np < KB_MAX_LIST + 1; ++b) {
-                const kb_batch *l = &d->lut.batch[b * o->n_threads + ti], *q = &d->i2s.batch[b * o->n_threads + ti];
+                const kb_batch *l = &d->lut.batch[b * o->n_threads + ti], *q = &q8->batch[b * o->n_threads + ti];
                 if (l->t.valid && q->t.valid && l->N > 1) pts[np++] = (bitnet_kchoice_point){l->N, l->t.median, q->t.median};
             }
             const int64_t cross = bitnet_kchoice_crossover(pts, np);
             bitnet_kchoice key_of = {.type = d->job.type, .M = d->job.M, .K = d->job.K, .BM = d->job.tiles.BM,
-                                     .BK = d->job.tiles.BK, .bm = d->job.tiles.bm, .n_threads = o->threads[ti]};
+                                     .BK = d->job.tiles.BK, .bm = d->job.tiles.bm, .n_threads = o->threads[ti],
+                                     .int8_on_tl2 = d->have_i8};
             char key[512], rt[48] = "not measured yet";
             int64_t cached = 0;
             bitnet_kchoice_key(&key_of, d->lut.kernel, key, sizeof key);
             const bool have_cached = bitnet_kchoice_cache_get(cache, key, &cached);
             const int64_t use = have_cached ? cached : cross;
             if (have_cached) {
-                if (cached > 0) snprintf(rt, sizeof rt, "I2_S from N >= %lld", (long long)cached);
+                if (cached > 0) snprintf(rt, sizeof rt, "%s from N >= %lld", q8_tag, (long long)cached);
                 else snprintf(rt, sizeof rt, "LUT for every N");
             }
             char here[48];
-            if (cross > 0) snprintf(here, sizeof here, "I2_S from N >= %lld", (long long)cross);
+            if (cross > 0) snprintf(here, sizeof here, "%s from N >= %lld", q8_tag, (long long)cross);
             else snprintf(here, sizeof here, "LUT for every N");
             printf("%-4s %-11s %-11s %3d | here: %-18s | runtime's cache: %-18s |", ti ? "" : kb_type_tag(d->job.type),
                    ti ? "" : shape, ti ? "" : tiles, o->threads[ti], here, rt);
@@ -293,7 +315,7 @@ static void kb_report_choice(const kb_session *s) {
                 const bool i2s = use > 0 && pts[p].n_cols >= use;
                 const double t = i2s ? pts[p].i2s_us : pts[p].lut_us;
                 const double best = pts[p].i2s_us < pts[p].lut_us ? pts[p].i2s_us : pts[p].lut_us;
-                printf(" N=%lld %s %.2f", (long long)pts[p].n_cols, i2s ? "I2_S" : d->job.type == BITNET_TYPE_TL1 ? "TL1" : "TL2",
+                printf(" N=%lld %s %.2f", (long long)pts[p].n_cols, i2s ? q8_tag : d->job.type == BITNET_TYPE_TL1 ? "TL1" : "TL2",
                        t / best);
             }
             printf("\n");
@@ -429,6 +451,9 @@ static void kb_json_kernels(FILE *f, const kb_session *s) {
         kb_json_result(f, o, &d->lut, bw, n_bw, d->job.M, d->job.K);
         fprintf(f, ",\n   \"i2s\": ");
         if (d->have_i2s) kb_json_result(f, o, &d->i2s, bw, n_bw, d->job.M, d->job.K);
+        else fprintf(f, "null");
+        fprintf(f, ",\n   \"int8_on_tl2\": ");
+        if (d->have_i8) kb_json_result(f, o, &d->i8, bw, n_bw, d->job.M, d->job.K);
         else fprintf(f, "null");
         fprintf(f, "}");
     }

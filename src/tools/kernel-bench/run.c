@@ -327,6 +327,22 @@ static bool kb_run_job(kb_session *s, kb_shape_data *sd, const kb_job *jb) {
     }
     d->i2s = sd->i2s_res;
     d->have_i2s = sd->have_i2s;
+    d->have_i8 = false;
+    if (ok && o->i2s && wl.base.extra->int8_on_tl2) {
+        /* the runtime's other path for this weight: checked bit for bit like the LUT kernel, then timed */
+        kb_wset_set_int8_min_cols(&wl, 1);
+        char lut_check[sizeof d->check];
+        memcpy(lut_check, d->check, sizeof lut_check);
+        kb_progress("  int8 kernel on the TL2 bytes %lldx%lld", (long long)M, (long long)K);
+        ok = kb_check(s, sd, &wl, d);
+        if (ok && strncmp(d->check, "MISMATCH", 8) != 0) memcpy(d->check, lut_check, sizeof lut_check);
+        if (ok && kb_measure_wset(&s->env, &wl, sd->x, sd->y, &d->i8, &err) != BITNET_OK) {
+            fprintf(stderr, "bitnet-kernel-bench: %s\n", err.msg);
+            ok = false;
+        }
+        d->i8.kernel = "bitnet_tl2_i8_gemm";
+        d->have_i8 = ok;
+    }
     kb_wset_free(&wl);
     bitnet_lut_free(); /* the transformed tensor's extra */
     if (!ok) return false;

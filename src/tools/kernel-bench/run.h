@@ -22,6 +22,8 @@ typedef struct kb_done {
     kb_job job;
     kb_result lut, i2s;
     bool have_i2s;
+    kb_result i8;  /* the int8 kernel on the TL2 bytes (bitnet_tl2_i8_gemm), where the runtime has it */
+    bool have_i8;
     char check[192];
 } kb_done;
 
