@@ -863,10 +863,19 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
     if (c.tl1.BM) paths.push_back({BITNET_TYPE_TL1, c.tl1});
     if (c.tl2.BM) paths.push_back({BITNET_TYPE_TL2, c.tl2});
     ASSERT_EQ(paths.size(), 3u);
+    // each TL layout with the LUT kernel at every N (threshold 0) and with its int8 batch path from N = 16
+    // (on AVX-512 the int8 kernel on the TL2 bytes; 1100 columns take several of its calls per tile)
+    for (int64_t threshold : {int64_t(0), int64_t(16)}) {
     for (auto &[type, tiles] : paths) {
+        SCOPED_TRACE("threshold " + std::to_string(threshold));
+        bitnet_lut_set_i2s_min_cols(threshold);
         auto W = make_weight(type, w, M, K, tiles, scale);
         ASSERT_EQ(transform_weight(*W, type, type == BITNET_TYPE_I2_S ? nullptr : &tiles, nullptr), BITNET_OK);
-        for (int64_t N : {1, 2, 3, 8, 33}) {
+        bitnet_lut_set_i2s_min_cols(-1);
+        if (type == BITNET_TYPE_TL2) {
+            EXPECT_EQ(bitnet_lut_uses_int8(W->t.extra, 1100), threshold > 0 && W->t.extra->int8_on_tl2);
+        }
+        for (int64_t N : {1, 2, 3, 8, 33, 1100}) {
             const auto x = random_acts(K, N, (uint32_t)(40 + N), N > 2 ? 2 : -1);
             const auto all = product(W->t, x, N, 3);
             for (int64_t n = 0; n < N; ++n) {
@@ -877,10 +886,12 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
             }
         }
     }
+    }
 }
 
-// Batch path: a TL1/TL2 weight transformed from I2_S keeps the I2_S bytes and runs the I2_S kernel
-// for N >= the threshold; the same weight stored as TL1/TL2 always runs the LUT kernel. Both must give
+// Batch path: for N >= the threshold a TL2 weight runs the int8 kernel on its TL2 bytes where AVX-512 VNNI
+// has it (from I2_S or stored as TL2); otherwise a TL1/TL2 weight transformed from I2_S keeps the I2_S bytes
+// and runs the I2_S kernel, and the same weight stored as TL1/TL2 always runs the LUT kernel. All must give
 // the same bytes as the exact expected product for every N and thread count, with a workspace of
 // exactly get_wsize bytes (canary + ASan poison behind it).
 TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {

@@ -708,6 +708,10 @@ TEST_F(Golden, ContextChoosesTheKernelPerBatchSize) {
         c.reset();
         GreedyRun r = Greedy(m.get(), kGoldenPrompt, 8, 2, 3);
         ExpectSameRun(runs[0], r, "fixed threshold " + std::to_string(fixed));
+        // the TL2 file on the TL2 path: with AVX-512 VNNI its weights have the int8 kernel on their bytes too
+        ModelPtr t = Load(path_[2], BITNET_PATH_TL2);
+        ASSERT_TRUE(t);
+        ExpectSameRun(runs[0], Greedy(t.get(), kGoldenPrompt, 8, 2, 3), "TL2 file, fixed threshold " + std::to_string(fixed));
     }
     ExpectSameRun(runs[0], runs[1], "measured vs cached choice");
     bitnet_lut_set_i2s_min_cols(-1);

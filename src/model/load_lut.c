@@ -620,7 +620,7 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
 
 static bitnet_status choose_kernels_now(bitnet_model *m, bitnet_threadpool *tp, int nth, char *note, size_t cap,
                                         bitnet_error *err) {
-    /* every weight with I2_S bytes, grouped by (layout, shape, tiles) */
+    /* every weight with an int8 batch path, grouped by (layout, shape, tiles, int8 kernel) */
     int n = 0;
     for (int32_t l = m->l_begin; l < m->l_end; l++)
         for (int p = 0; p < N_PROJ; p++) {

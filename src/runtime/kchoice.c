@@ -197,7 +197,7 @@ bitnet_status bitnet_kchoice_measure(bitnet_tensor *const *weights, int n_weight
                 (long long)out->bm, out->n_threads, n_weights, (long long)out->i2s_min_cols);
         for (int p = 0; p < out->n_points; p++)
             fprintf(stderr, " N=%lld %.1f/%.1f us", (long long)out->pts[p].n_cols, out->pts[p].lut_us, out->pts[p].i2s_us);
-        fprintf(stderr, " (LUT/I2_S)\n");
+        fprintf(stderr, " (LUT/%s)\n", out->int8_on_tl2 ? "int8 on TL2" : "I2_S");
     }
 done:
     bitnet_free(tc);

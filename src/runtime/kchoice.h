@@ -55,7 +55,7 @@ typedef struct bitnet_kchoice {
 int64_t bitnet_kchoice_crossover(const bitnet_kchoice_point *pts, int n_points);
 
 /* Measure the two kernels on `weights` (n_weights >= 1 tensors transformed by
- * bitnet_lut_transform_tensor to the same TL1/TL2 shape and tiles, each with I2_S bytes, e.g. every
+ * bitnet_lut_transform_tensor to the same TL1/TL2 shape, tiles and int8 path (bitnet_lut_has_int8), e.g. every
  * layer's copy of one projection) with the pool tp (its thread count is recorded), at N = 1, 2, 4, ...,
  * 128 columns of random activations: per N and kernel, 3 rounds alternating between the kernels, each
  * round's time the median of products that rotate over the weights (at least 2 ms per round, and 3

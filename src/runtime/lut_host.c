@@ -31,13 +31,22 @@
 #include "kernels/lut/tl2_i8.h"
 #include "base/quants.h"
 
-/* int32 accumulators per thread (on the stack, 32 KiB; 2 KiB in the bare-metal build, whose task stacks
+/* int32 accumulators per thread of the LUT and I2_S kernels (on the stack, 32 KiB; 2 KiB in the bare-metal build, whose task stacks
  * are small and which takes one column per pass anyway): one call covers BM rows × floor(cap/BM)
  * columns. Tiles with BM above the cap are refused by bitnet_lut_transform_tensor. */
 #ifdef BITNET_BARE_METAL
 #define BITNET_HOST_ACC_CAP 512
 #else
 #define BITNET_HOST_ACC_CAP 8192
+#endif
+/* Accumulators per call of the int8 kernel on TL2 bytes (bitnet_tl2_i8_gemm, x86-64 hosted builds only): that
+ * kernel decodes each micro tile once per call, so a call takes more columns than the LUT kernel's to share
+ * the decode (128 KiB on the stack of every product on those builds — the pool's threads have the default
+ * 8 MiB stacks of glibc —: 128 columns of a 256-row tile). Elsewhere the LUT kernels' cap. */
+#if defined(__x86_64__) && !defined(BITNET_BARE_METAL)
+#define BITNET_HOST_I8_ACC_CAP 32768
+#else
+#define BITNET_HOST_I8_ACC_CAP BITNET_HOST_ACC_CAP
 #endif
 /* Rows per work unit of the I2_S path. */
 #define BITNET_HOST_I2S_ROWS 32
@@ -173,7 +182,7 @@ static bool bitnet_host_ws_layout(const bitnet_tensor *src0, const bitnet_tensor
     return bitnet_host_ws_layout_as(src0, src1, dst, type, L);
 }
 
-/* The larger of the LUT and the I2_S layouts when the weight has I2_S bytes (each is non-decreasing
+/* The larger of the LUT and the I2_S layouts when the weight has an int8 path (each is non-decreasing
  * in N, so the maximum is too), so one workspace serves both paths whatever the threshold. */
 size_t bitnet_mul_mat_get_wsize(const bitnet_tensor *src0, const bitnet_tensor *src1, const bitnet_tensor *dst) {
     bitnet_host_ws L;
@@ -597,7 +606,7 @@ static bool bitnet_host_call_ok(const bitnet_tensor *src0, const bitnet_tensor *
     if (!bitnet_host_ws_layout(src0, src1, dst, L) || wsize < L->total) return false;
     const bitnet_tensor_extra *ex = src0->extra;
     if (ex->qweights == NULL) return false;
-    if (L->type == BITNET_TYPE_I2_S) return true; /* I2_S weight, or the I2_S bytes of a TL1/TL2 weight */
+    if (L->type == BITNET_TYPE_I2_S) return true; /* I2_S weight, or the int8 path of a TL1/TL2 weight */
     if (ex->type != BITNET_TYPE_I2_S) {
         if (ex->impl.ctor == NULL || ex->impl.qgemm == NULL) return false;
         if (ex->shape.BM <= 0 || ex->shape.BM > BITNET_HOST_ACC_CAP || ex->shape.M % ex->shape.BM != 0) return false;
@@ -662,11 +671,11 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
      * columns when N >= 4·nth, the TL2 kernel's columns per pass), so n_units·nth units split evenly
      * (e.g. 3 tiles of M = 768 on 2 threads: 3 + 3 half tiles instead of 2 + 1 tiles). Every output
      * is still computed by one thread with the same integer sum and the same two float operations. */
-    _Alignas(64) int32_t acc[BITNET_HOST_ACC_CAP];
+    _Alignas(64) int32_t acc[BITNET_HOST_I8_ACC_CAP];
     const float scale = ex->scale;
     const int64_t rows_per_unit = i2s && !on_tl2 ? BITNET_HOST_I2S_ROWS : ex->shape.BM;
     const int64_t n_units = (M + rows_per_unit - 1) / rows_per_unit;
-    const int64_t cols_per_call = BITNET_HOST_ACC_CAP / rows_per_unit; /* ≥ 1: BM ≤ cap */
+    const int64_t cols_per_call = (on_tl2 ? BITNET_HOST_I8_ACC_CAP : BITNET_HOST_ACC_CAP) / rows_per_unit; /* ≥ 1: BM ≤ cap */
     int64_t n_chunks = 1, group = 1;
     if (nth > 1 && N > 1 && n_units % nth != 0) {
         n_chunks = nth;
@@ -686,9 +695,10 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
         for (int64_t n0 = c_begin; n0 < c_end; n0 += cols_per_call) {
             const int64_t nc = (c_end - n0 < cols_per_call) ? c_end - n0 : cols_per_call;
             const int8_t *cols = (const int8_t *)(ws + (size_t)n0 * L.col_stride);
+            bool computed = true;
             if (on_tl2) {
-                bitnet_tl2_i8_gemm(&ex->shape, ex->qweights, u, cols, L.col_stride, col_qsum + n0, nc, acc,
-                                   (size_t)rows_per_unit);
+                computed = bitnet_tl2_i8_gemm(&ex->shape, ex->qweights, u, cols, L.col_stride, col_qsum + n0, nc,
+                                              acc, (size_t)rows_per_unit);
             } else if (i2s) {
                 bitnet_i2s_gemm(i2s_w, M, K, cols, L.col_stride, col_qsum + n0, nc, r0, r0 + rows, acc,
                                 (size_t)rows_per_unit);
@@ -703,7 +713,7 @@ void bitnet_mul_mat(const bitnet_tensor *src0, const bitnet_tensor *src1, bitnet
                     float v = (float)a[i];
                     v = v / s;
                     v = v * scale;
-                    y[i] = v;
+                    y[i] = computed ? v : NAN; /* a kernel that refused its tiles leaves no stale sums behind */
                 }
             }
         }

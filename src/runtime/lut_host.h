@@ -43,7 +43,7 @@ typedef struct bitnet_tensor_extra {
     const uint8_t *i2s_codes;
     /* TL2 weight on a CPU with bitnet_tl2_i8_available(): products of i2s_min_cols or more columns run the
      * int8 kernel on the TL2 bytes themselves (bitnet_tl2_i8_gemm), so no I2_S bytes are kept (i2s_codes is
-     * NULL) and the weight has one copy. Set at transform for TL2 weights from I2_S and from TL2 files. */
+     * NULL) and the weight has one copy. Set at transform for every TL2 target (from I2_S, TL1 or TL2 bytes). */
     bool int8_on_tl2;
     int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
                                 when a model's context is created (bitnet_model_choose_kernels); 0 = never */
@@ -163,7 +163,8 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
  * when set, else dense.
  * y[n][m] = (float)acc[n][m] / s[n] * scale (LAYOUTS.md §1). Each kernel call covers one BM tile (I2_S:
  * 32 rows) and up to floor(8192 / BM) columns (all of them for ≤ 32 columns at BM 256; 512 / BM in the
- * bare-metal build); the integer sums do not depend on that split, so results are the same for any batch
+ * bare-metal build; floor(32768 / BM) for the int8 kernel on TL2 bytes, which decodes its tile once per call);
+ * the integer sums do not depend on that split, so results are the same for any batch
  * and thread count.
  * A call that cannot be computed (no extra, mismatched shapes, wsize too small, misaligned wdata,
  * nth inconsistent with tp) returns on every thread without the barrier and thread 0 fills dst with

@@ -211,15 +211,18 @@ BITNET_TL2I8_T static void bitnet_tl2i8_gemm_512(const bitnet_lut_shape *sh, con
 
 bool bitnet_tl2_i8_available(void) { return bitnet_cpu_supports("avx512"); }
 
-bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) {
+/* The tiles the kernel takes (every legal TL2 tiling: bitnet_tiles_check asks the same and more). */
+static bool bitnet_tl2i8_shape_ok(const bitnet_lut_shape *sh) {
     return sh != NULL && sh->bm == 32 && sh->BM > 0 && sh->BM % 32 == 0 && sh->BK > 0 && sh->BK % 24 == 0 &&
            sh->BK <= BITNET_TL2I8_STASH / 32 && sh->two_k >= 0 && sh->two_k % 32 == 0 &&
-           sh->two_k <= BITNET_TL2I8_STASH / 32 && sh->three_k % sh->BK == 0 && bitnet_tl2_i8_available();
+           sh->two_k <= BITNET_TL2I8_STASH / 32 && sh->three_k % sh->BK == 0;
 }
+
+bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) { return bitnet_tl2i8_shape_ok(sh) && bitnet_tl2_i8_available(); }
 
 bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
                         size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride) {
-    if (w == NULL || q == NULL || qsum == NULL || acc == NULL || n_cols < 1 || !bitnet_tl2_i8_supports(sh) ||
+    if (w == NULL || q == NULL || qsum == NULL || acc == NULL || n_cols < 1 || !bitnet_tl2i8_shape_ok(sh) ||
         acc_stride < (size_t)sh->BM)
         return false;
     bitnet_tl2i8_gemm_512(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride);

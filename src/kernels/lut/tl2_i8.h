@@ -1,5 +1,7 @@
-/* tl2_i8.h — the int8 product read straight from TL2 bytes (docs/LAYOUTS.md §4): the batch kernel of a TL2
- * weight, so that a model repacked from I2_S to TL2 keeps one copy of its ternary weights. The LUT
+/* tl2_i8.h — the int8 product read straight from TL2 bytes (docs/LAYOUTS.md §4, §4a): the batch kernel of a TL2
+ * weight, so that a model repacked from I2_S to TL2 needs no I2_S copy for its prompt batches (one copy of
+ * its ternary weights when the file's I2_S layout is x86, the official files' one; an arm64/rows4 file's
+ * rewritten x86 copy is still kept by the loader). The LUT
  * kernels (lut.h) build one qlut per activation column, which pays for one or a few columns; for many
  * columns this kernel decodes each 32-row micro tile's weights once into registers-ready codes and
  * multiplies them by every column's int8 activations (AVX-512 VNNI vpdpbusd, rows in lanes). */
@@ -25,8 +27,10 @@ bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh);
  * w: the packed tensor base (LAYOUTS.md §4); q: per column K int8 values (LAYOUTS.md §1, the I2_S path's
  * activations), any alignment; qsum[n] = Σ_k q[n·q_stride + k] (the kernel multiplies codes w + 1 and
  * subtracts it). acc_stride ≥ BM. The sums are the exact integers bitnet_ref_gemm gives (|Σ| ≤ 127·K).
- * Call only when bitnet_tl2_i8_supports(sh); otherwise (or with a NULL pointer, n_cols < 1, acc_stride < BM)
- * it writes nothing and returns false. */
+ * Call only where bitnet_tl2_i8_supports(sh) said yes, once (the matmul host asks at load; the kernel does
+ * not ask the CPU again, so a BITNET_ISA set later does not change a loaded model's path, and AVX-512 code
+ * runs only on a CPU that has it). Tiles it does not take, a NULL pointer, n_cols < 1 or acc_stride < BM: it
+ * writes nothing and returns false. */
 bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
                         size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride);
 

@@ -261,8 +261,8 @@ static void kb_report_batch(const kb_session *s) {
     }
 }
 
-/* Which kernel the runtime's rule picks per N (runtime/kchoice.h: the I2_S int8 kernel from the
- * crossover on), from this run's GEMV (DRAM) and batched times, and the time of that pick over the
+/* Which kernel the runtime's rule picks per N (runtime/kchoice.h: the int8 kernel — on the TL2 bytes where
+ * the runtime has it, else on I2_S bytes — from the crossover on), from this run's GEMV (DRAM) and batched times, and the time of that pick over the
  * faster of the two at each N. With the choice the runtime recorded in its cache file for this CPU,
  * build, ISA cap, shape, tiles and thread count, when there is one. */
 static void kb_report_choice(const kb_session *s) {
