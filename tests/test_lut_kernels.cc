@@ -38,8 +38,8 @@ extern "C" {
 #include "base/quants.h"
 #if defined(__x86_64__)
 #include "kernels/lut/tl2_avx512.h"
-#include "kernels/lut/tl2_i8.h"
 #endif
+#include "kernels/lut/tl2_i8.h"
 }
 
 namespace {

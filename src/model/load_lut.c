@@ -602,6 +602,9 @@ bitnet_status bitnet_model_choose_kernels(bitnet_model *m, bitnet_threadpool *tp
     if (!m || !tp) return bitnet_fail(err, BITNET_ERR_INVALID_ARG, "bitnet_model_choose_kernels: NULL model or pool");
     const int nth = bitnet_threadpool_n_threads(tp);
     if (bitnet_lut_i2s_min_cols_fixed()) return BITNET_OK;
+    /* under an arena (a microcontroller node's, bitnet_mcu_open) the measurement's buffers are not in the node's
+     * memory plan: the weights keep their transform-time thresholds, as in the bare-metal build */
+    if (bitnet_arena_current() != NULL) return BITNET_OK;
     /* kchoice_state: 0 never chosen, 1 a thread is choosing (every other creator waits), 2 chosen. Only a
      * context with no other context alive on the model chooses, so no product runs while thresholds change. */
     for (;;) {

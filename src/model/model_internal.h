@@ -111,7 +111,7 @@ void bitnet_model_summary_batch(bitnet_model *m);
  * read from the cache file when it holds the key, else measured (on private copies of the weights) and
  * recorded. Only a context created while no other context of m is alive (`alone`) changes them, so no
  * product of m runs meanwhile; a creator that finds another thread choosing waits for it. Nothing
- * happens when the threshold is fixed (bitnet_lut_i2s_min_cols_fixed), when m has no such weights, when
+ * happens when the threshold is fixed (bitnet_lut_i2s_min_cols_fixed), under an arena, when m has no such weights, when
  * the last choice used the same thread count, or in the bare-metal build. A measurement that fails
  * leaves the thresholds as they are and says so in the note (speed only: not an error). note (cap
  * bytes; may be NULL): one line saying what was done, or "". Errors: BITNET_ERR_NOMEM. */
