@@ -198,6 +198,19 @@ static void kb_report_gemv(const kb_session *s) {
     }
 }
 
+/* One result's batched GOP/s at every N of thread column ti after `lead` ("-" for each N without a result). */
+static void kb_print_gops(const kb_opts *o, const char *lead, const kb_result *r, int ti, double ops1) {
+    printf("%s", lead);
+    for (int b = 0; b < o->n_batch; ++b) {
+        char g[16] = "-";
+        if (r) {
+            const kb_batch *bb = &r->batch[b * o->n_threads + ti];
+            kb_fmt_num(g, sizeof g, bb->t.valid ? ops1 * (double)bb->N / bb->t.median * 1e-9 : NAN, 1);
+        }
+        printf(" %7s", g);
+    }
+}
+
 static void kb_report_batch(const kb_session *s) {
     const kb_opts *o = s->o;
     const int n_done = s->n_done;
@@ -233,28 +246,8 @@ static void kb_report_batch(const kb_session *s) {
                     kb_fmt_num(s, sizeof s, 100.0 * kb_share(&d->lut.ctorN[b], &bb->t), 1);
                     printf(" | %14s %5s", g, s);
                 }
-                if (o->i2s) {
-                    printf(" |           ");
-                    for (int b = 0; b < o->n_batch; ++b) {
-                        char g[16] = "-";
-                        if (d->have_i2s) {
-                            const kb_batch *bb = &d->i2s.batch[b * o->n_threads + ti];
-                            kb_fmt_num(g, sizeof g, bb->t.valid ? ops1 * (double)bb->N / bb->t.median * 1e-9 : NAN, 1);
-                        }
-                        printf(" %7s", g);
-                    }
-                }
-                if (any_i8) {
-                    printf(" |                  ");
-                    for (int b = 0; b < o->n_batch; ++b) {
-                        char g[16] = "-";
-                        if (d->have_i8) {
-                            const kb_batch *bb = &d->i8.batch[b * o->n_threads + ti];
-                            kb_fmt_num(g, sizeof g, bb->t.valid ? ops1 * (double)bb->N / bb->t.median * 1e-9 : NAN, 1);
-                        }
-                        printf(" %7s", g);
-                    }
-                }
+                if (o->i2s) kb_print_gops(o, " |           ", d->have_i2s ? &d->i2s : NULL, ti, ops1);
+                if (any_i8) kb_print_gops(o, " |                  ", d->have_i8 ? &d->i8 : NULL, ti, ops1);
                 printf("\n");
             }
         }
