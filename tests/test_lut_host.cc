@@ -897,11 +897,13 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
 TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {
     struct Shape { int64_t M, K; bitnet_tiles tl1, tl2; };
     std::vector<Shape> shapes = {{64, 256, {0, 0, 0}, {0, 0, 0}}, {160, 288, {32, 96, 32}, {32, 96, 32}}};
-    // the default: 16 with the AVX-512 VNNI I2_S kernel, else 0 (lut_host.h)
+    // the default: 16 with the AVX-512 VNNI I2_S kernel or the int8 kernel on TL2 bytes, else 0 (lut_host.h)
     ASSERT_EQ(unsetenv("BITNET_LUT_I2S_MIN_COLS"), 0);
     bitnet_lut_set_i2s_min_cols(-1);
     const int64_t default_min = bitnet_lut_i2s_min_cols();
-    EXPECT_EQ(default_min, std::string(bitnet_i2s_isa()) == "avx512" ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0);
+    EXPECT_EQ(default_min, std::string(bitnet_i2s_isa()) == "avx512" || bitnet_tl2_i8_available()
+                               ? BITNET_LUT_I2S_MIN_COLS_VNNI
+                               : 0);
     const int64_t threshold = 5;
     bitnet_lut_set_i2s_min_cols(threshold);
     uint32_t seed = 700;

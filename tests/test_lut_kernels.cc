@@ -1128,7 +1128,7 @@ std::vector<Shape> tl2_shapes_all() {
     return v;
 }
 
-void check_tl2_i8(const Shape &s, const Weight &w, int64_t tile, const Acts &a) {
+void check_tl2_i8(bitnet_tl2_i8_fn fn, const Shape &s, const Weight &w, int64_t tile, const Acts &a) {
     const int64_t BM = s.tiles.BM, K = s.K, N = a.n_cols;
     const bitnet_lut_shape sh = s.sh();
     std::vector<int32_t> qsum((size_t)N, 0);
@@ -1137,8 +1137,7 @@ void check_tl2_i8(const Shape &s, const Weight &w, int64_t tile, const Acts &a) 
     const size_t stride = (size_t)BM + 16;
     const int32_t guard = 0x5A5A5A5A;
     std::vector<int32_t> acc(stride * (size_t)N, guard), ref((size_t)(N * BM));
-    ASSERT_TRUE(bitnet_tl2_i8_gemm(&sh, w.packed->data(), tile, a.q.data(), (size_t)K, qsum.data(), N, acc.data(),
-                                   stride));
+    ASSERT_TRUE(fn(&sh, w.packed->data(), tile, a.q.data(), (size_t)K, qsum.data(), N, acc.data(), stride));
     bitnet_ref_gemm_rows(BITNET_TYPE_TL2, w.packed->data(), &sh, a.q.data(), N, tile * BM, (tile + 1) * BM,
                          ref.data());
     int64_t bad = 0;
@@ -1154,8 +1153,20 @@ void check_tl2_i8(const Shape &s, const Weight &w, int64_t tile, const Acts &a) 
     EXPECT_EQ(bad, 0) << s.label() << " tile " << tile << " N " << N;
 }
 
+// The versions this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2), each checked on its own.
+std::vector<std::pair<std::string, bitnet_tl2_i8_fn>> tl2_i8_versions() {
+    std::vector<std::pair<std::string, bitnet_tl2_i8_fn>> v;
+    for (const char *isa : {"avx512", "avxvnni", "avx2"})
+        if (bitnet_tl2_i8_fn fn = bitnet_tl2_i8_for_isa(isa)) v.push_back({isa, fn});
+    return v;
+}
+
 TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
-    if (!bitnet_tl2_i8_available()) GTEST_SKIP() << "no AVX-512 VNNI here (or BITNET_ISA caps it)";
+    const auto versions = tl2_i8_versions();
+    if (versions.empty()) GTEST_SKIP() << "no AVX2 here (or BITNET_ISA caps it)";
+    for (const auto &[isa, fn] : versions) {
+    SCOPED_TRACE(isa);
+    std::printf("[ info ] int8 kernel on TL2 bytes, version %s\n", isa.c_str());
     uint32_t seed = 7100;
     for (const Shape &s : tl2_shapes_all()) {
         SCOPED_TRACE(s.label());
@@ -1165,14 +1176,18 @@ TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
         const std::vector<int64_t> cols = s.small() ? std::vector<int64_t>{1, 3, 8, 9, 17, 40}
                                                     : std::vector<int64_t>{5, 16};
         for (int64_t t : tiles)
-            for (int64_t N : cols) check_tl2_i8(s, w, t, quantize(make_acts(s.K, N, seed + (uint32_t)N, N / 2), s.K));
+            for (int64_t N : cols)
+                check_tl2_i8(fn, s, w, t, quantize(make_acts(s.K, N, seed + (uint32_t)N, N / 2), s.K));
         seed += 10;
+    }
     }
 }
 
 TEST(Tl2Int8, ExtremeWeightsAndActivations) {
-    if (!bitnet_tl2_i8_available()) GTEST_SKIP() << "no AVX-512 VNNI here (or BITNET_ISA caps it)";
+    const auto versions = tl2_i8_versions();
+    if (versions.empty()) GTEST_SKIP() << "no AVX2 here (or BITNET_ISA caps it)";
     const Shape shapes[] = {{BITNET_TYPE_TL2, 64, 4096, {64, 168, 32}}, {BITNET_TYPE_TL2, 32, 464, {32, 240, 32}}};
+    for (const auto &[isa, fn] : versions)
     for (const Shape &s : shapes)
         for (Fill f : {Fill::PlusOne, Fill::MinusOne, Fill::Zero}) {
             const Weight w = make_weight(s, {s.n_tiles() - 1}, f, 1);
@@ -1185,7 +1200,8 @@ TEST(Tl2Int8, ExtremeWeightsAndActivations) {
                 a.q[(size_t)(s.K + k)] = -128;
                 a.q[(size_t)(2 * s.K + k)] = (int8_t)(k % 2 ? 127 : -128);
             }
-            check_tl2_i8(s, w, s.n_tiles() - 1, a);
+            SCOPED_TRACE(isa);
+            check_tl2_i8(fn, s, w, s.n_tiles() - 1, a);
         }
 }
 
@@ -1200,12 +1216,28 @@ TEST(Tl2Int8, RefusesWhatItDoesNotTake) {
     sh = s.sh();
     EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 16));
     EXPECT_FALSE(bitnet_tl2_i8_gemm(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 0, acc, 32));
+    for (const auto &[isa, fn] : tl2_i8_versions()) {
+        SCOPED_TRACE(isa);
+        sh.bm = 64;
+        EXPECT_FALSE(fn(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 32));
+        sh = s.sh();
+        EXPECT_FALSE(fn(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 1, acc, 16));
+        EXPECT_FALSE(fn(&sh, w.data(), 0, q.data(), (size_t)s.K, &qsum, 0, acc, 32));
+        EXPECT_FALSE(fn(&sh, nullptr, 0, q.data(), (size_t)s.K, &qsum, 1, acc, 32));
+    }
+    EXPECT_EQ(bitnet_tl2_i8_supports(&sh), bitnet_tl2_i8_available());
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("neon"), nullptr);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("avx"), nullptr);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa(nullptr), nullptr);
     const char *was = getenv("BITNET_ISA");
     const std::string saved = was ? was : "";
-    EXPECT_EQ(bitnet_tl2_i8_supports(&sh), bitnet_tl2_i8_available());
-    setenv("BITNET_ISA", "avx2", 1);  // the availability follows the cap (the host asks once, at load)
-    EXPECT_FALSE(bitnet_tl2_i8_available());
-    EXPECT_FALSE(bitnet_tl2_i8_supports(&sh));
+    // each version follows the cap as it is now (the process's choice, bitnet_tl2_i8_isa, was made once)
+    setenv("BITNET_ISA", "avx2", 1);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("avx512"), nullptr);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("avxvnni"), nullptr);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("avx2") != nullptr, bitnet_cpu_supports("avx2"));
+    setenv("BITNET_ISA", "scalar", 1);
+    EXPECT_EQ(bitnet_tl2_i8_for_isa("avx2"), nullptr);
     if (was)
         setenv("BITNET_ISA", saved.c_str(), 1);
     else

@@ -965,7 +965,7 @@ TEST_F(Golden, NativePathUsesSpecializedKernels) {
     // the I2_S bytes the weights from an I2_S file keep
     if (bitnet_lut_i2s_min_cols() > 0) {
         want += "; products of >= " + std::to_string(bitnet_lut_i2s_min_cols()) + " columns (prompt batches) run " +
-                (bitnet_tl2_i8_available() ? std::string("the int8 kernel on the TL2 bytes (avx512)")
+                (bitnet_tl2_i8_available() ? "the int8 kernel on the TL2 bytes (" + std::string(bitnet_tl2_i8_isa()) + ")"
                                            : "the I2_S int8 kernel (" + std::string(bitnet_i2s_isa()) + ")") +
                 " on 14 weights";
     }

@@ -12,6 +12,7 @@
 #include "kernels/i2s/i2s.h"
 #include "kernels/lut/lut.h"
 #include "kernels/lut/pack.h"
+#include "kernels/lut/tl2_i8.h"
 
 /* The stored type a kernel path runs on. */
 static int path_type(bitnet_kernel_path p) {
@@ -557,7 +558,7 @@ void bitnet_model_summary_batch(bitnet_model *m) {
     /* every TL2 weight of a model has the same int8 path (bitnet_lut_transform_tensor decides it per CPU) */
     char kern[64];
     if (n_tl2 > 0)
-        snprintf(kern, sizeof kern, "the int8 kernel on the TL2 bytes (avx512)");
+        snprintf(kern, sizeof kern, "the int8 kernel on the TL2 bytes (%s)", bitnet_tl2_i8_isa());
     else
         snprintf(kern, sizeof kern, "the I2_S int8 kernel (%s)", bitnet_i2s_isa());
     int r = 0;

@@ -1,6 +1,6 @@
 /* kchoice.h — which kernel runs a product of N activation columns on a TL1/TL2 weight that has an int8
- * path (bitnet_lut_has_int8: the int8 kernel on its TL2 bytes with AVX-512 VNNI, else its I2_S bytes kept
- * from an I2_S file): the LUT kernel or the int8 kernel. Both give the same int32 sums Σ w·q and the same
+ * path (bitnet_lut_has_int8: the int8 kernel on its TL2 bytes on x86-64 with AVX2, else its I2_S bytes
+ * kept from an I2_S file): the LUT kernel or the int8 kernel. Both give the same int32 sums Σ w·q and the same
  * floats (lut_host.h), so the choice changes speed only, never a token.
  *
  * The choice is a crossover per weight shape, tiles and thread count: the int8 kernel runs products

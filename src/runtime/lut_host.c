@@ -229,7 +229,7 @@ static bool bitnet_host_i2s_fixed = false;
 /* Caller holds bitnet_host_mutex. */
 static int64_t bitnet_host_i2s_min_cols_locked(void) {
     if (bitnet_host_i2s_min_cols < 0) {
-        int64_t v = strcmp(bitnet_i2s_isa(), "avx512") == 0 ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0;
+        int64_t v = strcmp(bitnet_i2s_isa(), "avx512") == 0 || bitnet_tl2_i8_available() ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0;
         const char *env = getenv("BITNET_LUT_I2S_MIN_COLS");
         if (env != NULL && *env != '\0') {
             char *end = NULL;

@@ -41,9 +41,9 @@ typedef struct bitnet_tensor_extra {
      * extra), else NULL. With them a product of i2s_min_cols or more columns runs the I2_S int8 kernel
      * instead of the LUT kernel (see bitnet_lut_uses_int8). */
     const uint8_t *i2s_codes;
-    /* TL2 weight on a CPU with bitnet_tl2_i8_available(): products of i2s_min_cols or more columns run the
-     * int8 kernel on the TL2 bytes themselves (bitnet_tl2_i8_gemm), so no I2_S bytes are kept (i2s_codes is
-     * NULL) and the weight has one copy. Set at transform for every TL2 target (from I2_S, TL1 or TL2 bytes). */
+    /* TL2 weight on a CPU with bitnet_tl2_i8_available() (x86-64 with AVX2): products of i2s_min_cols or more
+     * columns run the int8 kernel on the TL2 bytes themselves (bitnet_tl2_i8_gemm), so no I2_S bytes are kept
+     * (i2s_codes is NULL) and the weight has one copy. Set at transform for every TL2 target (from I2_S, TL1 or TL2 bytes). */
     bool int8_on_tl2;
     int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
                                 when a model's context is created (bitnet_model_choose_kernels); 0 = never */
@@ -52,8 +52,9 @@ typedef struct bitnet_tensor_extra {
 
 /* Batch path of TL1/TL2 weights (prompt processing). A product with N >= i2s_min_cols activation columns
  * runs an int8 kernel on the int8 activations of the I2_S path (LAYOUTS.md §1) instead of building N LUTs:
- * - on a CPU with bitnet_tl2_i8_available() (AVX-512 VNNI), every TL2 weight (from an I2_S or a TL2 file):
- *   bitnet_tl2_i8_gemm on the TL2 bytes (int8_on_tl2), so the weight has one copy;
+ * - on a CPU with bitnet_tl2_i8_available() (x86-64 with AVX2; its AVX-VNNI or AVX-512 VNNI version where the
+ *   CPU has it), every TL2 weight (from an I2_S or a TL2 file): bitnet_tl2_i8_gemm on the TL2 bytes
+ *   (int8_on_tl2), so the weight has one copy;
  * - otherwise a TL1/TL2 weight transformed from an I2_S tensor keeps a pointer to those I2_S bytes (no extra
  *   memory beyond the file mapping) and runs the I2_S kernel (bitnet_i2s_gemm) on them; weights stored as
  *   TL1/TL2 then always run the LUT path.
@@ -62,9 +63,11 @@ typedef struct bitnet_tensor_extra {
  * N = 1..40, 1..4 threads).
  * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
  * transformed afterwards). Default: BITNET_LUT_I2S_MIN_COLS_VNNI (16) when bitnet_i2s_isa() is
- * "avx512" (the AVX-512 VNNI I2_S kernel), else 0 — measured with llama-bench pp128 --kernel tl2 on
- * the dummy I2_S files (x86 EPYC): 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread; with the
- * AVX2 I2_S kernel the LUT kernel was faster at every N, and ARM is unmeasured (qemu only).
+ * "avx512" (the AVX-512 VNNI I2_S kernel: llama-bench pp128 --kernel tl2 on the dummy I2_S files, x86
+ * EPYC: 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread) or bitnet_tl2_i8_available() (the int8 kernel
+ * on TL2 bytes; its AVX2 version against the AVX2 LUT kernel, bitnet-kernel-bench on the 2B-4T shapes, EPYC
+ * Zen 4: 1.3x at N = 16), else 0 (the AVX2 I2_S kernel was slower than the LUT kernel at every N on the
+ * first EPYC measured; ARM is unmeasured, qemu only).
  * Overridden by the environment variable BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never;
  * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
  * default / environment value; not thread-safe against a concurrent transform).

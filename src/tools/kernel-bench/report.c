@@ -263,7 +263,7 @@ static void kb_report_choice(const kb_session *s) {
     if (!o->i2s || s->n_done == 0) return;
     char pbuf[1024];
     const char *cache = bitnet_kchoice_cache_path(pbuf, sizeof pbuf);
-    printf("\nkernel per batch size: the runtime runs an int8 kernel (on the TL2 bytes with AVX-512 VNNI: \"int8\",\n"
+    printf("\nkernel per batch size: the runtime runs an int8 kernel (on the TL2 bytes on x86-64 with AVX2: \"int8\",\n"
            "else on the I2_S bytes of weights repacked from I2_S: \"I2_S\") on TL1/TL2 weights for\n"
            "N >= the crossover (the threshold with the least total slowdown over the measured N: runtime/kchoice.h);\n"
            "per N: the path the runtime runs (its cached crossover, else the one measured here) and its time over\n"
