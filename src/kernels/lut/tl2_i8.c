@@ -489,12 +489,6 @@ static const struct {
 } bitnet_tl2i8_versions[] = {
     {"avx512", bitnet_tl2i8_run_512}, {"avxvnni", bitnet_tl2i8_run_vnni}, {"avx2", bitnet_tl2i8_run_avx2}};
 #define BITNET_TL2I8_N_VERSIONS ((int)(sizeof bitnet_tl2i8_versions / sizeof bitnet_tl2i8_versions[0]))
-#else
-static const struct {
-    const char *isa;
-    bitnet_tl2_i8_fn fn;
-} bitnet_tl2i8_versions[1] = {{NULL, NULL}};
-#define BITNET_TL2I8_N_VERSIONS 0
 #endif
 
 /* The tiles the kernel takes (every legal TL2 tiling: bitnet_tiles_check asks the same and more). */
@@ -504,13 +498,13 @@ static bool bitnet_tl2i8_shape_ok(const bitnet_lut_shape *sh) {
            sh->two_k <= BITNET_TL2I8_STASH / 32 && sh->three_k % sh->BK == 0;
 }
 
+#if defined(__x86_64__)
 static bool bitnet_tl2i8_args_ok(const bitnet_lut_shape *sh, const uint8_t *w, const int8_t *q,
                                  const int32_t *qsum, int64_t n_cols, const int32_t *acc, size_t acc_stride) {
     return w != NULL && q != NULL && qsum != NULL && acc != NULL && n_cols >= 1 && bitnet_tl2i8_shape_ok(sh) &&
            acc_stride >= (size_t)sh->BM;
 }
 
-#if defined(__x86_64__)
 #define BITNET_TL2I8_RUN(name_, call_)                                                                       \
     static bool name_(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,          \
                       size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride) { \
@@ -524,7 +518,6 @@ BITNET_TL2I8_RUN(bitnet_tl2i8_run_vnni,
 BITNET_TL2I8_RUN(bitnet_tl2i8_run_avx2,
                  bitnet_tl2i8_gemm_256(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride, false))
 #undef BITNET_TL2I8_RUN
-#endif
 
 bitnet_tl2_i8_fn bitnet_tl2_i8_for_isa(const char *isa) {
     if (isa == NULL) return NULL;
@@ -551,8 +544,6 @@ const char *bitnet_tl2_i8_isa(void) {
 
 bool bitnet_tl2_i8_available(void) { return bitnet_tl2_i8_isa() != NULL; }
 
-bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) { return bitnet_tl2i8_shape_ok(sh) && bitnet_tl2_i8_available(); }
-
 bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
                         size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride) {
     const char *isa = bitnet_tl2_i8_isa();
@@ -561,3 +552,22 @@ bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t ti
             return bitnet_tl2i8_versions[i].fn(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride);
     return false;
 }
+#else
+/* Not an x86-64 build: no version. */
+bitnet_tl2_i8_fn bitnet_tl2_i8_for_isa(const char *isa) {
+    (void)isa;
+    return NULL;
+}
+
+const char *bitnet_tl2_i8_isa(void) { return NULL; }
+
+bool bitnet_tl2_i8_available(void) { return false; }
+
+bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
+                        size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride) {
+    (void)sh, (void)w, (void)tile, (void)q, (void)q_stride, (void)qsum, (void)n_cols, (void)acc, (void)acc_stride;
+    return false;
+}
+#endif
+
+bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) { return bitnet_tl2i8_shape_ok(sh) && bitnet_tl2_i8_available(); }
