@@ -310,7 +310,10 @@ TEST(I2sKernel, VersionsAndDispatch) {
 #if defined(__aarch64__)
     EXPECT_EQ(chosen, bitnet_cpu_supports("neon") ? "neon" : "portable");
 #elif defined(__x86_64__)
-    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512") ? "avx512" : bitnet_cpu_supports("avx2") ? "avx2" : "portable");
+    EXPECT_EQ(chosen, bitnet_cpu_supports("avx512")    ? "avx512"
+                      : bitnet_cpu_supports("avxvnni") ? "avxvnni"
+                      : bitnet_cpu_supports("avx2")    ? "avx2"
+                                                       : "portable");
 #endif
 }
 
@@ -864,7 +867,7 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
     if (c.tl2.BM) paths.push_back({BITNET_TYPE_TL2, c.tl2});
     ASSERT_EQ(paths.size(), 3u);
     // each TL layout with the LUT kernel at every N (threshold 0) and with its int8 batch path from N = 16
-    // (on AVX-512 the int8 kernel on the TL2 bytes; 1100 columns take several of its calls per tile)
+    // (on x86-64 with AVX2 the int8 kernel on the TL2 bytes; 1100 columns take several of its calls per tile)
     for (int64_t threshold : {int64_t(0), int64_t(16)}) {
     for (auto &[type, tiles] : paths) {
         SCOPED_TRACE("threshold " + std::to_string(threshold));
@@ -889,21 +892,20 @@ TEST_F(LutHost, NColumnsEqualNSingleColumnCalls) {
     }
 }
 
-// Batch path: for N >= the threshold a TL2 weight runs the int8 kernel on its TL2 bytes where AVX-512 VNNI
-// has it (from I2_S or stored as TL2); otherwise a TL1/TL2 weight transformed from I2_S keeps the I2_S bytes
+// Batch path: for N >= the threshold a TL2 weight runs the int8 kernel on its TL2 bytes on x86-64 with AVX2
+// (from I2_S or stored as TL2); otherwise a TL1/TL2 weight transformed from I2_S keeps the I2_S bytes
 // and runs the I2_S kernel, and the same weight stored as TL1/TL2 always runs the LUT kernel. All must give
 // the same bytes as the exact expected product for every N and thread count, with a workspace of
 // exactly get_wsize bytes (canary + ASan poison behind it).
 TEST_F(LutHost, I2sBatchPathGivesTheLutPathBytes) {
     struct Shape { int64_t M, K; bitnet_tiles tl1, tl2; };
     std::vector<Shape> shapes = {{64, 256, {0, 0, 0}, {0, 0, 0}}, {160, 288, {32, 96, 32}, {32, 96, 32}}};
-    // the default: 16 with the AVX-512 VNNI I2_S kernel or the int8 kernel on TL2 bytes, else 0 (lut_host.h)
+    // the default: 16 with the AVX-512 VNNI I2_S kernel, else 0; a weight with the int8 kernel on its TL2
+    // bytes starts from 16 whatever the I2_S kernel (lut_host.h)
     ASSERT_EQ(unsetenv("BITNET_LUT_I2S_MIN_COLS"), 0);
     bitnet_lut_set_i2s_min_cols(-1);
     const int64_t default_min = bitnet_lut_i2s_min_cols();
-    EXPECT_EQ(default_min, std::string(bitnet_i2s_isa()) == "avx512" || bitnet_tl2_i8_available()
-                               ? BITNET_LUT_I2S_MIN_COLS_VNNI
-                               : 0);
+    EXPECT_EQ(default_min, std::string(bitnet_i2s_isa()) == "avx512" ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0);
     const int64_t threshold = 5;
     bitnet_lut_set_i2s_min_cols(threshold);
     uint32_t seed = 700;

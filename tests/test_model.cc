@@ -708,7 +708,7 @@ TEST_F(Golden, ContextChoosesTheKernelPerBatchSize) {
         c.reset();
         GreedyRun r = Greedy(m.get(), kGoldenPrompt, 8, 2, 3);
         ExpectSameRun(runs[0], r, "fixed threshold " + std::to_string(fixed));
-        // the TL2 file on the TL2 path: with AVX-512 VNNI its weights have the int8 kernel on their bytes too
+        // the TL2 file on the TL2 path: with AVX2 and up its weights have the int8 kernel on their bytes too
         ModelPtr t = Load(path_[2], BITNET_PATH_TL2);
         ASSERT_TRUE(t);
         ExpectSameRun(runs[0], Greedy(t.get(), kGoldenPrompt, 8, 2, 3), "TL2 file, fixed threshold " + std::to_string(fixed));
@@ -961,10 +961,13 @@ TEST_F(Golden, NativePathUsesSpecializedKernels) {
     // the registry lists the AVX-512 TL2 kernels before the AVX2 ones (BITNET_ISA=avx2 caps them)
     const std::string isa = bitnet_cpu_supports("avx512") ? "avx512" : "avx2";
     std::string want = "TL2 (" + isa + "): 14 specialized, 0 generic kernels; tiles from table bitnetcpp-tiny/default";
-    // prompt batches run an int8 kernel when it is the faster one: on the TL2 bytes with AVX-512 VNNI, else on
-    // the I2_S bytes the weights from an I2_S file keep
-    if (bitnet_lut_i2s_min_cols() > 0) {
-        want += "; products of >= " + std::to_string(bitnet_lut_i2s_min_cols()) + " columns (prompt batches) run " +
+    // prompt batches run an int8 kernel when it is the faster one: on the TL2 bytes with AVX2 and up (from
+    // BITNET_LUT_TL2_I8_MIN_COLS columns unless a threshold was fixed), else on the I2_S bytes the weights from
+    // an I2_S file keep
+    const int64_t from = bitnet_tl2_i8_available() && !bitnet_lut_i2s_min_cols_fixed() ? BITNET_LUT_TL2_I8_MIN_COLS
+                                                                                       : bitnet_lut_i2s_min_cols();
+    if (from > 0) {
+        want += "; products of >= " + std::to_string(from) + " columns (prompt batches) run " +
                 (bitnet_tl2_i8_available() ? "the int8 kernel on the TL2 bytes (" + std::string(bitnet_tl2_i8_isa()) + ")"
                                            : "the I2_S int8 kernel (" + std::string(bitnet_i2s_isa()) + ")") +
                 " on 14 weights";

@@ -229,7 +229,7 @@ static bool bitnet_host_i2s_fixed = false;
 /* Caller holds bitnet_host_mutex. */
 static int64_t bitnet_host_i2s_min_cols_locked(void) {
     if (bitnet_host_i2s_min_cols < 0) {
-        int64_t v = strcmp(bitnet_i2s_isa(), "avx512") == 0 || bitnet_tl2_i8_available() ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0;
+        int64_t v = strcmp(bitnet_i2s_isa(), "avx512") == 0 ? BITNET_LUT_I2S_MIN_COLS_VNNI : 0;
         const char *env = getenv("BITNET_LUT_I2S_MIN_COLS");
         if (env != NULL && *env != '\0') {
             char *end = NULL;
@@ -570,6 +570,7 @@ bitnet_status bitnet_lut_transform_tensor(bitnet_tensor *t, const bitnet_tiles *
         if (!ex.int8_on_tl2) ex.i2s_codes = (const uint8_t *)t->data; /* validated above: codes 0..2, M·K % 128 == 0 */
         bitnet_host_lock();
         ex.i2s_min_cols = bitnet_host_i2s_min_cols_locked();
+        if (ex.int8_on_tl2 && !bitnet_host_i2s_fixed) ex.i2s_min_cols = BITNET_LUT_TL2_I8_MIN_COLS;
         bitnet_host_unlock();
     }
 

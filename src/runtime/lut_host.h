@@ -64,10 +64,11 @@ typedef struct bitnet_tensor_extra {
  * The threshold is read by bitnet_lut_transform_tensor (later changes affect only weights
  * transformed afterwards). Default: BITNET_LUT_I2S_MIN_COLS_VNNI (16) when bitnet_i2s_isa() is
  * "avx512" (the AVX-512 VNNI I2_S kernel: llama-bench pp128 --kernel tl2 on the dummy I2_S files, x86
- * EPYC: 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread) or bitnet_tl2_i8_available() (the int8 kernel
- * on TL2 bytes; its AVX2 version against the AVX2 LUT kernel, bitnet-kernel-bench on the 2B-4T shapes, EPYC
- * Zen 4: 1.3x at N = 16), else 0 (the AVX2 I2_S kernel was slower than the LUT kernel at every N on the
- * first EPYC measured; ARM is unmeasured, qemu only).
+ * EPYC: 1B +16% at 1 thread, +23% at 2; 125M +4% at 1 thread), else 0 (the AVX2 I2_S kernel was slower
+ * than the LUT kernel at every N on the first EPYC measured; ARM is unmeasured, qemu only). A weight with
+ * int8_on_tl2 starts from BITNET_LUT_TL2_I8_MIN_COLS (16) instead unless the threshold was fixed (below):
+ * the AVX2 version against the AVX2 LUT kernel, bitnet-kernel-bench on the 2B-4T and 3B shapes, AMD EPYC
+ * Zen 5, 1 thread: 0.71–0.83x at N = 8, 1.05–1.17x at N = 16.
  * Overridden by the environment variable BITNET_LUT_I2S_MIN_COLS (a decimal integer; 0 = never;
  * read once, by the first transform) or by bitnet_lut_set_i2s_min_cols (n < 0 restores the
  * default / environment value; not thread-safe against a concurrent transform).
@@ -75,6 +76,7 @@ typedef struct bitnet_tensor_extra {
  * the crossover per weight shape on the CPU it runs on and replaces it (runtime/kchoice.h,
  * bitnet_context_create_params). */
 #define BITNET_LUT_I2S_MIN_COLS_VNNI 16
+#define BITNET_LUT_TL2_I8_MIN_COLS 16
 /* The current threshold (columns) as described above; 0 = the LUT path for every column count. */
 int64_t bitnet_lut_i2s_min_cols(void);
 void bitnet_lut_set_i2s_min_cols(int64_t n);

@@ -113,7 +113,8 @@ class BadInputs(unittest.TestCase):
         probe = subprocess.run(PREFIX + [os.path.join(BIN, "llama-cli"), "-m", TINY, "--plan",
                                          os.path.join(cls.tmp, "plan.yaml"), "-p", "hi"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                               timeout=300, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+                               timeout=300, env=dict(os.environ, ASAN_OPTIONS=":".join(
+                                   filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))))
         cls.have_plan = "this build has no cluster support" not in probe.stdout
 
     @classmethod

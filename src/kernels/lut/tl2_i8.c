@@ -25,7 +25,7 @@
  * registers per quad) and 2 columns at a time: vpmaddubsw (two adjacent products per int16, |·| ≤ 512) added
  * in int16 for at most BITNET_TL2I8_RUN16 quads, then widened by vpmaddwd against ones into the int32 lanes.
  * The AVX-VNNI product takes 16 rows and up to BITNET_TL2I8_CB2 columns with 256-bit vpdpbusd straight into
- * the int32 lanes. (Block sizes and the unroll pragmas were chosen by timing on an AMD EPYC Zen 4; GCC 12
+ * the int32 lanes. (Block sizes and the unroll pragmas were chosen by timing on an AMD EPYC Zen 5; GCC 12
  * spills with more accumulators.)
  *
  * Exactness: each lane adds code·q products (|code·q| ≤ 2·128) without saturation, so every int32 sum is the
@@ -52,6 +52,7 @@
 /* AVX-VNNI: columns per register block, 2 ymm accumulators each (16 rows), 12 in all, beside 2 weight and the
  * broadcast registers (AVX2 takes 2 columns × 4 accumulators, 32 rows) */
 #define BITNET_TL2I8_CB2 6
+_Static_assert(BITNET_TL2I8_CB2 <= 6, "BITNET_TL2I8_SLICE256 has cases for up to 6 columns");
 /* AVX2: quads added in int16 before widening (each adds at most 2·2·128 = 512 per int16: 63 · 512 ≤ 32767) */
 #define BITNET_TL2I8_RUN16 63
 
@@ -77,12 +78,16 @@ static void bitnet_tl2i8_prefetch(const bitnet_tl2i8_src *s, int64_t mt, int64_t
         for (int64_t kb = kb0; kb < kb1; ++kb) {
             const uint8_t *i = s->index + (size_t)(kb * s->BM * s->BK / 6 + mt * 32 * s->BK / 6);
             const uint8_t *g = s->sign + (size_t)(kb * s->BM * s->BK / 24 + mt * 32 * s->BK / 24);
+            /* pieces start 32-byte aligned: every 64 bytes and the last byte reach each of their lines */
             for (int64_t o = 0; o < 32 * s->BK / 6; o += 64) __builtin_prefetch(i + o, 0, 3);
+            __builtin_prefetch(i + 32 * s->BK / 6 - 1, 0, 3);
             for (int64_t o = 0; o < 32 * s->BK / 24; o += 64) __builtin_prefetch(g + o, 0, 3);
+            __builtin_prefetch(g + 32 * s->BK / 24 - 1, 0, 3);
         }
     } else if (s->two_k > 0) {
         for (int64_t kb2 = 0; kb2 < s->two_k / 32; ++kb2)
-            for (int o = 0; o < 256; o += 64) __builtin_prefetch(s->twop + (size_t)(mt * 256 + kb2 * s->BM * 8) + o, 0, 3);
+            for (int o = 0; o <= 256; o += 64) /* 256 bytes, 32-byte aligned: up to 5 lines */
+                __builtin_prefetch(s->twop + (size_t)(mt * 256 + kb2 * s->BM * 8) + (o < 256 ? o : 255), 0, 3);
     }
 }
 
@@ -240,7 +245,7 @@ BITNET_TL2I8_T static void bitnet_tl2i8_gemm_512(const bitnet_lut_shape *sh, con
     const uint8_t *sign = w + (size_t)(three_k * M / 6) + (size_t)(tile * BM * three_k / 24);
     const uint8_t *twop = w + (size_t)(three_k * M / 6 + three_k * M / 24) + (size_t)(tile * BM * two_k / 4);
     const bitnet_tl2i8_src src = {index, sign, twop, BM, BK, n_kb, per_slice, two_k, BM / 32};
-    bitnet_tl2i8_prefetch(&src, 0, 0);
+    bitnet_tl2i8_prefetch(&src, 0, 0); /* the first decode's lines requested at once, not one by one */
     for (int64_t mt = 0; mt < BM / 32; ++mt) {
         int32_t *accm = acc + 32 * mt;
         bool first = true;
@@ -310,6 +315,7 @@ BITNET_TL2I8_T2 static inline __attribute__((always_inline)) void
 bitnet_tl2i8_block_avx2(const uint8_t *stash, int64_t n_quads, int h, const int8_t *const *q, int C,
                         int32_t *const *out, bool first) {
     (void)h;
+    if (C < 1 || C > 2) __builtin_unreachable(); /* bitnet_tl2i8_slice_avx2 passes 1 or 2 */
     const __m256i ones = _mm256_set1_epi16(1);
     const int8_t *q0 = q[0], *q1 = q[C - 1];
     for (int64_t j0 = 0; j0 < n_quads; j0 += BITNET_TL2I8_RUN16) {
@@ -336,7 +342,7 @@ bitnet_tl2i8_block_avx2(const uint8_t *stash, int64_t n_quads, int h, const int8
                 b3 = _mm256_add_epi16(b3, _mm256_maddubs_epi16(w3, y));
             }
         }
-        const __m256i acc[BITNET_TL2I8_CB2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}}; /* C ≤ 2: the rest unused */
+        const __m256i acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
         for (int c = 0; c < C; ++c)
             for (int r = 0; r < 4; ++r) {
                 __m256i *o = (__m256i *)(out[c] + 8 * r);
@@ -385,11 +391,11 @@ bitnet_tl2i8_block_vnni(const uint8_t *stash, int64_t n_quads, int h, const int8
                 oc[c] = accm + (size_t)(n0 + c) * acc_stride;                                                \
             }                                                                                                \
             for (int h = 0; h < HALVES; ++h) switch (C) {                                                    \
-                    case 6: BLOCK(stash, n_quads, h, qc, 6, oc, first); break;                               \
-                    case 5: BLOCK(stash, n_quads, h, qc, 5, oc, first); break;                               \
-                    case 4: BLOCK(stash, n_quads, h, qc, 4, oc, first); break;                               \
-                    case 3: BLOCK(stash, n_quads, h, qc, 3, oc, first); break;                               \
-                    case 2: BLOCK(stash, n_quads, h, qc, 2, oc, first); break;                               \
+                    case 6: if (CB >= 6) BLOCK(stash, n_quads, h, qc, 6, oc, first); break;                  \
+                    case 5: if (CB >= 5) BLOCK(stash, n_quads, h, qc, 5, oc, first); break;                  \
+                    case 4: if (CB >= 4) BLOCK(stash, n_quads, h, qc, 4, oc, first); break;                  \
+                    case 3: if (CB >= 3) BLOCK(stash, n_quads, h, qc, 3, oc, first); break;                  \
+                    case 2: if (CB >= 2) BLOCK(stash, n_quads, h, qc, 2, oc, first); break;                  \
                     default: BLOCK(stash, n_quads, h, qc, 1, oc, first); break;                              \
                 }                                                                                            \
         }                                                                                                    \
@@ -438,7 +444,7 @@ BITNET_TL2I8_T2 static void bitnet_tl2i8_gemm_256(const bitnet_lut_shape *sh, co
     const uint8_t *sign = w + (size_t)(three_k * M / 6) + (size_t)(tile * BM * three_k / 24);
     const uint8_t *twop = w + (size_t)(three_k * M / 6 + three_k * M / 24) + (size_t)(tile * BM * two_k / 4);
     const bitnet_tl2i8_src src = {index, sign, twop, BM, BK, n_kb, per_slice, two_k, BM / 32};
-    bitnet_tl2i8_prefetch(&src, 0, 0);
+    bitnet_tl2i8_prefetch(&src, 0, 0); /* the first decode's lines requested at once, not one by one */
     for (int64_t mt = 0; mt < BM / 32; ++mt) {
         int32_t *accm = acc + 32 * mt;
         bool first = true;
