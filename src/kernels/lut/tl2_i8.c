@@ -37,8 +37,13 @@
 
 #include "kernels/isa.h"
 
-/* Bytes of decoded codes per micro tile and K slice: 32 rows × 1024 k fit in L1 beside the activations. */
+/* The stack buffer of decoded codes: one BK block (BK ≤ 1008) or the two-weight part (two_k ≤ 1024) of a
+ * 32-row micro tile at most. */
 #define BITNET_TL2I8_STASH 32768
+/* Bytes decoded per K slice (whole BK blocks, at least one): 32 rows × 512 k, half of a 32 KiB L1d (Zen 3/4 and
+ * many Intel cores), so the slice stays in L1 beside the columns' activations and accumulators. On the AMD
+ * EPYC Zen 5 it was chosen on (48 KiB L1d) 16 and 32 KiB measured the same. */
+#define BITNET_TL2I8_SLICE 16384
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -240,7 +245,8 @@ BITNET_TL2I8_T static void bitnet_tl2i8_gemm_512(const bitnet_lut_shape *sh, con
     const __m512i perm_hi = _mm512_loadu_si512((const void *)(lane_of_row + 16));
 
     _Alignas(64) uint8_t stash[BITNET_TL2I8_STASH];
-    const int64_t n_kb = three_k / BK, per_slice = BITNET_TL2I8_STASH / (32 * BK);
+    const int64_t n_kb = three_k / BK;
+    const int64_t per_slice = BITNET_TL2I8_SLICE / (32 * BK) > 0 ? BITNET_TL2I8_SLICE / (32 * BK) : 1;
     const uint8_t *index = w + (size_t)(tile * BM * three_k / 6);
     const uint8_t *sign = w + (size_t)(three_k * M / 6) + (size_t)(tile * BM * three_k / 24);
     const uint8_t *twop = w + (size_t)(three_k * M / 6 + three_k * M / 24) + (size_t)(tile * BM * two_k / 4);
@@ -439,7 +445,8 @@ BITNET_TL2I8_T2 static void bitnet_tl2i8_gemm_256(const bitnet_lut_shape *sh, co
     }
 
     _Alignas(64) uint8_t stash[BITNET_TL2I8_STASH];
-    const int64_t n_kb = three_k / BK, per_slice = BITNET_TL2I8_STASH / (32 * BK);
+    const int64_t n_kb = three_k / BK;
+    const int64_t per_slice = BITNET_TL2I8_SLICE / (32 * BK) > 0 ? BITNET_TL2I8_SLICE / (32 * BK) : 1;
     const uint8_t *index = w + (size_t)(tile * BM * three_k / 6);
     const uint8_t *sign = w + (size_t)(three_k * M / 6) + (size_t)(tile * BM * three_k / 24);
     const uint8_t *twop = w + (size_t)(three_k * M / 6 + three_k * M / 24) + (size_t)(tile * BM * two_k / 4);
