@@ -57,7 +57,8 @@
 /* AVX-VNNI: columns per register block, 2 ymm accumulators each (16 rows), 12 in all, beside 2 weight and the
  * broadcast registers (AVX2 takes 2 columns × 4 accumulators, 32 rows) */
 #define BITNET_TL2I8_CB2 6
-_Static_assert(BITNET_TL2I8_CB2 <= 6, "BITNET_TL2I8_SLICE256 has cases for up to 6 columns");
+_Static_assert(BITNET_TL2I8_CB <= 8 && BITNET_TL2I8_CB2 <= BITNET_TL2I8_CB,
+               "BITNET_TL2I8_COLUMNS has cases for up to 8 columns");
 /* AVX2: quads added in int16 before widening (each adds at most 2·2·128 = 512 per int16: 63 · 512 ≤ 32767) */
 #define BITNET_TL2I8_RUN16 63
 
@@ -158,7 +159,8 @@ BITNET_TL2I8_T static void bitnet_tl2i8_decode3(const uint8_t *idx, const uint8_
 /* The two-weight part of one micro tile: two_k/32 blocks of 8 steps at stride BM·8 bytes (the other micro
  * tiles' steps in between); step s of block kb2 holds pairs 16·kb2 + 2s (high nibble) and + 1, i.e. one
  * quad. p0/p1: codes of the pair's first/second weight for nibble 3·w0 + w1 + 4. */
-BITNET_TL2I8_T2 static inline __attribute__((always_inline)) void bitnet_tl2i8_decode2(const uint8_t *two, int64_t two_k, int64_t BM, __m256i p0,
+BITNET_TL2I8_T2 static inline __attribute__((always_inline)) void
+bitnet_tl2i8_decode2(const uint8_t *two, int64_t two_k, int64_t BM, __m256i p0,
                                                  __m256i p1, uint8_t *dst) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int64_t kb2 = 0; kb2 < two_k / 32; ++kb2)
@@ -173,8 +175,9 @@ BITNET_TL2I8_T2 static inline __attribute__((always_inline)) void bitnet_tl2i8_d
 /* C columns (constant after inlining) × n_quads quads of the stash: out[c][L] (+)= Σ codes·q in lane order.
  * q[c] points at the slice's first activation of column c. */
 BITNET_TL2I8_T static inline __attribute__((always_inline)) void
-bitnet_tl2i8_block(const uint8_t *stash, int64_t n_quads, const int8_t *const *q, int C, int32_t *const *out,
+bitnet_tl2i8_block(const uint8_t *stash, int64_t n_quads, int h, const int8_t *const *q, int C, int32_t *const *out,
                    bool first) {
+    (void)h; /* all 32 rows */
     __m512i a[BITNET_TL2I8_CB][2];
     for (int c = 0; c < C; ++c) {
         a[c][0] = first ? _mm512_setzero_si512() : _mm512_loadu_si512((const void *)out[c]);
@@ -197,96 +200,14 @@ bitnet_tl2i8_block(const uint8_t *stash, int64_t n_quads, const int8_t *const *q
     }
 }
 
-/* Every column of one slice, BITNET_TL2I8_CB at a time. */
-BITNET_TL2I8_T static void bitnet_tl2i8_slice(const uint8_t *stash, int64_t n_quads, const int8_t *q, size_t q_stride,
-                                               int64_t k0, int64_t n_cols, int32_t *accm, size_t acc_stride,
-                                               bool first) {
-    for (int64_t n0 = 0; n0 < n_cols; n0 += BITNET_TL2I8_CB) {
-        const int C = (int)(n_cols - n0 < BITNET_TL2I8_CB ? n_cols - n0 : BITNET_TL2I8_CB);
-        const int8_t *qc[BITNET_TL2I8_CB];
-        int32_t *oc[BITNET_TL2I8_CB];
-        for (int c = 0; c < C; ++c) {
-            qc[c] = q + (size_t)(n0 + c) * q_stride + k0;
-            oc[c] = accm + (size_t)(n0 + c) * acc_stride;
-        }
-        switch (C) {
-#define BITNET_TL2I8_CASE(c_) \
-    case c_: bitnet_tl2i8_block(stash, n_quads, qc, c_, oc, first); break;
-            BITNET_TL2I8_CASE(8) BITNET_TL2I8_CASE(7) BITNET_TL2I8_CASE(6) BITNET_TL2I8_CASE(5)
-            BITNET_TL2I8_CASE(4) BITNET_TL2I8_CASE(3) BITNET_TL2I8_CASE(2) BITNET_TL2I8_CASE(1)
-#undef BITNET_TL2I8_CASE
-        default: break;
-        }
-    }
-}
-
-BITNET_TL2I8_T static void bitnet_tl2i8_gemm_512(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile,
-                                                  const int8_t *q, size_t q_stride, const int32_t *qsum,
-                                                  int64_t n_cols, int32_t *acc, size_t acc_stride) {
-    const int64_t M = sh->M, BM = sh->BM, BK = sh->BK, three_k = sh->three_k, two_k = sh->two_k;
-    /* code tables: three-weight nibbles (14, 15 never occur: the loader refuses them) and pair nibbles */
-    _Alignas(32) uint8_t tb[5][32];
-    for (int n = 0; n < 16; ++n) {
-        const int u = n + 13;
-        const uint8_t c[5] = {(uint8_t)(n < 14 ? u / 9 : 1), (uint8_t)(n < 14 ? u / 3 % 3 : 1),
-                              (uint8_t)(n < 14 ? u % 3 : 1), (uint8_t)(n < 9 ? n / 3 : 1), (uint8_t)(n < 9 ? n % 3 : 1)};
-        for (int e = 0; e < 5; ++e) tb[e][n] = tb[e][n + 16] = c[e];
-    }
-    const __m256i tab[3] = {_mm256_load_si256((const __m256i *)tb[0]), _mm256_load_si256((const __m256i *)tb[1]),
-                            _mm256_load_si256((const __m256i *)tb[2])};
-    const __m256i p0 = _mm256_load_si256((const __m256i *)tb[3]), p1 = _mm256_load_si256((const __m256i *)tb[4]);
-    /* lane order → row order: rows 0..15 and 16..31 gathered from the two accumulators (lanes 0..31) */
-    int32_t lane_of_row[32];
-    for (int L = 0; L < 32; ++L) {
-        const int v = L / 8, e = L % 8;
-        lane_of_row[bitnet_tl2i8_row_of_pos(16 * (e / 4) + 4 * v + e % 4)] = L;
-    }
-    const __m512i perm_lo = _mm512_loadu_si512((const void *)lane_of_row);
-    const __m512i perm_hi = _mm512_loadu_si512((const void *)(lane_of_row + 16));
-
-    _Alignas(64) uint8_t stash[BITNET_TL2I8_STASH];
-    const int64_t n_kb = three_k / BK;
-    const int64_t per_slice = BITNET_TL2I8_SLICE / (32 * BK) > 0 ? BITNET_TL2I8_SLICE / (32 * BK) : 1;
-    const uint8_t *index = w + (size_t)(tile * BM * three_k / 6);
-    const uint8_t *sign = w + (size_t)(three_k * M / 6) + (size_t)(tile * BM * three_k / 24);
-    const uint8_t *twop = w + (size_t)(three_k * M / 6 + three_k * M / 24) + (size_t)(tile * BM * two_k / 4);
-    const bitnet_tl2i8_src src = {index, sign, twop, BM, BK, n_kb, per_slice, two_k, BM / 32};
-    bitnet_tl2i8_prefetch(&src, 0, 0); /* the first decode's lines requested at once, not one by one */
-    for (int64_t mt = 0; mt < BM / 32; ++mt) {
-        int32_t *accm = acc + 32 * mt;
-        bool first = true;
-        for (int64_t kb0 = 0; kb0 < n_kb; kb0 += per_slice) {
-            const int64_t kb1 = kb0 + per_slice < n_kb ? kb0 + per_slice : n_kb;
-            for (int64_t kb = kb0; kb < kb1; ++kb)
-                bitnet_tl2i8_decode3(index + (size_t)(kb * BM * BK / 6 + mt * 32 * BK / 6),
-                                     sign + (size_t)(kb * BM * BK / 24 + mt * 32 * BK / 24), BK, tab,
-                                     stash + (size_t)((kb - kb0) * 32 * BK));
-            bitnet_tl2i8_prefetch_next(&src, mt, kb0);
-            bitnet_tl2i8_slice(stash, (kb1 - kb0) * BK / 4, q, q_stride, kb0 * BK, n_cols, accm, acc_stride, first);
-            first = false;
-        }
-        if (two_k > 0) {
-            bitnet_tl2i8_decode2(twop + (size_t)(mt * 256), two_k, BM, p0, p1, stash);
-            bitnet_tl2i8_prefetch_next(&src, mt, n_kb);
-            bitnet_tl2i8_slice(stash, two_k / 4, q, q_stride, three_k, n_cols, accm, acc_stride, first);
-        }
-        for (int64_t n = 0; n < n_cols; ++n) {
-            int32_t *o = accm + (size_t)n * acc_stride;
-            const __m512i a0 = _mm512_loadu_si512((const void *)o), a1 = _mm512_loadu_si512((const void *)(o + 16));
-            const __m512i s = _mm512_set1_epi32(qsum[n]);
-            _mm512_storeu_si512((void *)o, _mm512_sub_epi32(_mm512_permutex2var_epi32(a0, perm_lo, a1), s));
-            _mm512_storeu_si512((void *)(o + 16), _mm512_sub_epi32(_mm512_permutex2var_epi32(a0, perm_hi, a1), s));
-        }
-    }
-}
-
 /* ---- AVX2 and AVX-VNNI ------------------------------------------------------------------------ */
 
-/* decode3 with AVX2 only: the same quads as bitnet_tl2i8_decode3. tabd[e]: signed digit e (−1, 0, +1) for
- * nibble n (both 128-bit lanes; 0 for the nibbles 14, 15 the loader refuses). */
+/* decode3 with AVX2 only: the same quads as bitnet_tl2i8_decode3, from the same code tables; tabd[e] = tab[e] − 1
+ * is the signed digit (−1, 0, +1). */
 BITNET_TL2I8_T2 static void bitnet_tl2i8_decode3_avx2(const uint8_t *idx, const uint8_t *sgn, int64_t BK,
-                                                      const __m256i tabd[3], uint8_t *dst) {
+                                                      const __m256i tab[3], uint8_t *dst) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i tabd[3] = {_mm256_sub_epi8(tab[0], one), _mm256_sub_epi8(tab[1], one), _mm256_sub_epi8(tab[2], one)};
     for (int64_t u = 0; u < BK / 24; ++u) {
         const __m256i S = _mm256_loadu_si256((const __m256i *)(sgn + 32 * u));
         __m256i d[12];
@@ -330,8 +251,10 @@ bitnet_tl2i8_block_avx2(const uint8_t *stash, int64_t n_quads, int h, const int8
 #pragma GCC unroll 4
         for (int64_t j = j0; j < j1; ++j) {
             const uint8_t *sp = stash + 128 * j;
-            const __m256i w0 = _mm256_load_si256((const __m256i *)sp), w1 = _mm256_load_si256((const __m256i *)(sp + 32));
-            const __m256i w2 = _mm256_load_si256((const __m256i *)(sp + 64)), w3 = _mm256_load_si256((const __m256i *)(sp + 96));
+            const __m256i w0 = _mm256_load_si256((const __m256i *)sp);
+            const __m256i w1 = _mm256_load_si256((const __m256i *)(sp + 32));
+            const __m256i w2 = _mm256_load_si256((const __m256i *)(sp + 64));
+            const __m256i w3 = _mm256_load_si256((const __m256i *)(sp + 96));
             int32_t v;
             memcpy(&v, q0 + 4 * j, sizeof v);
             const __m256i x = _mm256_set1_epi32(v);
@@ -383,20 +306,22 @@ bitnet_tl2i8_block_vnni(const uint8_t *stash, int64_t n_quads, int h, const int8
         for (int r = 0; r < 2; ++r) _mm256_storeu_si256((__m256i *)(out[c] + 16 * h + 8 * r), a[c][r]);
 }
 
-/* Every column of one slice through BLOCK, CB columns at a time (CB ≤ BITNET_TL2I8_CB2), over HALVES 16-row
+/* Every column of one slice through BLOCK, CB columns at a time (CB ≤ BITNET_TL2I8_CB), over HALVES 16-row
  * halves (2; 1 for a block that takes all 32 rows). A macro so that each version's block inlines into a
  * function of its own target. */
-#define BITNET_TL2I8_SLICE256(BLOCK, CB, HALVES)                                                                          \
+#define BITNET_TL2I8_COLUMNS(BLOCK, CB, HALVES)                                                                \
     do {                                                                                                     \
         for (int64_t n0 = 0; n0 < n_cols; n0 += CB) {                                                        \
             const int C = (int)(n_cols - n0 < CB ? n_cols - n0 : CB);                                         \
-            const int8_t *qc[BITNET_TL2I8_CB2];                                                              \
-            int32_t *oc[BITNET_TL2I8_CB2];                                                                   \
+            const int8_t *qc[BITNET_TL2I8_CB];                                                               \
+            int32_t *oc[BITNET_TL2I8_CB];                                                                    \
             for (int c = 0; c < C; ++c) {                                                                    \
                 qc[c] = q + (size_t)(n0 + c) * q_stride + k0;                                                \
                 oc[c] = accm + (size_t)(n0 + c) * acc_stride;                                                \
             }                                                                                                \
             for (int h = 0; h < HALVES; ++h) switch (C) {                                                    \
+                    case 8: if (CB >= 8) BLOCK(stash, n_quads, h, qc, 8, oc, first); break;                  \
+                    case 7: if (CB >= 7) BLOCK(stash, n_quads, h, qc, 7, oc, first); break;                  \
                     case 6: if (CB >= 6) BLOCK(stash, n_quads, h, qc, 6, oc, first); break;                  \
                     case 5: if (CB >= 5) BLOCK(stash, n_quads, h, qc, 5, oc, first); break;                  \
                     case 4: if (CB >= 4) BLOCK(stash, n_quads, h, qc, 4, oc, first); break;                  \
@@ -407,41 +332,80 @@ bitnet_tl2i8_block_vnni(const uint8_t *stash, int64_t n_quads, int h, const int8
         }                                                                                                    \
     } while (0)
 
-BITNET_TL2I8_T2 static void bitnet_tl2i8_slice_avx2(const uint8_t *stash, int64_t n_quads, const int8_t *q,
-                                                    size_t q_stride, int64_t k0, int64_t n_cols, int32_t *accm,
-                                                    size_t acc_stride, bool first) {
-    BITNET_TL2I8_SLICE256(bitnet_tl2i8_block_avx2, 2, 1);
+#define BITNET_TL2I8_SLICE_ARGS                                                                               \
+    const uint8_t *stash, int64_t n_quads, const int8_t *q, size_t q_stride, int64_t k0, int64_t n_cols,     \
+        int32_t *accm, size_t acc_stride, bool first
+BITNET_TL2I8_T static void bitnet_tl2i8_slice_512(BITNET_TL2I8_SLICE_ARGS) {
+    BITNET_TL2I8_COLUMNS(bitnet_tl2i8_block, BITNET_TL2I8_CB, 1);
+}
+BITNET_TL2I8_TV static void bitnet_tl2i8_slice_vnni(BITNET_TL2I8_SLICE_ARGS) {
+    BITNET_TL2I8_COLUMNS(bitnet_tl2i8_block_vnni, BITNET_TL2I8_CB2, 2);
+}
+BITNET_TL2I8_T2 static void bitnet_tl2i8_slice_avx2(BITNET_TL2I8_SLICE_ARGS) {
+    BITNET_TL2I8_COLUMNS(bitnet_tl2i8_block_avx2, 2, 1);
 }
 
-BITNET_TL2I8_TV static void bitnet_tl2i8_slice_vnni(const uint8_t *stash, int64_t n_quads, const int8_t *q,
-                                                    size_t q_stride, int64_t k0, int64_t n_cols, int32_t *accm,
-                                                    size_t acc_stride, bool first) {
-    BITNET_TL2I8_SLICE256(bitnet_tl2i8_block_vnni, BITNET_TL2I8_CB2, 2);
+/* The versions, best first; each has its decode of the three-weight part, its slice of products and its way of
+ * putting a micro tile's lanes back in row order. */
+typedef enum { BITNET_TL2I8_AVX512, BITNET_TL2I8_AVXVNNI, BITNET_TL2I8_AVX2 } bitnet_tl2i8_version;
+
+/* Lanes → row order and Σ q subtracted, AVX-512: two vpermt2d per column. */
+BITNET_TL2I8_T static void bitnet_tl2i8_finish_512(int32_t *accm, size_t acc_stride, const int32_t *qsum,
+                                                    int64_t n_cols, const int32_t lane_of_row[32]) {
+    const __m512i perm_lo = _mm512_loadu_si512((const void *)lane_of_row);
+    const __m512i perm_hi = _mm512_loadu_si512((const void *)(lane_of_row + 16));
+    for (int64_t n = 0; n < n_cols; ++n) {
+        int32_t *o = accm + (size_t)n * acc_stride;
+        const __m512i a0 = _mm512_loadu_si512((const void *)o), a1 = _mm512_loadu_si512((const void *)(o + 16));
+        const __m512i s = _mm512_set1_epi32(qsum[n]);
+        _mm512_storeu_si512((void *)o, _mm512_sub_epi32(_mm512_permutex2var_epi32(a0, perm_lo, a1), s));
+        _mm512_storeu_si512((void *)(o + 16), _mm512_sub_epi32(_mm512_permutex2var_epi32(a0, perm_hi, a1), s));
+    }
 }
 
-/* The AVX2 (vnni = false) and AVX-VNNI versions: bitnet_tl2i8_gemm_512's order of work with the 256-bit
- * decode and products; the lanes go back to row order with scalar moves (32 per column and micro tile). */
-BITNET_TL2I8_T2 static void bitnet_tl2i8_gemm_256(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile,
-                                                  const int8_t *q, size_t q_stride, const int32_t *qsum,
-                                                  int64_t n_cols, int32_t *acc, size_t acc_stride, bool vnni) {
+/* The same with scalar moves (32 per column and micro tile), for the 256-bit versions. */
+static void bitnet_tl2i8_finish_scalar(int32_t *accm, size_t acc_stride, const int32_t *qsum, int64_t n_cols,
+                                       const int32_t lane_of_row[32]) {
+    for (int64_t n = 0; n < n_cols; ++n) {
+        int32_t *o = accm + (size_t)n * acc_stride, lanes[32];
+        memcpy(lanes, o, sizeof lanes);
+        for (int r = 0; r < 32; ++r) o[r] = lanes[lane_of_row[r]] - qsum[n];
+    }
+}
+
+static void bitnet_tl2i8_slice_of(bitnet_tl2i8_version v, BITNET_TL2I8_SLICE_ARGS) {
+    if (v == BITNET_TL2I8_AVX512)
+        bitnet_tl2i8_slice_512(stash, n_quads, q, q_stride, k0, n_cols, accm, acc_stride, first);
+    else if (v == BITNET_TL2I8_AVXVNNI)
+        bitnet_tl2i8_slice_vnni(stash, n_quads, q, q_stride, k0, n_cols, accm, acc_stride, first);
+    else
+        bitnet_tl2i8_slice_avx2(stash, n_quads, q, q_stride, k0, n_cols, accm, acc_stride, first);
+}
+
+/* One call of version v (arguments checked by the caller): per 32-row micro tile, K slice by K slice, decode the
+ * weights into the stash (prefetching the next decode's bytes) and multiply every column by it; then the
+ * two-weight part; then the lanes back to row order. */
+BITNET_TL2I8_T2 static void bitnet_tl2i8_gemm(bitnet_tl2i8_version v, const bitnet_lut_shape *sh, const uint8_t *w,
+                                              int64_t tile, const int8_t *q, size_t q_stride, const int32_t *qsum,
+                                              int64_t n_cols, int32_t *acc, size_t acc_stride) {
     const int64_t M = sh->M, BM = sh->BM, BK = sh->BK, three_k = sh->three_k, two_k = sh->two_k;
-    _Alignas(32) int8_t td[3][32];
-    _Alignas(32) uint8_t tp[2][32];
+    /* code tables: three-weight nibbles (14, 15 never occur: the loader refuses them) and pair nibbles */
+    _Alignas(32) uint8_t tb[5][32];
     for (int n = 0; n < 16; ++n) {
         const int u = n + 13;
-        const int8_t c[3] = {(int8_t)(n < 14 ? u / 9 - 1 : 0), (int8_t)(n < 14 ? u / 3 % 3 - 1 : 0),
-                             (int8_t)(n < 14 ? u % 3 - 1 : 0)};
-        for (int e = 0; e < 3; ++e) td[e][n] = td[e][n + 16] = c[e];
-        tp[0][n] = tp[0][n + 16] = (uint8_t)(n < 9 ? n / 3 : 1);
-        tp[1][n] = tp[1][n + 16] = (uint8_t)(n < 9 ? n % 3 : 1);
+        const uint8_t c[5] = {(uint8_t)(n < 14 ? u / 9 : 1), (uint8_t)(n < 14 ? u / 3 % 3 : 1),
+                              (uint8_t)(n < 14 ? u % 3 : 1), (uint8_t)(n < 9 ? n / 3 : 1),
+                              (uint8_t)(n < 9 ? n % 3 : 1)};
+        for (int e = 0; e < 5; ++e) tb[e][n] = tb[e][n + 16] = c[e];
     }
-    const __m256i tabd[3] = {_mm256_load_si256((const __m256i *)td[0]), _mm256_load_si256((const __m256i *)td[1]),
-                             _mm256_load_si256((const __m256i *)td[2])};
-    const __m256i p0 = _mm256_load_si256((const __m256i *)tp[0]), p1 = _mm256_load_si256((const __m256i *)tp[1]);
-    int lane_of_row[32];
+    const __m256i tab[3] = {_mm256_load_si256((const __m256i *)tb[0]), _mm256_load_si256((const __m256i *)tb[1]),
+                            _mm256_load_si256((const __m256i *)tb[2])};
+    const __m256i p0 = _mm256_load_si256((const __m256i *)tb[3]), p1 = _mm256_load_si256((const __m256i *)tb[4]);
+    /* lane order → row order: rows 0..15 and 16..31 gathered from the lanes 0..31 */
+    int32_t lane_of_row[32];
     for (int L = 0; L < 32; ++L) {
-        const int v = L / 8, e = L % 8;
-        lane_of_row[bitnet_tl2i8_row_of_pos(16 * (e / 4) + 4 * v + e % 4)] = L;
+        const int lv = L / 8, e = L % 8;
+        lane_of_row[bitnet_tl2i8_row_of_pos(16 * (e / 4) + 4 * lv + e % 4)] = L;
     }
 
     _Alignas(64) uint8_t stash[BITNET_TL2I8_STASH];
@@ -457,51 +421,31 @@ BITNET_TL2I8_T2 static void bitnet_tl2i8_gemm_256(const bitnet_lut_shape *sh, co
         bool first = true;
         for (int64_t kb0 = 0; kb0 < n_kb; kb0 += per_slice) {
             const int64_t kb1 = kb0 + per_slice < n_kb ? kb0 + per_slice : n_kb;
-            for (int64_t kb = kb0; kb < kb1; ++kb)
-                bitnet_tl2i8_decode3_avx2(index + (size_t)(kb * BM * BK / 6 + mt * 32 * BK / 6),
-                                          sign + (size_t)(kb * BM * BK / 24 + mt * 32 * BK / 24), BK, tabd,
-                                          stash + (size_t)((kb - kb0) * 32 * BK));
-            const int64_t n_quads = (kb1 - kb0) * BK / 4;
+            for (int64_t kb = kb0; kb < kb1; ++kb) {
+                const uint8_t *ip = index + (size_t)(kb * BM * BK / 6 + mt * 32 * BK / 6);
+                const uint8_t *sp = sign + (size_t)(kb * BM * BK / 24 + mt * 32 * BK / 24);
+                uint8_t *dst = stash + (size_t)((kb - kb0) * 32 * BK);
+                if (v == BITNET_TL2I8_AVX512)
+                    bitnet_tl2i8_decode3(ip, sp, BK, tab, dst);
+                else
+                    bitnet_tl2i8_decode3_avx2(ip, sp, BK, tab, dst);
+            }
             bitnet_tl2i8_prefetch_next(&src, mt, kb0);
-            if (vnni)
-                bitnet_tl2i8_slice_vnni(stash, n_quads, q, q_stride, kb0 * BK, n_cols, accm, acc_stride, first);
-            else
-                bitnet_tl2i8_slice_avx2(stash, n_quads, q, q_stride, kb0 * BK, n_cols, accm, acc_stride, first);
+            bitnet_tl2i8_slice_of(v, stash, (kb1 - kb0) * BK / 4, q, q_stride, kb0 * BK, n_cols, accm, acc_stride,
+                                  first);
             first = false;
         }
         if (two_k > 0) {
             bitnet_tl2i8_decode2(twop + (size_t)(mt * 256), two_k, BM, p0, p1, stash);
             bitnet_tl2i8_prefetch_next(&src, mt, n_kb);
-            if (vnni)
-                bitnet_tl2i8_slice_vnni(stash, two_k / 4, q, q_stride, three_k, n_cols, accm, acc_stride, first);
-            else
-                bitnet_tl2i8_slice_avx2(stash, two_k / 4, q, q_stride, three_k, n_cols, accm, acc_stride, first);
+            bitnet_tl2i8_slice_of(v, stash, two_k / 4, q, q_stride, three_k, n_cols, accm, acc_stride, first);
         }
-        for (int64_t n = 0; n < n_cols; ++n) {
-            int32_t *o = accm + (size_t)n * acc_stride, lanes[32];
-            memcpy(lanes, o, sizeof lanes);
-            for (int r = 0; r < 32; ++r) o[r] = lanes[lane_of_row[r]] - qsum[n];
-        }
+        if (v == BITNET_TL2I8_AVX512)
+            bitnet_tl2i8_finish_512(accm, acc_stride, qsum, n_cols, lane_of_row);
+        else
+            bitnet_tl2i8_finish_scalar(accm, acc_stride, qsum, n_cols, lane_of_row);
     }
 }
-
-static bool bitnet_tl2i8_run_512(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
-                                 size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc,
-                                 size_t acc_stride);
-static bool bitnet_tl2i8_run_vnni(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
-                                  size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc,
-                                  size_t acc_stride);
-static bool bitnet_tl2i8_run_avx2(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,
-                                  size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc,
-                                  size_t acc_stride);
-
-/* Best first. */
-static const struct {
-    const char *isa;
-    bitnet_tl2_i8_fn fn;
-} bitnet_tl2i8_versions[] = {
-    {"avx512", bitnet_tl2i8_run_512}, {"avxvnni", bitnet_tl2i8_run_vnni}, {"avx2", bitnet_tl2i8_run_avx2}};
-#define BITNET_TL2I8_N_VERSIONS ((int)(sizeof bitnet_tl2i8_versions / sizeof bitnet_tl2i8_versions[0]))
 #endif
 
 /* The tiles the kernel takes (every legal TL2 tiling: bitnet_tiles_check asks the same and more). */
@@ -512,25 +456,28 @@ static bool bitnet_tl2i8_shape_ok(const bitnet_lut_shape *sh) {
 }
 
 #if defined(__x86_64__)
-static bool bitnet_tl2i8_args_ok(const bitnet_lut_shape *sh, const uint8_t *w, const int8_t *q,
-                                 const int32_t *qsum, int64_t n_cols, const int32_t *acc, size_t acc_stride) {
-    return w != NULL && q != NULL && qsum != NULL && acc != NULL && n_cols >= 1 && bitnet_tl2i8_shape_ok(sh) &&
-           acc_stride >= (size_t)sh->BM;
-}
-
-#define BITNET_TL2I8_RUN(name_, call_)                                                                       \
+/* The public form of version v: the arguments checked, then bitnet_tl2i8_gemm. */
+#define BITNET_TL2I8_RUN(name_, v_)                                                                          \
     static bool name_(const bitnet_lut_shape *sh, const uint8_t *w, int64_t tile, const int8_t *q,          \
                       size_t q_stride, const int32_t *qsum, int64_t n_cols, int32_t *acc, size_t acc_stride) { \
-        if (!bitnet_tl2i8_args_ok(sh, w, q, qsum, n_cols, acc, acc_stride)) return false;                   \
-        call_;                                                                                              \
-        return true;                                                                                        \
+        if (w == NULL || q == NULL || qsum == NULL || acc == NULL || n_cols < 1 || !bitnet_tl2i8_shape_ok(sh) || \
+            acc_stride < (size_t)sh->BM)                                                                     \
+            return false;                                                                                    \
+        bitnet_tl2i8_gemm(v_, sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride);                      \
+        return true;                                                                                         \
     }
-BITNET_TL2I8_RUN(bitnet_tl2i8_run_512, bitnet_tl2i8_gemm_512(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride))
-BITNET_TL2I8_RUN(bitnet_tl2i8_run_vnni,
-                 bitnet_tl2i8_gemm_256(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride, true))
-BITNET_TL2I8_RUN(bitnet_tl2i8_run_avx2,
-                 bitnet_tl2i8_gemm_256(sh, w, tile, q, q_stride, qsum, n_cols, acc, acc_stride, false))
+BITNET_TL2I8_RUN(bitnet_tl2i8_run_512, BITNET_TL2I8_AVX512)
+BITNET_TL2I8_RUN(bitnet_tl2i8_run_vnni, BITNET_TL2I8_AVXVNNI)
+BITNET_TL2I8_RUN(bitnet_tl2i8_run_avx2, BITNET_TL2I8_AVX2)
 #undef BITNET_TL2I8_RUN
+
+/* Best first. */
+static const struct {
+    const char *isa;
+    bitnet_tl2_i8_fn fn;
+} bitnet_tl2i8_versions[] = {
+    {"avx512", bitnet_tl2i8_run_512}, {"avxvnni", bitnet_tl2i8_run_vnni}, {"avx2", bitnet_tl2i8_run_avx2}};
+#define BITNET_TL2I8_N_VERSIONS ((int)(sizeof bitnet_tl2i8_versions / sizeof bitnet_tl2i8_versions[0]))
 
 bitnet_tl2_i8_fn bitnet_tl2_i8_for_isa(const char *isa) {
     if (isa == NULL) return NULL;
@@ -583,4 +530,6 @@ bool bitnet_tl2_i8_gemm(const bitnet_lut_shape *sh, const uint8_t *w, int64_t ti
 }
 #endif
 
-bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) { return bitnet_tl2i8_shape_ok(sh) && bitnet_tl2_i8_available(); }
+bool bitnet_tl2_i8_supports(const bitnet_lut_shape *sh) {
+    return bitnet_tl2i8_shape_ok(sh) && bitnet_tl2_i8_available();
+}
