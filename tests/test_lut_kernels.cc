@@ -1161,10 +1161,7 @@ std::vector<std::pair<std::string, bitnet_tl2_i8_fn>> tl2_i8_versions() {
     return v;
 }
 
-TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
-    const auto versions = tl2_i8_versions();
-    if (versions.empty()) GTEST_SKIP() << "no AVX2 here (or BITNET_ISA caps it)";
-    for (const auto &[isa, fn] : versions) {
+void check_tl2_i8_every_shape(const std::string &isa, bitnet_tl2_i8_fn fn) {
     SCOPED_TRACE(isa);
     std::printf("[ info ] int8 kernel on TL2 bytes, version %s\n", isa.c_str());
     uint32_t seed = 7100;
@@ -1180,14 +1177,18 @@ TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
                 check_tl2_i8(fn, s, w, t, quantize(make_acts(s.K, N, seed + (uint32_t)N, N / 2), s.K));
         seed += 10;
     }
-    }
+}
+
+TEST(Tl2Int8, MatchesReferenceOnEveryTl2Shape) {
+    const auto versions = tl2_i8_versions();
+    if (versions.empty()) GTEST_SKIP() << "no AVX2 here (or BITNET_ISA caps it)";
+    for (const auto &[isa, fn] : versions) check_tl2_i8_every_shape(isa, fn);
 }
 
 TEST(Tl2Int8, ExtremeWeightsAndActivations) {
     const auto versions = tl2_i8_versions();
     if (versions.empty()) GTEST_SKIP() << "no AVX2 here (or BITNET_ISA caps it)";
     const Shape shapes[] = {{BITNET_TYPE_TL2, 64, 4096, {64, 168, 32}}, {BITNET_TYPE_TL2, 32, 464, {32, 240, 32}}};
-    for (const auto &[isa, fn] : versions)
     for (const Shape &s : shapes)
         for (Fill f : {Fill::PlusOne, Fill::MinusOne, Fill::Zero}) {
             const Weight w = make_weight(s, {s.n_tiles() - 1}, f, 1);
@@ -1200,8 +1201,10 @@ TEST(Tl2Int8, ExtremeWeightsAndActivations) {
                 a.q[(size_t)(s.K + k)] = -128;
                 a.q[(size_t)(2 * s.K + k)] = (int8_t)(k % 2 ? 127 : -128);
             }
-            SCOPED_TRACE(isa);
-            check_tl2_i8(fn, s, w, s.n_tiles() - 1, a);
+            for (const auto &[isa, fn] : versions) {
+                SCOPED_TRACE(isa);
+                check_tl2_i8(fn, s, w, s.n_tiles() - 1, a);
+            }
         }
 }
 
