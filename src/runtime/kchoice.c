@@ -255,8 +255,9 @@ const char *bitnet_kchoice_key(const bitnet_kchoice *c, const char *lut_kernel, 
     char cpu[128];
     kc_cpu_name(cpu, sizeof cpu);
     snprintf(buf, cap, "v2|%s|%s|%s-%s|%s|%lldx%lld|%lld,%lld,%lld|t%d", cpu, lut_kernel ? lut_kernel : "?",
-             c->int8_on_tl2 ? "tl2i8" : "i2s", c->int8_on_tl2 ? bitnet_tl2_i8_isa() : bitnet_i2s_isa(), bitnet_type_name(c->type), (long long)c->M, (long long)c->K, (long long)c->BM,
-             (long long)c->BK, (long long)c->bm, c->n_threads);
+             c->int8_on_tl2 ? "tl2i8" : "i2s", c->int8_on_tl2 ? bitnet_tl2_i8_isa() : bitnet_i2s_isa(),
+             bitnet_type_name(c->type), (long long)c->M, (long long)c->K, (long long)c->BM, (long long)c->BK,
+             (long long)c->bm, c->n_threads);
     for (char *p = buf; *p; p++)
         if (*p <= ' ' || *p > '~') *p = '_';
     return buf;

@@ -43,7 +43,8 @@ typedef struct bitnet_tensor_extra {
     const uint8_t *i2s_codes;
     /* TL2 weight on a CPU with bitnet_tl2_i8_available() (x86-64 with AVX2): products of i2s_min_cols or more
      * columns run the int8 kernel on the TL2 bytes themselves (bitnet_tl2_i8_gemm), so no I2_S bytes are kept
-     * (i2s_codes is NULL) and the weight has one copy. Set at transform for every TL2 target (from I2_S, TL1 or TL2 bytes). */
+     * (i2s_codes is NULL) and the weight has one copy. Set at transform for every TL2 target (from I2_S, TL1 or
+     * TL2 bytes). */
     bool int8_on_tl2;
     int64_t i2s_min_cols;    /* from bitnet_lut_i2s_min_cols() at transform, replaced by the measured crossover
                                 when a model's context is created (bitnet_model_choose_kernels); 0 = never */
