@@ -145,13 +145,8 @@ __attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_c
         for (int j = 0; j < 4; j++) acc[4 * c + j] = v[c][j];
 }
 
-/* How far ahead of the current block the GEMV asks for each row's bytes (the AVX-512 version's distance;
- * on the 2B-4T head, 128256 × 2560, measured as the AVX-512 one: 1024 B gave 89 % of a plain read of the
- * same buffer, no prefetch 80 %). */
-enum { F16_PREFETCH_BYTES = 1024 };
-
-/* One column (the generated token): two rows at a time, each read from start to end so that the weights
- * stream through memory in order, their eight accumulators independent (four per row, the lanes of
+/* One column (the generated token): two rows at a time, each read from start to end while the next two rows are
+ * prefetched (bitnet_dense_prefetch_step), their eight accumulators independent (four per row, the lanes of
  * f16_lanes4); then each row's fold and tail as the single dot. */
 __attribute__((target("avx2,f16c,fma"))) static void f16_gemv(const uint16_t *a, size_t a_stride, int64_t n_rows,
                                                              const float *b, int64_t n, float *out) {
@@ -161,9 +156,11 @@ __attribute__((target("avx2,f16c,fma"))) static void f16_gemv(const uint16_t *a,
         const uint16_t *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride;
         __m256 x[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         __m256 y[4] = {x[0], x[0], x[0], x[0]};
+        const char *next = (const char *)(a0 + 2 * a_stride);
+        const int64_t group = (int64_t)(4 * a_stride); /* two rows of binary16 */
+        const int64_t per = r + 4 <= n_rows ? bitnet_dense_prefetch_per_step(group, n32 / 32) : 0;
         for (int64_t i = 0; i < n32; i += 32) {
-            _mm_prefetch((const char *)(a0 + i) + F16_PREFETCH_BYTES, _MM_HINT_T0);
-            _mm_prefetch((const char *)(a1 + i) + F16_PREFETCH_BYTES, _MM_HINT_T0);
+            bitnet_dense_prefetch_step(next, group, i / 32, per);
             for (int j = 0; j < 4; j++) {
                 const __m256 bj = _mm256_loadu_ps(b + i + 8 * j);
                 x[j] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a0 + i + 8 * j))), bj, x[j]);
@@ -289,7 +286,8 @@ __attribute__((target("avx2,f16c"))) float bitnet_dense_dot_q8_0__avx2(const bit
 /* Four rows of one column at a time: per block, the four rows' integer sums (as in the single dot) gathered
  * into the lanes of one vector, then per lane the single dot's float steps, p = (float)isum · (da·db) and
  * sum += p in block order, so each lane is its row's bitnet_dense_dot_q8_0 while four independent sums hide
- * the latency of the additions; the activation block is read once for the four rows. */
+ * the latency of the additions; the activation block is read once for the four rows, and the next four rows
+ * are prefetched with the first column (bitnet_dense_prefetch_step). */
 __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitnet_block_q8_0 *a, size_t a_stride,
                                                                      int64_t n_rows, const bitnet_block_q8_0 *b,
                                                                      size_t b_stride, int64_t n_cols, int64_t n,
@@ -299,14 +297,15 @@ __attribute__((target("avx2,f16c"))) void bitnet_dense_mul_q8_0__avx2(const bitn
     for (; r + 4 <= n_rows; r += 4) {
         const bitnet_block_q8_0 *a0 = a + (size_t)r * a_stride, *a1 = a0 + a_stride, *a2 = a1 + a_stride,
                                 *a3 = a2 + a_stride;
+        const char *next = (const char *)(a0 + 4 * a_stride);
+        const int64_t group = (int64_t)(4 * a_stride * sizeof *a);
         for (int64_t j = 0; j < n_cols; j++) {
             const bitnet_block_q8_0 *bj = b + (size_t)j * b_stride;
+            /* the next four rows once, with the first column */
+            const int64_t per = j == 0 && r + 8 <= n_rows ? bitnet_dense_prefetch_per_step(group, nb) : 0;
             __m128 sum = _mm_setzero_ps();
             for (int64_t i = 0; i < nb; i++) {
-                _mm_prefetch((const char *)(a0 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a1 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a2 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
-                _mm_prefetch((const char *)(a3 + i) + BITNET_Q8_0_PREFETCH, _MM_HINT_T0);
+                bitnet_dense_prefetch_step(next, group, i, per);
                 const __m256i s0 = q8_block_dot(a0 + i, bj + i), s1 = q8_block_dot(a1 + i, bj + i);
                 const __m256i s2 = q8_block_dot(a2 + i, bj + i), s3 = q8_block_dot(a3 + i, bj + i);
                 const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));

@@ -38,9 +38,24 @@ static inline float bitnet_dense_dot_f16_column(const uint16_t *a, size_t a_stri
     return bitnet_dense_dot_f16_tail(bitnet_dense_fold32(s), a, a_stride, b, n32, n);
 }
 
-/* Bytes ahead of the current block that the Q8_0 products (AVX2, AVX-512) prefetch each row: on the 2B-4T
- * head (128256 × 2560, 1 thread, Xeon VM) 7.0-7.6 GB/s without a prefetch, 9.7 with this one. */
-#define BITNET_Q8_0_PREFETCH 1024
+/* The prefetch of the one-column products that read a group of consecutive rows per pass (F16 and Q8_0, AVX2
+ * and AVX-512): `next` is the first byte of the next group, group_bytes its size (rows × row stride), n_steps
+ * the pass's steps; step s asks for bytes [s·per, (s+1)·per) of the next group into L2 (per = group_bytes /
+ * n_steps rounded up), so the whole next group is requested in address order while this one is multiplied,
+ * and every row starts warm. Asking a fixed distance ahead inside each row instead left each group's first
+ * lines to the hardware prefetchers, which follow several short streams late: on the 2B-4T head (128256 ×
+ * 2560, F16, 1 thread, AMD EPYC Zen 5 VM, read bandwidth 40 GB/s) 1024 bytes ahead in each row gave 28.9 GB/s
+ * with AVX-512 and 21.6 with AVX2, the next group 32.8-33.6 and 31-34 (bitnet-kernel-bench --head). */
+static inline int64_t bitnet_dense_prefetch_per_step(int64_t group_bytes, int64_t n_steps) {
+    return n_steps > 0 ? (group_bytes + n_steps - 1) / n_steps : 0;
+}
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+static inline void bitnet_dense_prefetch_step(const char *next, int64_t group_bytes, int64_t step, int64_t per) {
+    const int64_t end = (step + 1) * per < group_bytes ? (step + 1) * per : group_bytes;
+    for (int64_t o = step * per; o < end; o += 64) _mm_prefetch(next + o, _MM_HINT_T1);
+}
+#endif
 
 #if defined(__x86_64__)
 /* AVX2 + F16C (function target attributes; call only after bitnet_cpu_supports("avx2")). */
