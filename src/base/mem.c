@@ -1,8 +1,14 @@
 /* mem.c — the runtime's allocator: the C library's heap, or the calling thread's arena (rules in mem.h). */
+#if !defined(BITNET_BARE_METAL) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#endif
 #include "base/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
+#ifndef BITNET_BARE_METAL
+#include <sys/mman.h>
+#endif
 
 #ifdef BITNET_BARE_METAL
 static bitnet_arena *g_current; /* one thread */
@@ -123,4 +129,35 @@ void bitnet_free(void *p) {
     if ((size_t)((uint8_t *)p - a->base) == a->last && a->used > a->last) {
         a->used = a->last; /* the most recent block: its bytes are free again (alignment padding stays) */
     }
+}
+
+void *bitnet_zeroed_alloc(size_t n, bool *mapped) {
+    *mapped = false;
+    if (n == 0) return NULL;
+    if (g_current) {
+        void *p = arena_alloc(g_current, n, 64);
+        if (p) memset(p, 0, n);
+        return p;
+    }
+#ifdef BITNET_BARE_METAL
+    return NULL;
+#else
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *mapped = true;
+    return p;
+#endif
+}
+
+void bitnet_zeroed_free(void *p, size_t n, bool mapped) {
+    if (p == NULL) return;
+#ifndef BITNET_BARE_METAL
+    if (mapped) {
+        munmap(p, n);
+        return;
+    }
+#else
+    (void)n, (void)mapped;
+#endif
+    bitnet_free(p);
 }

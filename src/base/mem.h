@@ -63,6 +63,14 @@ void *bitnet_realloc(void *p, size_t n);
 void *bitnet_aligned_alloc(size_t align, size_t n);
 void bitnet_free(void *p);
 
+/* n bytes of zeros for a large buffer that is written before it is read (the KV cache). On the C library's
+ * heap: an anonymous private mapping, page-aligned, whose pages the kernel zeroes on first touch, so the
+ * bytes never touched cost neither time nor resident memory (POSIX mmap); *mapped is set to true. In an
+ * arena: a 64-aligned block, zeroed with memset; *mapped false. NULL when out of memory (or n == 0). Give it
+ * back with bitnet_zeroed_free(p, n, mapped) with the same n and flag. */
+void *bitnet_zeroed_alloc(size_t n, bool *mapped);
+void bitnet_zeroed_free(void *p, size_t n, bool mapped);
+
 #ifdef __cplusplus
 }
 #endif

@@ -234,9 +234,14 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
         &c->wdata[1], (void **)&c->xn[0], (void **)&c->xn[1], (void **)&c->xn[2], (void **)&c->rope_cos_swa,
         (void **)&c->rope_sin_swa, (void **)&c->act16,
     };
+    /* the KV cache: zeros that cost nothing until a position is written (base/mem.h bitnet_zeroed_alloc) */
+    c->kv_bytes = round64(b[CB_KCACHE]);
     for (int i = 0; i < CB_COUNT; i++) {
         if (b[i] == 0) continue; /* not needed by this model: stays NULL */
-        *ptrs[i] = bitnet_aligned_alloc(64, round64(b[i]));
+        if (i == CB_KCACHE || i == CB_VCACHE)
+            *ptrs[i] = bitnet_zeroed_alloc(round64(b[i]), &c->kv_mapped[i == CB_VCACHE]);
+        else
+            *ptrs[i] = bitnet_aligned_alloc(64, round64(b[i]));
         if (!*ptrs[i]) {
             bitnet_context_free(c);
             return bitnet_fail(err, BITNET_ERR_NOMEM,
@@ -244,8 +249,6 @@ bitnet_status bitnet_context_create_params(bitnet_model *m, const bitnet_context
                                (int)p.n_ctx, (int)p.n_batch, i + 1, (int)CB_COUNT, (unsigned long long)b[i]);
         }
     }
-    memset(c->kcache, 0, b[CB_KCACHE]);
-    memset(c->vcache, 0, b[CB_VCACHE]);
     memset(c->logits, 0, b[CB_LOGITS]);
     rope_tables(&m->hp, m->hp.rope_freq_base, p.n_ctx, c->rope_cos, c->rope_sin);
     if (swa_tables(&m->hp)) {
@@ -284,7 +287,12 @@ void bitnet_context_free(bitnet_context *c) {
                             own_swa ? c->rope_sin_swa : NULL, c->act16};
     bitnet_free(c->out_row);
     bitnet_free(c->seq_len);
-    for (int i = CB_COUNT; i-- > 0;) bitnet_free(bufs[i]);
+    for (int i = CB_COUNT; i-- > 0;) {
+        if (i == CB_KCACHE || i == CB_VCACHE)
+            bitnet_zeroed_free(bufs[i], c->kv_bytes, c->kv_mapped[i == CB_VCACHE]);
+        else
+            bitnet_free(bufs[i]);
+    }
     bitnet_free(c);
 }
 

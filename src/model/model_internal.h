@@ -179,6 +179,9 @@ struct bitnet_context {
                          positions are contiguous, so the attention reads them as one stream */
     uint16_t *vcache; /* (n_layer, n_head_kv, kv_rows, head_size) F16 values, laid out as the keys; the
                          attention sums each channel down its column (bitnet_dense_dot_f16_columns) */
+    size_t kv_bytes;  /* bytes of each of kcache and vcache */
+    bool kv_mapped[2]; /* kcache, vcache came from bitnet_zeroed_alloc as mappings (pages committed when
+                          first written, so a short sequence costs only the rows it reached) */
 
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 
