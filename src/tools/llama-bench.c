@@ -7,6 +7,10 @@
  *   tgN      generate N tokens one at a time from an empty cache: N calls of bitnet_decode with one
  *            token at positions 0..N-1 (the cache grows); no sampling; tokens/s = N / time.
  *   ppN+tgM  (-pg N,M) both in one timed run; tokens/s = (N + M) / time.
+ *   … @ dD   (-d D) any of them with D tokens already in the KV cache: the test's tokens start at
+ *            position D (the attention reads D more positions); the D tokens are evaluated once per
+ *            test, untimed, before the warm-up (every repetition rewrites the same positions after
+ *            them, so they stay valid); tokens/s counts the test's own tokens only. llama.cpp's -d.
  * Token ids are drawn from the project's seeded PRNG (rng.h: xoshiro256**), the same ids in every
  * repetition and every run with the same --seed. Each test gets its own context (n_ctx = N + M,
  * n_batch, n_threads), an unmeasured warm-up run (the prompt, or one generated token), then -r timed
@@ -14,7 +18,7 @@
  * tokens / seconds (as llama.cpp reports it); csv and json also carry every repetition's time.
  *
  * Every numeric flag takes a comma list and may be repeated; all combinations run, in the order
- * model → kernel → batch → threads → (pp tests, tg tests, pg tests).
+ * model → kernel → batch → threads → depth → (pp tests, tg tests, pg tests).
  *
  * stdout: the table / CSV / JSON only. stderr: per model its load time and kernel summary, the
  * machine's load average, errors. Exit status (tools/common/args.h): 0 on success; 1 a missing or bad
@@ -59,7 +63,7 @@ typedef struct pg_pair {
 
 typedef struct options {
     str_list models;
-    long_list n_prompt, n_gen, batch, threads, kernels, heads;
+    long_list n_prompt, n_gen, depth, batch, threads, kernels, heads;
     pg_pair *pg;
     size_t n_pg;
     const char *lut_table;
@@ -101,6 +105,7 @@ static void free_options(options *o) {
     free(o->models.v);
     free(o->n_prompt.v);
     free(o->n_gen.v);
+    free(o->depth.v);
     free(o->batch.v);
     free(o->threads.v);
     free(o->kernels.v);
@@ -204,6 +209,9 @@ static int parse_args(int argc, char **argv, options *o) {
                    BITNET_ARG_CALL, &o->n_gen, .lo = 0, .hi = MAX_TOKENS, .fn = on_list),
         BITNET_OPT("-pg", "N,M", "also a test of N prompt then M generated tokens (repeatable)", BITNET_ARG_CALL, o,
                    .fn = on_pg),
+        BITNET_OPT("-d, --n-depth", "N", "tokens already in the KV cache when each test starts, LIST (default 0;\n"
+                   "filled once per test, untimed; the test is named \"... @ dN\")",
+                   BITNET_ARG_CALL, &o->depth, .lo = 0, .hi = MAX_TOKENS, .fn = on_list),
         BITNET_OPT("-b, --batch-size", "N", "prompt tokens per forward pass, LIST (default 2048;\nwith --plan the plan's micro-batch)", BITNET_ARG_CALL,
                    &o->batch, .lo = 1, .hi = MAX_TOKENS, .fn = on_list),
         BITNET_OPT("-t, --threads", "N", "threads, LIST (default: the number of online CPUs)", BITNET_ARG_CALL,
@@ -335,7 +343,7 @@ typedef struct result {
     const char *kernel;  /* kernel_label */
     const char *summary; /* bitnet_model_kernel_summary */
     const char *cpu;
-    long n_batch, n_threads, n_prompt, n_gen;
+    long n_batch, n_threads, n_prompt, n_gen, n_depth;
     char test[64];
     char time[32]; /* ISO 8601 UTC start of the test */
     double load1;  /* 1-minute load average at the start of the test; -1 unknown */
@@ -345,10 +353,12 @@ typedef struct result {
     double avg_ns, sd_ns, avg_ts, sd_ts;
 } result;
 
-static void test_name(long n_prompt, long n_gen, char *out, size_t cap) {
+static void test_name(long n_prompt, long n_gen, long n_depth, char *out, size_t cap) {
     if (n_prompt > 0 && n_gen > 0) snprintf(out, cap, "pp%ld+tg%ld", n_prompt, n_gen);
     else if (n_prompt > 0) snprintf(out, cap, "pp%ld", n_prompt);
     else snprintf(out, cap, "tg%ld", n_gen);
+    const size_t len = strlen(out);
+    if (n_depth > 0) snprintf(out + len, cap - len, " @ d%ld", n_depth);
 }
 
 typedef struct table_layout {
@@ -412,7 +422,7 @@ static void json_str(const char *s) {
 
 static const char *const k_fields[] = {
     "cpu_info", "model_filename", "model_type", "model_size", "model_n_params", "kernel", "kernel_summary",
-    "n_batch", "n_threads", "n_prompt", "n_gen", "test", "test_time", "load_avg_1m", "repetitions",
+    "n_batch", "n_threads", "n_prompt", "n_gen", "n_depth", "test", "test_time", "load_avg_1m", "repetitions",
     "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts"};
 enum { N_FIELDS = sizeof k_fields / sizeof k_fields[0] };
 
@@ -432,17 +442,18 @@ static void field_text(const result *r, int i, char *buf, size_t cap, int *is_st
     case 8: snprintf(buf, cap, "%ld", r->n_threads); break;
     case 9: snprintf(buf, cap, "%ld", r->n_prompt); break;
     case 10: snprintf(buf, cap, "%ld", r->n_gen); break;
-    case 11: snprintf(buf, cap, "%s", r->test); *is_str = 1; break;
-    case 12: snprintf(buf, cap, "%s", r->time); *is_str = 1; break;
-    case 13:
+    case 11: snprintf(buf, cap, "%ld", r->n_depth); break;
+    case 12: snprintf(buf, cap, "%s", r->test); *is_str = 1; break;
+    case 13: snprintf(buf, cap, "%s", r->time); *is_str = 1; break;
+    case 14:
         if (r->load1 >= 0) snprintf(buf, cap, "%.2f", r->load1);
         else snprintf(buf, cap, "null");
         break;
-    case 14: snprintf(buf, cap, "%ld", r->reps); break;
-    case 15: snprintf(buf, cap, "%.0f", r->avg_ns); break;
-    case 16: snprintf(buf, cap, "%.0f", r->sd_ns); break;
-    case 17: snprintf(buf, cap, "%.6f", r->avg_ts); break;
-    case 18: snprintf(buf, cap, "%.6f", r->sd_ts); break;
+    case 15: snprintf(buf, cap, "%ld", r->reps); break;
+    case 16: snprintf(buf, cap, "%.0f", r->avg_ns); break;
+    case 17: snprintf(buf, cap, "%.0f", r->sd_ns); break;
+    case 18: snprintf(buf, cap, "%.6f", r->avg_ts); break;
+    case 19: snprintf(buf, cap, "%.6f", r->sd_ts); break;
     default: buf[0] = '\0'; break;
     }
 }
@@ -486,12 +497,16 @@ static void json_row(const result *r, int first) {
 
 /* ---- running one test -------------------------------------------------------------------------- */
 
-/* One timed (or warm-up) run: the prompt in one bitnet_decode call (split into n_batch chunks by the
- * context), then n_gen single-token calls. tokens holds n_prompt + n_gen ids. */
-static int run_once(bitnet_context *ctx, const int32_t *tokens, long n_prompt, long n_gen, bitnet_error *err) {
-    if (n_prompt > 0 && bitnet_decode(ctx, tokens, (int32_t)n_prompt, 0, false, err) != BITNET_OK) return 1;
+/* One timed (or warm-up) run after the n_depth tokens already in the cache: the prompt in one bitnet_decode
+ * call at position n_depth (split into n_batch chunks by the context), then n_gen single-token calls. tokens
+ * holds the n_prompt + n_gen ids of the run. */
+static int run_once(bitnet_context *ctx, const int32_t *tokens, long n_depth, long n_prompt, long n_gen,
+                    bitnet_error *err) {
+    if (n_prompt > 0 && bitnet_decode(ctx, tokens, (int32_t)n_prompt, (int32_t)n_depth, false, err) != BITNET_OK)
+        return 1;
     for (long i = 0; i < n_gen; i++) {
-        if (bitnet_decode(ctx, &tokens[n_prompt + i], 1, (int32_t)(n_prompt + i), false, err) != BITNET_OK) return 1;
+        if (bitnet_decode(ctx, &tokens[n_prompt + i], 1, (int32_t)(n_depth + n_prompt + i), false, err) != BITNET_OK)
+            return 1;
     }
     return 0;
 }
@@ -505,10 +520,10 @@ typedef struct bench_env {
 } bench_env;
 
 static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, const char *kernel, long n_batch,
-                    long n_threads, long n_prompt, long n_gen) {
+                    long n_threads, long n_prompt, long n_gen, long n_depth) {
     const options *o = env->o;
     const bitnet_hparams *hp = bitnet_model_hparams(model);
-    const long n_ctx = n_prompt + n_gen;
+    const long n_ctx = n_depth + n_prompt + n_gen;
     result r = {0};
     r.mi = mi;
     r.size = bitnet_model_size_bytes(model);
@@ -520,8 +535,9 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
     r.n_threads = n_threads;
     r.n_prompt = n_prompt;
     r.n_gen = n_gen;
+    r.n_depth = n_depth;
     r.reps = o->reps;
-    test_name(n_prompt, n_gen, r.test, sizeof r.test);
+    test_name(n_prompt, n_gen, n_depth, r.test, sizeof r.test);
     if (n_ctx > MAX_TOKENS) {
         return fail("test %s: %ld tokens exceed the context limit of %ld", r.test, n_ctx, MAX_TOKENS);
     }
@@ -554,27 +570,33 @@ static int run_test(bench_env *env, bitnet_model *model, const model_info *mi, c
     if (*bitnet_context_kernel_choice(ctx))
         fprintf(stderr, "llama-bench: %s\nllama-bench: kernels: %s\n", bitnet_context_kernel_choice(ctx),
                 bitnet_model_kernel_summary(model));
+    /* the depth: positions 0..n_depth-1, once (the runs below write only the positions after them) */
+    const int32_t *run_tokens = tokens + n_depth;
+    if (n_depth > 0 && bitnet_decode(ctx, tokens, (int32_t)n_depth, 0, false, &err) != BITNET_OK) {
+        fail("test %s: filling the KV cache to depth %ld failed: %s", r.test, n_depth, err.msg);
+        goto done;
+    }
     r.load1 = load_avg_1m();
     const time_t now = time(NULL);
     struct tm tmv;
     if (gmtime_r(&now, &tmv)) strftime(r.time, sizeof r.time, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     if (o->warmup) {
         /* the same work llama.cpp's warm-up does: the whole prompt, or one generated token */
-        if (run_once(ctx, tokens, n_prompt, n_prompt > 0 ? 0 : 1, &err)) {
+        if (run_once(ctx, run_tokens, n_depth, n_prompt, n_prompt > 0 ? 0 : 1, &err)) {
             fail("test %s: warm-up evaluation failed: %s", r.test, err.msg);
             goto done;
         }
     }
     for (long k = 0; k < o->reps; k++) {
         const uint64_t t0 = bitnet_tool_now_ns();
-        if (run_once(ctx, tokens, n_prompt, n_gen, &err)) {
+        if (run_once(ctx, run_tokens, n_depth, n_prompt, n_gen, &err)) {
             fail("test %s: evaluation failed: %s", r.test, err.msg);
             goto done;
         }
         ns[k] = bitnet_tool_now_ns() - t0;
         if (ns[k] == 0) ns[k] = 1;
         nsd[k] = (double)ns[k];
-        ts[k] = (double)n_ctx * 1e9 / (double)ns[k];
+        ts[k] = (double)(n_prompt + n_gen) * 1e9 / (double)ns[k];
         if (o->progress) {
             fprintf(stderr, "llama-bench: %s %s t=%ld b=%ld rep %ld/%ld: %.3f ms (%.2f t/s)\n", mi->file, r.test,
                     n_threads, n_batch, k + 1, o->reps, (double)ns[k] / 1e6, ts[k]);
@@ -609,7 +631,7 @@ int main(int argc, char **argv) {
     bitnet_tile_file *tiles = NULL; /* --lut-tiles, read once for every load */
     bitnet_tool_cluster *cluster = NULL; /* --plan */
     bitnet_model *staged = NULL;         /* --plan: this rank's stage of the one model */
-    if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.batch, 2048) ||
+    if (push_long(&o.n_prompt, 512) || push_long(&o.n_gen, 128) || push_long(&o.depth, 0) || push_long(&o.batch, 2048) ||
         push_long(&o.threads, online) || push_long(&o.kernels, BITNET_PATH_AUTO) ||
         push_long(&o.heads, 0)) {
         goto out;
@@ -650,6 +672,9 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < o.n_prompt.n; i++) most = o.n_prompt.v[i] > most ? o.n_prompt.v[i] : most;
         for (size_t i = 0; i < o.n_gen.n; i++) most = o.n_gen.v[i] > most ? o.n_gen.v[i] : most;
         for (size_t i = 0; i < o.n_pg; i++) most = o.pg[i].n_prompt + o.pg[i].n_gen > most ? o.pg[i].n_prompt + o.pg[i].n_gen : most;
+        long deepest = 0;
+        for (size_t i = 0; i < o.depth.n; i++) deepest = o.depth.v[i] > deepest ? o.depth.v[i] : deepest;
+        most += deepest;
         for (size_t i = 0; i < o.batch.n; i++) batch = o.batch.v[i] > batch ? o.batch.v[i] : batch;
         for (size_t i = 0; i < o.threads.n; i++) threads = o.threads.v[i] > threads ? o.threads.v[i] : threads;
         const bitnet_context_params cp = {(int32_t)(most < MAX_TOKENS ? most : MAX_TOKENS),
@@ -679,11 +704,14 @@ int main(int argc, char **argv) {
     }
     char name[64];
     for (size_t i = 0; i < o.n_prompt.n + o.n_gen.n + o.n_pg; i++) {
-        if (i < o.n_prompt.n) test_name(o.n_prompt.v[i], 0, name, sizeof name);
-        else if (i < o.n_prompt.n + o.n_gen.n) test_name(0, o.n_gen.v[i - o.n_prompt.n], name, sizeof name);
-        else test_name(o.pg[i - o.n_prompt.n - o.n_gen.n].n_prompt, o.pg[i - o.n_prompt.n - o.n_gen.n].n_gen, name,
-                       sizeof name);
-        if ((int)strlen(name) > L.w_test) L.w_test = (int)strlen(name);
+        for (size_t di = 0; di < o.depth.n; di++) {
+            const long d = o.depth.v[di];
+            if (i < o.n_prompt.n) test_name(o.n_prompt.v[i], 0, d, name, sizeof name);
+            else if (i < o.n_prompt.n + o.n_gen.n) test_name(0, o.n_gen.v[i - o.n_prompt.n], d, name, sizeof name);
+            else test_name(o.pg[i - o.n_prompt.n - o.n_gen.n].n_prompt, o.pg[i - o.n_prompt.n - o.n_gen.n].n_gen, d,
+                           name, sizeof name);
+            if ((int)strlen(name) > L.w_test) L.w_test = (int)strlen(name);
+        }
     }
     char cpu[256];
     cpu_info(cpu, sizeof cpu);
@@ -722,17 +750,19 @@ int main(int argc, char **argv) {
             int bad = 0;
             for (size_t bi = 0; bi < o.batch.n && !bad; bi++) {
                 for (size_t ti = 0; ti < o.threads.n && !bad; ti++) {
-                    const long b = o.batch.v[bi], t = o.threads.v[ti];
-                    for (size_t i = 0; i < o.n_prompt.n && !bad; i++) {
-                        if (o.n_prompt.v[i] > 0) {
-                            bad = run_test(&env, model, &mis[mi], kernel, b, t, o.n_prompt.v[i], 0);
+                    for (size_t di = 0; di < o.depth.n && !bad; di++) {
+                        const long b = o.batch.v[bi], t = o.threads.v[ti], d = o.depth.v[di];
+                        for (size_t i = 0; i < o.n_prompt.n && !bad; i++) {
+                            if (o.n_prompt.v[i] > 0)
+                                bad = run_test(&env, model, &mis[mi], kernel, b, t, o.n_prompt.v[i], 0, d);
                         }
-                    }
-                    for (size_t i = 0; i < o.n_gen.n && !bad; i++) {
-                        if (o.n_gen.v[i] > 0) bad = run_test(&env, model, &mis[mi], kernel, b, t, 0, o.n_gen.v[i]);
-                    }
-                    for (size_t i = 0; i < o.n_pg && !bad; i++) {
-                        bad = run_test(&env, model, &mis[mi], kernel, b, t, o.pg[i].n_prompt, o.pg[i].n_gen);
+                        for (size_t i = 0; i < o.n_gen.n && !bad; i++) {
+                            if (o.n_gen.v[i] > 0)
+                                bad = run_test(&env, model, &mis[mi], kernel, b, t, 0, o.n_gen.v[i], d);
+                        }
+                        for (size_t i = 0; i < o.n_pg && !bad; i++) {
+                            bad = run_test(&env, model, &mis[mi], kernel, b, t, o.pg[i].n_prompt, o.pg[i].n_gen, d);
+                        }
                     }
                 }
             }

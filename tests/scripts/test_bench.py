@@ -163,10 +163,32 @@ class LlamaBenchOutput(unittest.TestCase):
         self.assertTrue(rows[1]["kernel"].endswith("+q8_0 head"), rows[1]["kernel"])
         self.assertIn("head: Q8_0 (requantized from F16 at load)", err)
 
+    def test_depth_list_runs_each_test_after_the_filled_cache(self):
+        # llama.cpp's -d: every test again with D tokens already in the cache, named "... @ dD", its
+        # tokens/s counting the test's own tokens only (the fill is untimed)
+        rc, out, err = bench("-m", TINY, "-p", "8", "-n", "3", "-pg", "4,2", "-d", "0,40", "-r", "2", "-t", "1",
+                             "-o", "json")
+        self.assertEqual(rc, 0, err)
+        res = json.loads(out)
+        self.assertEqual([(r["test"], r["n_prompt"], r["n_gen"], r["n_depth"]) for r in res],
+                         [("pp8", 8, 0, 0), ("tg3", 0, 3, 0), ("pp4+tg2", 4, 2, 0),
+                          ("pp8 @ d40", 8, 0, 40), ("tg3 @ d40", 0, 3, 40), ("pp4+tg2 @ d40", 4, 2, 40)])
+        for r in res:
+            for x, y in zip(r["samples_ns"], r["samples_ts"]):
+                self.assertAlmostEqual(y, (r["n_prompt"] + r["n_gen"]) * 1e9 / x, delta=1e-6 * y + 1e-6)
+        rc, out, err = bench("-m", TINY, "-p", "0", "-n", "2", "-d", "16", "-r", "1", "-t", "1")
+        self.assertEqual(rc, 0, err)
+        _, rows = md_rows(out)
+        self.assertEqual([r["test"] for r in rows], ["tg2 @ d16"])
+        # the depth counts against the context limit like the test's own tokens
+        rc, out, err = bench("-m", TINY, "-p", "0", "-n", "2", "-d", "16777215", "-r", "1", "-t", "1")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("tg2 @ d16777215: 16777217 tokens exceed the context limit", err)
+
     def test_help(self):
         rc, out, _ = bench("-h")
         self.assertEqual(rc, 0)
-        for flag in ("-m,", "-p,", "-n,", "-pg", "-b,", "-t,", "--kernel", "-r,", "-o,"):
+        for flag in ("-m,", "-p,", "-n,", "-pg", "-d,", "-b,", "-t,", "--kernel", "-r,", "-o,"):
             self.assertIn(flag, out)
 
 
@@ -187,6 +209,8 @@ class LlamaBenchErrors(unittest.TestCase):
             (["-m", TINY, "--kernel", "i2_s,tl3"], "got 'tl3'"),
             (["-m", TINY, "-pg", "4"], "-pg expects two integers N,M, got '4'"),
             (["-m", TINY, "-pg", "4,0"], "got '0'"),
+            (["-m", TINY, "-d", "-1"], "got '-1'"),
+            (["-m", TINY, "-d", "8,x"], "got 'x'"),
             (["-m", TINY, "--lut-table", "fast"], "default or pretuned"),
             (["-m", TINY, "--head-type", "stored,f16"], "--head-type expects stored or q8_0 (comma list), got 'f16'"),
             (["-m", TINY, "--seed", "-3"], "--seed"),
