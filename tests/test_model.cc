@@ -667,6 +667,50 @@ void ExpectSameRun(const GreedyRun &a, const GreedyRun &b, const std::string &wh
     for (size_t i = 0; i < a.logits.size(); i++) EXPECT_TRUE(SameBytes(a.logits[i], b.logits[i])) << what << ", step " << i;
 }
 
+// GQA at depth: 8 query heads on 2 kv heads (4 per group), head size 80 (value channels in slices of 32, 32
+// and 16), a 300-token prompt (key blocks of 128, 128 and 44 positions), then 4 greedy steps. The ids and the
+// logit bytes are pinned from 1597e36, whose attention took one head at a time; attending a kv head's query
+// heads together must keep every float, with 1, 2 and 3 threads (3 splits the attention by token and kv head,
+// 1 and 2 by kv head) and on every ISA.
+const uint64_t kGqaLogitsHash = 0xe99c6d98a4421f36ULL;
+const std::vector<int32_t> kGqaIds = {344, 464, 351, 336};
+
+TEST(GqaAttention, GroupedHeadsKeepEveryHeadsFloats) {
+    bitnet_dummy_params p = bitnet_test::tiny_layout_params(BITNET_DUMMY_I2_S, 77);
+    p.n_embd = 640;
+    p.n_ff = 1792;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    const std::string path = TmpDir() + "/gqa-80.gguf";
+    bitnet_error err{};
+    ASSERT_EQ(bitnet_dummy_write(&p, path.c_str(), &err), BITNET_OK) << err.msg;
+    ModelPtr m = Load(path);
+    ASSERT_TRUE(m);
+    ASSERT_EQ(bitnet_model_hparams(m.get())->n_embd_head, 80);
+    std::vector<int32_t> prompt(300);
+    uint32_t x = 12345;
+    for (auto &t : prompt) {
+        x = x * 1664525u + 1013904223u;
+        t = (int32_t)(x >> 8) % 512;
+    }
+    for (int threads : {1, 2, 3}) {
+        ContextPtr c = NewContext(m.get(), 512, 64, threads);
+        ASSERT_TRUE(c);
+        ASSERT_EQ(bitnet_decode(c.get(), prompt.data(), (int32_t)prompt.size(), 0, false, &err), BITNET_OK) << err.msg;
+        GreedyRun r;
+        for (int i = 0; i < 4; i++) {
+            const float *l = bitnet_get_logits(c.get());
+            r.logits.emplace_back(l, l + 512);
+            r.ids.push_back(bitnet_argmax(l, 512));
+            const int32_t id = r.ids.back();
+            ASSERT_EQ(bitnet_decode(c.get(), &id, 1, (int32_t)prompt.size() + i, false, &err), BITNET_OK) << err.msg;
+        }
+        EXPECT_EQ(r.ids, kGqaIds) << threads << " threads";
+        EXPECT_EQ(LogitsHash(r), kGqaLogitsHash) << std::hex << LogitsHash(r) << std::dec << ", " << threads
+                                                 << " threads";
+    }
+}
+
 TEST_F(Golden, AllPathsGiveTheGoldenIds) {
     GreedyRun ref;
     const bitnet_kernel_path paths[3] = {BITNET_PATH_I2S, BITNET_PATH_TL1, BITNET_PATH_TL2};

@@ -91,6 +91,9 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
                            (double)hp->rope_scale * (double)(p->n_ctx - 1), (int)(p->n_ctx - 1), (double)hp->rope_scale);
     }
     const size_t f = sizeof(float), h = sizeof(uint16_t);
+    /* the query heads that share a kv head: the attention's scratch holds all of them (forward.c attend) */
+    const size_t G = (size_t)(hp->n_head / hp->n_head_kv);
+    const size_t CG = C <= SIZE_MAX / G ? C * G : SIZE_MAX, hdG = hd * G; /* SIZE_MAX: refused below */
     /* every size as a product of three factors, checked: a 32-bit core's size_t is reached early */
     const struct {
         int buf;
@@ -99,8 +102,8 @@ static bitnet_status context_plan(const bitnet_model *m, const bitnet_context_pa
         {CB_X, B, D, f},           {CB_XB, B, D, f},          {CB_Q, B, QD, f},
         {CB_K, B, KV, f},          {CB_V, B, KV, f},          {CB_ATT, B, QD, f},
         {CB_PROJ, B, D, f},        {CB_HB, B, F, f},          {CB_HB2, B, F, f},
-        {CB_ROPE_COS, C, hd / 2, f}, {CB_ROPE_SIN, C, hd / 2, f}, {CB_ATT_SCORES, T, C, f},
-        {CB_ATT_P, T, C, f},       {CB_ATT_Q, T, hd, f},      {CB_HEAD_ACT, B, m->head_kernel->act_bytes(hp->n_embd), 1},
+        {CB_ROPE_COS, C, hd / 2, f}, {CB_ROPE_SIN, C, hd / 2, f}, {CB_ATT_SCORES, T, CG, f},
+        {CB_ATT_P, T, CG, f},      {CB_ATT_Q, T, hdG, f},      {CB_HEAD_ACT, B, m->head_kernel->act_bytes(hp->n_embd), 1},
         {CB_HEAD_ROW, T, D, f},    {CB_LOGITS, (size_t)p->n_logits, p->embeddings ? D : (size_t)hp->n_vocab, f},
         {CB_XN0, m->has_norm_in ? B : 0, D, f}, {CB_XN1, m->has_norm_in ? B : 0, D, f},
         {CB_XN2, m->has_norm_in ? B : 0, D, f}, {CB_ROPE_COS_SWA, swa_tables(hp) ? C : 0, hd / 2, f},

@@ -106,38 +106,64 @@ static inline size_t tok_row0(const bitnet_context *c, const fwd_job *J, int64_t
     return J->seq ? (size_t)J->seq[t] * (size_t)c->n_ctx : 0;
 }
 
-/* One head of causal attention for the token at position pos of the sequence whose position 0 is cache
- * row row0, in layer l: out (d) = Σ_j softmax_j(q·k_j / √d) · v_j over j = 0..pos, rounding like ggml's
- * CPU path: q to F16 before q·k_j, the probabilities to F16 before the product with V. */
-static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32_t h, const float *q, float *out,
-                   int ith) {
+/* Positions of keys that every query head of a group multiplies while they are in L1 (128 × a 128-value head:
+ * 32 KiB), and channels of values per pass (32 channels of every position: 64 bytes a row). */
+enum { ATT_KEY_BLOCK = 128, ATT_VALUE_SLICE = 32 };
+
+/* Causal attention of the gn query heads h0 .. h0 + gn - 1, which share one kv head (GQA: gn <= n_head /
+ * n_head_kv), for the token at position pos of the sequence whose position 0 is cache row row0, in layer l:
+ * for each head, out (d) = Σ_j softmax_j(q·k_j / √d) · v_j over j = 0..pos, rounding like ggml's CPU path:
+ * q to F16 before q·k_j, the probabilities to F16 before the product with V. q and out: head h0's d values,
+ * the next heads' at + d each. Every head's floats are those of attending it alone: a score is one row's dot
+ * (bitnet_dense_dot_f16_rows gives each row its single dot), an output channel one column's dot
+ * (bitnet_dense_dot_f16_columns, channels independent); the heads only take turns over blocks of keys and
+ * slices of value channels, so the shared cache rows come from memory once per group rather than once per
+ * head (at a depth of thousands of positions a kv head's keys and values outgrow L2). */
+static void attend(bitnet_context *c, int32_t l, size_t row0, int32_t pos, int32_t h0, int32_t gn, const float *q,
+                   float *out, int ith) {
     const bitnet_model *m = c->m;
     const int32_t d = m->hp.n_embd_head;
-    const int32_t kvh = h / (m->hp.n_head / m->hp.n_head_kv); /* GQA: heads share kv head h / group */
+    const int32_t group = m->hp.n_head / m->hp.n_head_kv;
+    const int32_t kvh = h0 / group;                           /* GQA: heads share kv head h / group */
     const float kq_scale = m->hp.kq_scale;                    /* 1/sqrt(d), or 1 when q carries it (Gemma3) */
     /* a sliding-window layer sees positions pos - n_swa + 1 .. pos (llama.cpp's standard SWA mask) */
     const int32_t j0 = bitnet_layer_is_swa(&m->hp, l) && pos >= m->hp.n_swa ? pos - m->hp.n_swa + 1 : 0;
     const int64_t nj = (int64_t)pos + 1 - j0;
-    float *score = c->att_scores + (size_t)ith * c->n_ctx;      /* (nj) */
-    float *p16 = c->att_p + (size_t)ith * c->n_ctx;             /* (nj) */
-    float *q16 = c->att_q + (size_t)ith * d;                    /* (d) */
+    /* head i's scratch: scores and probabilities (nj), its query rounded to F16 (d) */
+    float *const score = c->att_scores + (size_t)ith * (size_t)group * c->n_ctx;
+    float *const p16 = c->att_p + (size_t)ith * (size_t)group * c->n_ctx;
+    float *const q16 = c->att_q + (size_t)ith * (size_t)group * (size_t)d;
     const size_t lc = (size_t)(l - m->l_begin); /* the cache holds this stage's layers */
     const size_t at = ((lc * (size_t)m->hp.n_head_kv + (size_t)kvh) * c->kv_rows + row0 + (size_t)j0) * (size_t)d;
     const uint16_t *kc = c->kcache + at, *vc = c->vcache + at; /* position j0 + j at j·d */
 
-    bitnet_dense_round_f16_row(q, m->hp.q_scale, q16, d); /* ggml: q scaled in float, rounded to F16 for K·q */
-    float max = -INFINITY;
-    bitnet_dense_dot_f16_rows(kc, (size_t)d, q16, d, nj, score);
-    for (int64_t j = 0; j < nj; j++) {
-        score[j] *= kq_scale;
-        if (score[j] > max) max = score[j];
+    for (int32_t i = 0; i < gn; i++) /* ggml: q scaled in float, rounded to F16 for K·q */
+        bitnet_dense_round_f16_row(q + (size_t)i * d, m->hp.q_scale, q16 + (size_t)i * d, d);
+    for (int64_t b0 = 0; b0 < nj; b0 += ATT_KEY_BLOCK) {
+        const int64_t nb = nj - b0 < ATT_KEY_BLOCK ? nj - b0 : ATT_KEY_BLOCK;
+        for (int32_t i = 0; i < gn; i++)
+            bitnet_dense_dot_f16_rows(kc + (size_t)b0 * d, (size_t)d, q16 + (size_t)i * d, d, nb,
+                                      score + (size_t)i * c->n_ctx + b0);
     }
-    bitnet_act_exp_sub(score, max, nj); /* e^(score - max), the same floats on every ISA */
-    double sum = 0.0;
-    for (int64_t j = 0; j < nj; j++) sum += (double)score[j];
-    const float inv = (float)(1.0 / sum);
-    bitnet_dense_round_f16_row(score, inv, p16, nj);
-    bitnet_dense_dot_f16_columns(vc, (size_t)d, p16, nj, d, out);
+    for (int32_t i = 0; i < gn; i++) {
+        float *si = score + (size_t)i * c->n_ctx;
+        float max = -INFINITY;
+        for (int64_t j = 0; j < nj; j++) {
+            si[j] *= kq_scale;
+            if (si[j] > max) max = si[j];
+        }
+        bitnet_act_exp_sub(si, max, nj); /* e^(score - max), the same floats on every ISA */
+        double sum = 0.0;
+        for (int64_t j = 0; j < nj; j++) sum += (double)si[j];
+        const float inv = (float)(1.0 / sum);
+        bitnet_dense_round_f16_row(si, inv, p16 + (size_t)i * c->n_ctx, nj);
+    }
+    for (int32_t c0 = 0; c0 < d; c0 += ATT_VALUE_SLICE) {
+        const int32_t nc = d - c0 < ATT_VALUE_SLICE ? d - c0 : ATT_VALUE_SLICE;
+        for (int32_t i = 0; i < gn; i++)
+            bitnet_dense_dot_f16_columns(vc + c0, (size_t)d, p16 + (size_t)i * c->n_ctx, nj, nc,
+                                         out + (size_t)i * d + c0);
+    }
 }
 
 /* The RoPE tables of layer l: the local layers' base for a sliding-window layer (gemma3), else the model's. */
@@ -324,8 +350,9 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
                         float *q = c->q + t * QD + h * hd;
                         head_norm(c, q, L->attn_q_norm);
                         rope_head(q, rcos + pos * half, rsin + pos * half, (int32_t)hd, hp->rope_type);
-                        attend(c, l, tok_row0(c, J, t), (int32_t)pos, (int32_t)h, q, c->att + t * QD + h * hd, ith);
                     }
+                    attend(c, l, tok_row0(c, J, t), (int32_t)pos, (int32_t)(g * group), (int32_t)group,
+                           c->q + t * QD + g * group * hd, c->att + t * QD + g * group * hd, ith);
                 }
             }
         } else {
@@ -339,12 +366,17 @@ void bitnet_model_forward_task(void *arg, int ith, int nth) {
                 for (int32_t g = 0; g < hp->n_head_kv; g++) rope_store_kv(c, J, l, g, t, t + 1);
             }
             sync_threads(c);
+            /* units of (token, kv head, part of its query heads), the heads of a part attended together
+             * (attend): the fewest parts (a divisor of the group) that give every thread 4 units or more */
+            int64_t parts = 1;
+            while (parts < group && (group % parts != 0 || n * hp->n_head_kv * parts < 4 * nth)) parts++;
+            const int64_t per_part = group / parts, units_t = hp->n_head_kv * parts;
             int64_t a0, a1;
-            bitnet_split_range(n * hp->n_head, ith, nth, &a0, &a1);
+            bitnet_split_range(n * units_t, ith, nth, &a0, &a1);
             for (int64_t a = a0; a < a1; a++) {
-                const int64_t t = a / hp->n_head, h = a % hp->n_head;
-                attend(c, l, tok_row0(c, J, t), (int32_t)tok_pos(J, t), (int32_t)h, c->q + t * QD + h * hd,
-                       c->att + t * QD + h * hd, ith);
+                const int64_t t = a / units_t, h = a % units_t * per_part;
+                attend(c, l, tok_row0(c, J, t), (int32_t)tok_pos(J, t), (int32_t)h, (int32_t)per_part,
+                       c->q + t * QD + h * hd, c->att + t * QD + h * hd, ith);
             }
         }
         sync_threads(c);

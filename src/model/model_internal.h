@@ -185,9 +185,10 @@ struct bitnet_context {
 
     float *rope_cos, *rope_sin; /* (n_ctx, n_embd_head/2) */
 
-    float *att_scores;  /* (n_threads, n_ctx) per-thread scratch */
-    float *att_p;       /* (n_threads, n_ctx) softmax probabilities rounded to F16 */
-    float *att_q;       /* (n_threads, n_embd_head) query rounded to F16 */
+    float *att_scores;  /* (n_threads, G, n_ctx) per-thread scratch, G = n_head / n_head_kv (the query heads
+                           of one kv head, attended together) */
+    float *att_p;       /* (n_threads, G, n_ctx) softmax probabilities rounded to F16 */
+    float *att_q;       /* (n_threads, G, n_embd_head) queries rounded to F16 */
 
     uint8_t *head_act;  /* (n_batch) rows of head_act_bytes: the head input in the head kernel's format
                            (F32 copy, floats rounded to F16, or Q8_0 blocks; bitnet_dense_kernel.prepare) */
