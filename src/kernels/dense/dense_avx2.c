@@ -71,24 +71,24 @@ __attribute__((target("avx2,f16c,fma"))) void bitnet_dense_dot_f16_rows__avx2(co
 }
 
 /* B (1..4) vectors of 8 channels: lane l (0..31) of the defined order sums positions j ≡ l (mod 32) in
- * increasing j into acc[l] (fused, exact as in f16_lanes4), one lane after another with its B accumulators in
- * registers; the fold (l, l+16), (l, l+8), (l, l+4), (s0+s1)+(s2+s3) runs on the vectors, so channel by channel
- * the additions of bitnet_dense_dot_f16; the tail is added in double, 4 channels per vector. */
+ * increasing j into acc[l] (fused, exact as in f16_lanes4); the rows are read in memory order, each into its
+ * lane's accumulators (32 · B vectors, 4 KiB at most, in L1), an order the prefetchers follow (one lane after
+ * another reads rows 32 apart); the fold (l, l+16), (l, l+8), (l, l+4), (s0+s1)+(s2+s3) runs on the vectors,
+ * so channel by channel the additions of bitnet_dense_dot_f16; the tail is added in double, 4 channels per
+ * vector. */
 __attribute__((target("avx2,f16c,fma"), always_inline)) static inline void f16_columns(const uint16_t *a,
                                                                                   size_t a_stride, const float *b,
                                                                                   int64_t n, int B, float *out) {
     const int64_t n32 = n - n % 32;
     __m256 acc[32][4];
-    for (int l = 0; l < 32; l++) {
-        __m256 s[4];
-        for (int k = 0; k < B; k++) s[k] = _mm256_setzero_ps();
-        for (int64_t j = l; j < n32; j += 32) {
-            const __m256 bj = _mm256_set1_ps(b[j]);
-            const uint16_t *row = a + (size_t)j * a_stride;
-            for (int k = 0; k < B; k++)
-                s[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 8 * k))), bj, s[k]);
-        }
-        for (int k = 0; k < B; k++) acc[l][k] = s[k];
+    for (int l = 0; l < 32; l++)
+        for (int k = 0; k < B; k++) acc[l][k] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n32; j++) { /* the rows in memory order; lane j % 32 */
+        const __m256 bj = _mm256_set1_ps(b[j]);
+        const uint16_t *row = a + (size_t)j * a_stride;
+        __m256 *al = acc[j % 32];
+        for (int k = 0; k < B; k++)
+            al[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 8 * k))), bj, al[k]);
     }
     for (int k = 0; k < B; k++) {
         for (int l = 0; l < 16; l++) acc[l][k] = _mm256_add_ps(acc[l][k], acc[l + 16][k]);
