@@ -46,11 +46,11 @@ static inline float bitnet_dense_dot_f16_column(const uint16_t *a, size_t a_stri
  * lines to the hardware prefetchers, which follow several short streams late: on the 2B-4T head (128256 ×
  * 2560, F16, 1 thread, AMD EPYC Zen 5 VM, read bandwidth 40 GB/s) 1024 bytes ahead in each row gave 28.9 GB/s
  * with AVX-512 and 21.6 with AVX2, the next group 32.8-33.6 and 31-34 (bitnet-kernel-bench --head). */
+#if defined(__x86_64__)
+#include <xmmintrin.h>
 static inline int64_t bitnet_dense_prefetch_per_step(int64_t group_bytes, int64_t n_steps) {
     return n_steps > 0 ? (group_bytes + n_steps - 1) / n_steps : 0;
 }
-#if defined(__x86_64__)
-#include <xmmintrin.h>
 static inline void bitnet_dense_prefetch_step(const char *next, int64_t group_bytes, int64_t step, int64_t per) {
     const int64_t end = (step + 1) * per < group_bytes ? (step + 1) * per : group_bytes;
     for (int64_t o = step * per; o < end; o += 64) _mm_prefetch(next + o, _MM_HINT_T1);
